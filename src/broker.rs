@@ -1,0 +1,97 @@
+//! The broker's shared state and its background work.
+//!
+//! Owns: the config, the topic registry, the group-commit flusher and the "data appended"
+//! signal that wakes long-polling fetches; background tasks for retention and `flush.ms`; and
+//! the orderly close of every log at shutdown. Handlers receive `&Broker`.
+//! Invariant: after `close` returns every partition log has been fsynced.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::BrokerConfig;
+use crate::log::flusher::Flusher;
+use crate::log::now_ms;
+use crate::metadata::TopicRegistry;
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub cluster_id: String,
+    pub topics: TopicRegistry,
+    pub flusher: Flusher,
+    /// Bumped after every append; long-polling fetches wait on it.
+    appended: watch::Sender<u64>,
+}
+
+impl Broker {
+    pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        let topics = TopicRegistry::open(&config)?;
+        let cluster_id = crate::metadata::cluster_id(config.log_dir(), config.node_id, &config.cluster_id)?;
+        let (appended, _) = watch::channel(0u64);
+        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), appended }))
+    }
+
+    pub fn notify_appended(&self) {
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
+    /// Spawns retention and `flush.ms` tasks on the current runtime.
+    pub fn start_background(self: &Arc<Self>) {
+        let broker = self.clone();
+        let interval_ms = self.config.log_retention_check_interval_ms;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(interval_ms));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let b = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || b.apply_retention()).await;
+            }
+        });
+        let broker = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1000));
+            loop {
+                tick.tick().await;
+                let b = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || b.flush_overdue()).await;
+            }
+        });
+    }
+
+    pub fn apply_retention(&self) {
+        let now = now_ms();
+        for partition in self.topics.all_partitions() {
+            let result = partition.log().apply_retention(now);
+            if let Err(e) = result {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "retention failed");
+            }
+        }
+    }
+
+    fn flush_overdue(&self) {
+        let now = now_ms();
+        for partition in self.topics.all_partitions() {
+            let overdue = partition.log().flush_overdue(now);
+            if overdue {
+                if let Err(e) = Flusher::flush_now(&partition) {
+                    tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "flush failed");
+                }
+            }
+        }
+    }
+
+    /// Fsyncs and closes every log (clean shutdown).
+    pub fn close(&self) {
+        for partition in self.topics.all_partitions() {
+            if let Err(e) = partition.log().close() {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Error types, each mapping to the Kafka error code a client sees.
+//!
+//! Owns: [`ConfigError`] (configuration problems), [`LogError`] (storage and batch validation) and
+//! the mapping of both onto Kafka's wire error codes via `kafka_protocol::error::ResponseError`.
+//! Invariant: every error a request can hit has exactly one Kafka code; I/O errors surface as
+//! KAFKA_STORAGE_ERROR, never as a panic.
+
+use kafka_protocol::error::ResponseError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot parse property line {0:?}")]
+    Syntax(String),
+    #[error("invalid value {value:?} for configuration {key}")]
+    Invalid { key: String, value: String },
+    #[error("unknown configuration {0}")]
+    UnknownKey(String),
+    #[error("not supported by Ketch yet: {0}")]
+    Unsupported(String),
+}
+
+impl ConfigError {
+    pub fn invalid(key: &str, value: &str) -> Self {
+        ConfigError::Invalid { key: key.to_string(), value: value.to_string() }
+    }
+}
+
+/// Errors from the log engine. Each maps to the Kafka error code of the same meaning.
+#[derive(Debug, Error)]
+pub enum LogError {
+    #[error("corrupt record batch: {0}")]
+    CorruptMessage(String),
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error("record batch of {size} bytes exceeds the limit of {limit} bytes")]
+    MessageTooLarge { size: usize, limit: usize },
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
+    #[error("unsupported compression codec {0}")]
+    UnsupportedCompression(i16),
+    #[error("offset {offset} out of range [{start}, {end}]")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    #[error("storage error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl LogError {
+    pub fn code(&self) -> i16 {
+        let error = match self {
+            LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
+            LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
+            LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            LogError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
+            LogError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
+            LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::Io(_) => ResponseError::KafkaStorageError,
+        };
+        error.code()
+    }
+}
+
+/// Kafka error code for a success.
+pub const NONE: i16 = 0;
+
+/// Shorthand: the wire code of a `ResponseError`.
+pub fn code(error: ResponseError) -> i16 {
+    error.code()
+}

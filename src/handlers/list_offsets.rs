@@ -1,0 +1,56 @@
+//! ListOffsets: earliest, latest, max timestamp, and the first offset at or after a timestamp.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsRequest;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse};
+
+use crate::broker::Broker;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const EARLIEST_PENDING_UPLOAD: i64 = -5;
+const LATEST_TIERED: i64 = -6;
+
+pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1).with_leader_epoch(-1);
+                    let Some(partition) = broker.topics.partition(topic.name.0.as_str(), p.partition_index) else {
+                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    if p.current_leader_epoch > 0 {
+                        return response.with_error_code(ResponseError::UnknownLeaderEpoch.code());
+                    }
+                    let log = partition.log();
+                    // The leader epoch field exists from v4 on; older versions must leave it at -1.
+                    let epoch = if version >= 4 { log.latest_epoch().map_or(0, |(e, _)| e) } else { -1 };
+                    let found = match p.timestamp {
+                        LATEST | LATEST_TIERED => Ok(Some((log.high_watermark(), -1))),
+                        EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
+                        EARLIEST_PENDING_UPLOAD => Ok(None),
+                        MAX_TIMESTAMP => Ok(log.max_timestamp().map(|(offset, ts)| (offset, ts))),
+                        ts if ts >= 0 => log.offset_for_timestamp(ts),
+                        _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
+                    };
+                    match found {
+                        Ok(Some((offset, timestamp))) => response.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(epoch),
+                        Ok(None) => response,
+                        Err(e) => response.with_error_code(e.code()),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,106 @@
+//! Metadata: brokers (just this node), topics with partitions and leaders, auto-creation.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_request::MetadataRequest;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, TopicName};
+use uuid::Uuid;
+
+use super::{str_bytes, RequestContext};
+use crate::broker::Broker;
+use crate::metadata::Topic;
+
+/// The host and port clients should use to reach this broker.
+pub fn advertised_endpoint(broker: &Broker, ctx: &RequestContext) -> (String, i32) {
+    if let Some(listener) = broker.config.advertised_listeners.first() {
+        return (listener.host.clone(), listener.port as i32);
+    }
+    // No advertised.listeners: advertise the address this client reached us on.
+    (ctx.local_addr.ip().to_string(), ctx.local_addr.port() as i32)
+}
+
+pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let node_id = broker.config.node_id;
+    let (host, port) = advertised_endpoint(broker, ctx);
+    let brokers = vec![MetadataResponseBroker::default().with_node_id(BrokerId(node_id)).with_host(str_bytes(&host)).with_port(port)];
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let requested = match req.topics {
+        None => None,
+        Some(list) if list.is_empty() && version == 0 => None,
+        Some(list) => Some(list),
+    };
+    let auto_create = broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
+    let topics = match requested {
+        None => broker.topics.all().iter().map(|t| describe(node_id, t)).collect(),
+        Some(list) => list
+            .into_iter()
+            .map(|wanted| match wanted.name {
+                Some(name) => lookup_or_create(broker, name.0.as_str(), auto_create, node_id),
+                None => match broker.topics.get_by_id(wanted.topic_id) {
+                    Some(topic) => describe(node_id, &topic),
+                    None => error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
+                },
+            })
+            .collect(),
+    };
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(str_bytes(&broker.cluster_id)))
+        .with_controller_id(BrokerId(node_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(i32::MIN)
+}
+
+fn lookup_or_create(broker: &Broker, name: &str, auto_create: bool, node_id: i32) -> MetadataResponseTopic {
+    if let Some(topic) = broker.topics.get(name) {
+        return describe(node_id, &topic);
+    }
+    if crate::metadata::validate_topic_name(name).is_err() {
+        return error_topic(Some(name), Uuid::nil(), ResponseError::InvalidTopicException);
+    }
+    if !auto_create {
+        return error_topic(Some(name), Uuid::nil(), ResponseError::UnknownTopicOrPartition);
+    }
+    match broker.topics.create(name, broker.config.num_partitions, Default::default()) {
+        Ok(topic) => describe(node_id, &topic),
+        // Lost a race with another creator: describe what exists now.
+        Err(_) => match broker.topics.get(name) {
+            Some(topic) => describe(node_id, &topic),
+            None => error_topic(Some(name), Uuid::nil(), ResponseError::UnknownTopicOrPartition),
+        },
+    }
+}
+
+fn error_topic(name: Option<&str>, id: Uuid, error: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(error.code())
+        .with_name(name.map(|n| TopicName(str_bytes(n))))
+        .with_topic_id(id)
+        .with_topic_authorized_operations(i32::MIN)
+}
+
+pub fn describe(node_id: i32, topic: &Topic) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            let epoch = p.log().latest_epoch().map_or(0, |(e, _)| e);
+            MetadataResponsePartition::default()
+                .with_partition_index(p.index)
+                .with_leader_id(BrokerId(node_id))
+                .with_leader_epoch(epoch)
+                .with_replica_nodes(vec![BrokerId(node_id)])
+                .with_isr_nodes(vec![BrokerId(node_id)])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(str_bytes(&topic.name))))
+        .with_topic_id(topic.id)
+        .with_is_internal(topic.internal)
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(i32::MIN)
+}

@@ -1,0 +1,90 @@
+//! Produce: validate each partition's batch, append it, and acknowledge per `acks`
+//! (0: no response; 1: once in the log; -1/all: once fsynced when `ketch.acks.all.fsync`).
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::ProduceRequest;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::log::{batch, now_ms, Partition};
+
+/// The leader epoch this single node writes with.
+pub const LEADER_EPOCH: i32 = 0;
+
+pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    let mut to_flush: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
+    let mut appended_any = false;
+    for topic_data in req.topic_data {
+        let topic = if version >= 13 {
+            broker.topics.get_by_id(topic_data.topic_id)
+        } else {
+            broker.topics.get(topic_data.name.0.as_str())
+        };
+        let unknown = if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+        let mut partitions = Vec::with_capacity(topic_data.partition_data.len());
+        for data in topic_data.partition_data {
+            let response = PartitionProduceResponse::default().with_index(data.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
+            let partition = topic.as_ref().and_then(|t| usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i).cloned()));
+            let Some(partition) = partition else {
+                partitions.push(response.with_error_code(unknown.code()));
+                continue;
+            };
+            if !matches!(acks, -1 | 0 | 1) {
+                partitions.push(response.with_error_code(ResponseError::InvalidRequiredAcks.code()));
+                continue;
+            }
+            let config = partition.log().config().clone();
+            if acks == -1 && config.min_insync_replicas > 1 {
+                // One node is the whole in-sync replica set.
+                partitions.push(response.with_error_code(ResponseError::NotEnoughReplicas.code()));
+                continue;
+            }
+            let Some(records) = data.records else {
+                partitions.push(response.with_error_code(ResponseError::InvalidRecord.code()));
+                continue;
+            };
+            let now = now_ms();
+            let appended = batch::validate_produce(records.to_vec(), &config, now)
+                .and_then(|(bytes, summary)| partition.log().append(bytes, &summary, LEADER_EPOCH, now));
+            match appended {
+                Ok(info) => {
+                    appended_any = true;
+                    if acks == -1 && broker.config.ketch_acks_all_fsync || info.flush_due {
+                        to_flush.push((partition.clone(), info.last_offset + 1, responses.len(), partitions.len()));
+                    }
+                    partitions.push(
+                        response
+                            .with_base_offset(info.base_offset)
+                            .with_log_append_time_ms(info.log_append_time_ms)
+                            .with_log_start_offset(info.log_start_offset),
+                    );
+                }
+                Err(e) => {
+                    tracing::debug!(topic = %partition.topic, partition = partition.index, error = %e, "produce rejected");
+                    partitions.push(response.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))));
+                }
+            }
+        }
+        responses.push(TopicProduceResponse::default().with_name(topic_data.name).with_topic_id(topic_data.topic_id).with_partition_responses(partitions));
+    }
+    if appended_any {
+        broker.notify_appended();
+    }
+    for (partition, offset, t, p) in to_flush {
+        if let Err(e) = broker.flusher.flush(partition, offset).await {
+            tracing::error!(error = %e, "fsync failed");
+            let response = &mut responses[t].partition_responses[p];
+            response.error_code = ResponseError::KafkaStorageError.code();
+            response.error_message = Some(str_bytes(&e));
+        }
+    }
+    if acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}

@@ -1,0 +1,15 @@
+//! Ketch: a Kafka-compatible message broker.
+//!
+//! Layers, with dependencies pointing one way:
+//! `server` (sockets, frames) -> `protocol` (kafka-protocol codecs, version table, guard) ->
+//! `handlers` (one per API) -> `metadata` (topics) -> `log` (storage engine).
+//! `broker` holds the shared state handlers work on; `config` and `error` are used throughout.
+
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod handlers;
+pub mod log;
+pub mod metadata;
+pub mod protocol;
+pub mod server;

@@ -1,0 +1,390 @@
+//! The v2 record batch as it sits on the wire and on disk, and its validation on the produce path.
+//!
+//! Owns: reading and patching the fixed 61-byte batch header in place (Kafka's
+//! `DefaultRecordBatch` layout), walking the records inside a batch (through a bounded,
+//! streaming decompressor) to validate them, and the checks Kafka's `LogValidator` makes.
+//! Record contents are never materialised here: whole-batch decoding and re-encoding, which only
+//! broker-side recompression needs, goes through `kafka_protocol::records` (see `recompress.rs`).
+//!
+//! Header layout (big-endian): base offset i64 @0, batch length i32 @8 (bytes after this field),
+//! partition leader epoch i32 @12, magic i8 @16, CRC-32C u32 @17 (covers bytes 21..end),
+//! attributes i16 @21, last offset delta i32 @23, base timestamp i64 @27, max timestamp i64 @35,
+//! producer id i64 @43, producer epoch i16 @51, base sequence i32 @53, record count i32 @57.
+//! Base offset and leader epoch sit outside the CRC, so the broker assigns them without
+//! recomputing it.
+
+use std::io::Read;
+
+use crate::config::{TimestampType, TopicConfig};
+use crate::error::LogError;
+use crate::log::compression::{self, Codec};
+
+pub const HEADER_BYTES: usize = 61;
+/// Bytes before the length field's coverage starts: base offset + batch length.
+pub const LOG_OVERHEAD: usize = 12;
+const CRC_START: usize = 21;
+const ATTR_TIMESTAMP_TYPE: i16 = 1 << 3;
+const ATTR_TRANSACTIONAL: i16 = 1 << 4;
+const ATTR_CONTROL: i16 = 1 << 5;
+
+/// Read-only accessors over the header of one complete batch.
+#[derive(Clone, Copy)]
+pub struct Header<'a>(pub &'a [u8]);
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl<'a> Header<'a> {
+    /// Wraps `bytes`, which must hold at least a full header.
+    pub fn new(bytes: &'a [u8]) -> Header<'a> {
+        assert!(bytes.len() >= HEADER_BYTES, "batch header needs {HEADER_BYTES} bytes");
+        Header(bytes)
+    }
+    pub fn base_offset(&self) -> i64 {
+        be_i64(self.0, 0)
+    }
+    /// Total size of the batch including the 12-byte log overhead.
+    pub fn total_bytes(&self) -> i64 {
+        be_i32(self.0, 8) as i64 + LOG_OVERHEAD as i64
+    }
+    pub fn leader_epoch(&self) -> i32 {
+        be_i32(self.0, 12)
+    }
+    pub fn magic(&self) -> i8 {
+        self.0[16] as i8
+    }
+    pub fn crc(&self) -> u32 {
+        be_i32(self.0, 17) as u32
+    }
+    pub fn attributes(&self) -> i16 {
+        be_i16(self.0, 21)
+    }
+    pub fn compression_id(&self) -> i16 {
+        self.attributes() & 0x7
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes() & ATTR_CONTROL != 0
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & ATTR_TRANSACTIONAL != 0
+    }
+    pub fn last_offset_delta(&self) -> i32 {
+        be_i32(self.0, 23)
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset() + self.last_offset_delta() as i64
+    }
+    pub fn base_timestamp(&self) -> i64 {
+        be_i64(self.0, 27)
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        be_i64(self.0, 35)
+    }
+    pub fn producer_id(&self) -> i64 {
+        be_i64(self.0, 43)
+    }
+    pub fn record_count(&self) -> i32 {
+        be_i32(self.0, 57)
+    }
+}
+
+/// In-place header patches the broker makes; `fix_crc` must follow any patch inside the CRC.
+pub fn set_base_offset(batch: &mut [u8], offset: i64) {
+    batch[0..8].copy_from_slice(&offset.to_be_bytes());
+}
+pub fn set_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[12..16].copy_from_slice(&epoch.to_be_bytes());
+}
+fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
+    let mut attributes = be_i16(batch, 21) & !ATTR_TIMESTAMP_TYPE;
+    if timestamp_type == TimestampType::LogAppendTime {
+        attributes |= ATTR_TIMESTAMP_TYPE;
+    }
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+}
+fn fix_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Checks that `bytes` starts with a structurally complete v2 batch whose CRC matches; returns
+/// its total size. Used by recovery and by produce validation.
+pub fn check_batch(bytes: &[u8]) -> Result<usize, LogError> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(LogError::CorruptMessage(format!("{} bytes is shorter than a batch header", bytes.len())));
+    }
+    let header = Header::new(bytes);
+    let total = header.total_bytes();
+    if total < HEADER_BYTES as i64 || total > bytes.len() as i64 {
+        return Err(LogError::CorruptMessage(format!("batch length {total} does not fit {} bytes", bytes.len())));
+    }
+    if header.magic() != 2 {
+        return Err(LogError::CorruptMessage(format!("unsupported magic {}", header.magic())));
+    }
+    let total = total as usize;
+    if crc32c::crc32c(&bytes[CRC_START..total]) != header.crc() {
+        return Err(LogError::CorruptMessage("CRC-32C mismatch".into()));
+    }
+    Ok(total)
+}
+
+/// What validation learned about a produced batch.
+#[derive(Debug, Clone)]
+pub struct BatchSummary {
+    pub record_count: i32,
+    pub max_timestamp: i64,
+    /// Offset delta of the (first) record carrying `max_timestamp`.
+    pub offset_delta_of_max_timestamp: i32,
+    pub codec: Codec,
+}
+
+/// Upper bound on the decompressed size of one batch; beyond it the batch is rejected rather
+/// than letting a tiny compressed batch expand without bound.
+pub const MAX_DECOMPRESSED_BYTES: u64 = 512 << 20;
+
+/// Validates one produced batch (the whole `records` field of a partition), as Kafka's
+/// `LogValidator` does, and prepares it for appending: the returned bytes have their max
+/// timestamp / timestamp type finalised; base offset and leader epoch are set at append time.
+pub fn validate_produce(
+    mut records: Vec<u8>,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> Result<(Vec<u8>, BatchSummary), LogError> {
+    let total = check_batch(&records)?;
+    if total != records.len() {
+        return Err(LogError::InvalidRecord("a produce request must hold exactly one batch per partition".into()));
+    }
+    if total > config.max_message_bytes {
+        return Err(LogError::MessageTooLarge { size: total, limit: config.max_message_bytes });
+    }
+    let header = Header::new(&records);
+    if header.is_control() {
+        return Err(LogError::InvalidRecord("clients may not write control batches".into()));
+    }
+    let count = header.record_count();
+    if count <= 0 || header.last_offset_delta() != count - 1 {
+        return Err(LogError::InvalidRecord(format!(
+            "record count {count} does not match last offset delta {}",
+            header.last_offset_delta()
+        )));
+    }
+    let codec = Codec::from_id(header.compression_id())?;
+    let base_timestamp = header.base_timestamp();
+    let summary = {
+        let body = &records[HEADER_BYTES..];
+        let mut reader = compression::decompressing_reader(codec, body)?;
+        walk_records(&mut reader, count, base_timestamp, codec, config, now_ms)?
+    };
+    if let Some(target) = Codec::for_topic(config.compression_type) {
+        if target != codec {
+            records = compression::recompress(&records, target)?;
+            check_batch(&records)?;
+        }
+    }
+    match config.message_timestamp_type {
+        TimestampType::LogAppendTime => {
+            set_max_timestamp(&mut records, TimestampType::LogAppendTime, now_ms);
+            fix_crc(&mut records);
+        }
+        TimestampType::CreateTime => {
+            let header = Header::new(&records);
+            if header.max_timestamp() != summary.max_timestamp
+                || header.attributes() & ATTR_TIMESTAMP_TYPE != 0
+            {
+                set_max_timestamp(&mut records, TimestampType::CreateTime, summary.max_timestamp);
+                fix_crc(&mut records);
+            }
+        }
+    }
+    Ok((records, summary))
+}
+
+/// Streams through `count` records, checking framing, offset deltas, sizes and timestamps.
+fn walk_records(
+    reader: &mut dyn Read,
+    count: i32,
+    base_timestamp: i64,
+    codec: Codec,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> Result<BatchSummary, LogError> {
+    let mut reader = CountingReader { inner: reader, read: 0, limit: MAX_DECOMPRESSED_BYTES };
+    let mut max_timestamp = i64::MIN;
+    let mut offset_delta_of_max_timestamp = 0;
+    let invalid = |what: &str| LogError::InvalidRecord(what.to_string());
+    for expected_delta in 0..count {
+        let length = read_varint(&mut reader)?;
+        if length < 6 {
+            return Err(invalid("record length too small"));
+        }
+        let start = reader.read;
+        let _attributes = read_bytes_skip(&mut reader, 1)?;
+        let timestamp_delta = read_varlong(&mut reader)?;
+        let offset_delta = read_varint(&mut reader)?;
+        if offset_delta != expected_delta {
+            return Err(invalid("record offset deltas are not consecutive from zero"));
+        }
+        let key_len = read_varint(&mut reader)?;
+        if key_len >= 0 {
+            read_bytes_skip(&mut reader, key_len as u64)?;
+        } else if key_len != -1 {
+            return Err(invalid("negative key length"));
+        }
+        let value_len = read_varint(&mut reader)?;
+        if value_len >= 0 {
+            read_bytes_skip(&mut reader, value_len as u64)?;
+        } else if value_len != -1 {
+            return Err(invalid("negative value length"));
+        }
+        let headers = read_varint(&mut reader)?;
+        if headers < 0 {
+            return Err(invalid("negative header count"));
+        }
+        for _ in 0..headers {
+            let header_key_len = read_varint(&mut reader)?;
+            if header_key_len < 0 {
+                return Err(invalid("null header key"));
+            }
+            read_bytes_skip(&mut reader, header_key_len as u64)?;
+            let header_value_len = read_varint(&mut reader)?;
+            if header_value_len >= 0 {
+                read_bytes_skip(&mut reader, header_value_len as u64)?;
+            } else if header_value_len != -1 {
+                return Err(invalid("negative header value length"));
+            }
+            // Each header takes at least two bytes; this also bounds the header map the
+            // kafka-protocol decoder pre-sizes should the batch later be re-encoded.
+            if reader.read - start > length as u64 {
+                return Err(invalid("record headers overrun the record"));
+            }
+        }
+        if reader.read - start != length as u64 {
+            return Err(invalid("record length does not match its contents"));
+        }
+        let timestamp = base_timestamp.saturating_add(timestamp_delta);
+        if config.message_timestamp_type == TimestampType::CreateTime {
+            check_timestamp(timestamp, config, now_ms)?;
+        }
+        if timestamp > max_timestamp {
+            max_timestamp = timestamp;
+            offset_delta_of_max_timestamp = offset_delta;
+        }
+    }
+    let mut probe = [0u8; 1];
+    match reader.read(&mut probe) {
+        Ok(0) => {}
+        Ok(_) => return Err(invalid("bytes left over after the last record")),
+        Err(e) => return Err(io_to_corrupt(e)),
+    }
+    Ok(BatchSummary { record_count: count, max_timestamp, offset_delta_of_max_timestamp, codec })
+}
+
+fn check_timestamp(timestamp: i64, config: &TopicConfig, now_ms: i64) -> Result<(), LogError> {
+    let earliest = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
+    let latest = now_ms.saturating_add(config.message_timestamp_after_max_ms);
+    if timestamp < earliest || timestamp > latest {
+        return Err(LogError::InvalidTimestamp(format!(
+            "timestamp {timestamp} is outside [{earliest}, {latest}]"
+        )));
+    }
+    Ok(())
+}
+
+/// Offset (delta) and timestamp of the first record in `batch` whose timestamp is >= `target`.
+pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Result<Option<(i32, i64)>, LogError> {
+    let header = Header::new(batch);
+    let codec = Codec::from_id(header.compression_id())?;
+    if header.attributes() & ATTR_TIMESTAMP_TYPE != 0 {
+        // LogAppendTime: every record carries the batch's max timestamp.
+        return Ok((header.max_timestamp() >= target).then_some((0, header.max_timestamp())));
+    }
+    let total = header.total_bytes() as usize;
+    let mut inner = compression::decompressing_reader(codec, &batch[HEADER_BYTES..total])?;
+    let mut reader = CountingReader { inner: &mut inner, read: 0, limit: MAX_DECOMPRESSED_BYTES };
+    for _ in 0..header.record_count() {
+        let length = read_varint(&mut reader)?;
+        let start = reader.read;
+        read_bytes_skip(&mut reader, 1)?;
+        let timestamp = header.base_timestamp().saturating_add(read_varlong(&mut reader)?);
+        let offset_delta = read_varint(&mut reader)?;
+        if timestamp >= target {
+            return Ok(Some((offset_delta, timestamp)));
+        }
+        let consumed = reader.read - start;
+        read_bytes_skip(&mut reader, (length as u64).saturating_sub(consumed))?;
+    }
+    Ok(None)
+}
+
+struct CountingReader<'a> {
+    inner: &'a mut dyn Read,
+    read: u64,
+    limit: u64,
+}
+
+impl Read for CountingReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.limit {
+            return Err(std::io::Error::other("decompressed batch exceeds the size limit"));
+        }
+        Ok(n)
+    }
+}
+
+fn io_to_corrupt(e: std::io::Error) -> LogError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        LogError::CorruptMessage("record data ends early".into())
+    } else {
+        LogError::CorruptMessage(format!("cannot read records: {e}"))
+    }
+}
+
+fn read_u8(reader: &mut dyn Read) -> Result<u8, LogError> {
+    let mut b = [0u8; 1];
+    reader.read_exact(&mut b).map_err(io_to_corrupt)?;
+    Ok(b[0])
+}
+
+fn read_unsigned_varint(reader: &mut dyn Read, max_bytes: u32) -> Result<u64, LogError> {
+    let mut value = 0u64;
+    for i in 0..max_bytes {
+        let b = read_u8(reader)?;
+        value |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(LogError::InvalidRecord("varint too long".into()))
+}
+
+fn read_varint(reader: &mut dyn Read) -> Result<i32, LogError> {
+    let raw = read_unsigned_varint(reader, 5)?;
+    if raw > u32::MAX as u64 {
+        return Err(LogError::InvalidRecord("varint out of range".into()));
+    }
+    let raw = raw as u32;
+    Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+}
+
+fn read_varlong(reader: &mut dyn Read) -> Result<i64, LogError> {
+    let raw = read_unsigned_varint(reader, 10)?;
+    Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+}
+
+fn read_bytes_skip(reader: &mut dyn Read, n: u64) -> Result<(), LogError> {
+    let copied = std::io::copy(&mut reader.take(n), &mut std::io::sink()).map_err(io_to_corrupt)?;
+    if copied != n {
+        return Err(LogError::CorruptMessage("record data ends early".into()));
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! Batch compression codecs: bounded, streaming decompression for validation and index scans,
+//! and whole-batch recompression when a topic's `compression.type` differs from the producer's.
+//!
+//! Owns: mapping the attribute codec id to a [`Codec`], a streaming reader per codec (gzip,
+//! snappy in xerial framing or raw, LZ4 frame, zstd) whose working memory is bounded regardless
+//! of what the compressed bytes claim, and [`recompress`].
+//! Invariants: decompression never allocates more than a small fixed buffer plus one codec
+//! block (snappy blocks are capped at `MAX_SNAPPY_BLOCK_BYTES`, zstd windows at
+//! 2^`ZSTD_WINDOW_LOG_MAX`); callers bound total output (see `batch::MAX_DECOMPRESSED_BYTES`).
+
+use std::io::{self, Read};
+
+use bytes::BytesMut;
+use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
+
+use crate::config::CompressionType;
+use crate::error::LogError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+const MAX_SNAPPY_BLOCK_BYTES: usize = 4 << 20;
+const ZSTD_WINDOW_LOG_MAX: u32 = 24;
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_BYTES: usize = 16;
+
+impl Codec {
+    pub fn from_id(id: i16) -> Result<Codec, LogError> {
+        Ok(match id {
+            0 => Codec::None,
+            1 => Codec::Gzip,
+            2 => Codec::Snappy,
+            3 => Codec::Lz4,
+            4 => Codec::Zstd,
+            other => return Err(LogError::UnsupportedCompression(other)),
+        })
+    }
+
+    /// The codec a topic's `compression.type` demands, or `None` for `producer`.
+    pub fn for_topic(config: CompressionType) -> Option<Codec> {
+        match config {
+            CompressionType::Producer => None,
+            CompressionType::Uncompressed => Some(Codec::None),
+            CompressionType::Gzip => Some(Codec::Gzip),
+            CompressionType::Snappy => Some(Codec::Snappy),
+            CompressionType::Lz4 => Some(Codec::Lz4),
+            CompressionType::Zstd => Some(Codec::Zstd),
+        }
+    }
+
+    fn to_protocol(self) -> Compression {
+        match self {
+            Codec::None => Compression::None,
+            Codec::Gzip => Compression::Gzip,
+            Codec::Snappy => Compression::Snappy,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd => Compression::Zstd,
+        }
+    }
+}
+
+/// A reader yielding the decompressed record bytes of a batch body (the bytes after the header).
+pub fn decompressing_reader<'a>(codec: Codec, body: &'a [u8]) -> Result<Box<dyn Read + 'a>, LogError> {
+    Ok(match codec {
+        Codec::None => Box::new(body),
+        Codec::Gzip => Box::new(flate2::read::GzDecoder::new(body)),
+        Codec::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(body)),
+        Codec::Zstd => {
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(body)
+                .map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
+            decoder
+                .window_log_max(ZSTD_WINDOW_LOG_MAX)
+                .map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
+            Box::new(decoder)
+        }
+        Codec::Snappy => {
+            if body.len() >= XERIAL_HEADER_BYTES && &body[..XERIAL_MAGIC.len()] == XERIAL_MAGIC {
+                Box::new(XerialSnappyReader { rest: &body[XERIAL_HEADER_BYTES..], block: Vec::new(), at: 0 })
+            } else {
+                Box::new(io::Cursor::new(snappy_block(body)?))
+            }
+        }
+    })
+}
+
+/// Decompresses one raw snappy block after checking its claimed length against the cap.
+fn snappy_block(block: &[u8]) -> Result<Vec<u8>, LogError> {
+    let len = snap::raw::decompress_len(block).map_err(|e| LogError::CorruptMessage(format!("snappy: {e}")))?;
+    if len > MAX_SNAPPY_BLOCK_BYTES {
+        return Err(LogError::CorruptMessage(format!("snappy block of {len} bytes exceeds the cap")));
+    }
+    snap::raw::Decoder::new()
+        .decompress_vec(block)
+        .map_err(|e| LogError::CorruptMessage(format!("snappy: {e}")))
+}
+
+/// snappy-java's stream format: 16-byte header, then blocks of `[u32 length][raw snappy]`.
+struct XerialSnappyReader<'a> {
+    rest: &'a [u8],
+    block: Vec<u8>,
+    at: usize,
+}
+
+impl Read for XerialSnappyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.block.len() {
+            if self.rest.is_empty() {
+                return Ok(0);
+            }
+            if self.rest.len() < 4 {
+                return Err(io::Error::other("truncated snappy block length"));
+            }
+            let len = u32::from_be_bytes(self.rest[..4].try_into().expect("4 bytes")) as usize;
+            if len > self.rest.len() - 4 {
+                return Err(io::Error::other("truncated snappy block"));
+            }
+            let (block, rest) = self.rest[4..].split_at(len);
+            self.rest = rest;
+            self.block = snappy_block(block).map_err(|e| io::Error::other(e.to_string()))?;
+            self.at = 0;
+        }
+        let n = buf.len().min(self.block.len() - self.at);
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Re-encodes a validated batch with `codec`, keeping offsets deltas, timestamps, keys, values,
+/// headers and producer fields. Only called after `batch::validate_produce` accepted the batch,
+/// so the kafka-protocol decoder's pre-sized allocations are bounded by the walked contents.
+pub fn recompress(batch: &[u8], codec: Codec) -> Result<Vec<u8>, LogError> {
+    let mut input = bytes::Bytes::copy_from_slice(batch);
+    let set = RecordBatchDecoder::decode(&mut input)
+        .map_err(|e| LogError::CorruptMessage(format!("cannot decode batch for recompression: {e}")))?;
+    let mut out = BytesMut::with_capacity(batch.len());
+    let options = RecordEncodeOptions { version: 2, compression: codec.to_protocol() };
+    RecordBatchEncoder::encode(&mut out, set.records.iter(), &options)
+        .map_err(|e| LogError::CorruptMessage(format!("cannot re-encode batch: {e}")))?;
+    Ok(out.to_vec())
+}

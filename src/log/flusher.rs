@@ -1,0 +1,92 @@
+//! Group commit: one background thread fsyncs partition logs on behalf of many waiters.
+//!
+//! Owns: the queue of "make partition P durable up to offset O" requests. Each pass drains every
+//! request queued so far, fsyncs each distinct partition once (file handles are taken under the
+//! partition lock, fsync runs outside it so appends continue), then completes all the waiters
+//! it covered. Many producers writing at once therefore share one fsync per partition.
+//! Invariant: a waiter is completed with Ok only after an fsync that started after its data
+//! was written.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::log::{now_ms, Partition};
+
+struct Request {
+    partition: Arc<Partition>,
+    offset: i64,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+#[derive(Clone)]
+pub struct Flusher {
+    tx: mpsc::Sender<Request>,
+}
+
+impl Flusher {
+    pub fn start() -> Flusher {
+        let (tx, rx) = mpsc::channel::<Request>();
+        std::thread::Builder::new()
+            .name("ketch-flusher".into())
+            .spawn(move || run(rx))
+            .expect("spawn flusher thread");
+        Flusher { tx }
+    }
+
+    /// Resolves once everything in `partition` below `offset` is on stable storage.
+    pub async fn flush(&self, partition: Arc<Partition>, offset: i64) -> Result<(), String> {
+        if partition.log().flushed_offset() >= offset {
+            return Ok(());
+        }
+        let (done, wait) = oneshot::channel();
+        self.tx
+            .send(Request { partition, offset, done })
+            .map_err(|_| "flusher stopped".to_string())?;
+        wait.await.map_err(|_| "flusher stopped".to_string())?
+    }
+
+    /// Synchronous variant for background tasks (`flush.ms`, `flush.messages`).
+    pub fn flush_now(partition: &Partition) -> Result<(), String> {
+        sync_partition(partition)
+    }
+}
+
+fn run(rx: mpsc::Receiver<Request>) {
+    while let Ok(first) = rx.recv() {
+        let mut pending = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            pending.push(more);
+        }
+        let mut results: HashMap<*const Partition, Result<(), String>> = HashMap::new();
+        for request in &pending {
+            let key = Arc::as_ptr(&request.partition);
+            if results.contains_key(&key) {
+                continue;
+            }
+            results.insert(key, sync_partition(&request.partition));
+        }
+        for request in pending {
+            let result = results.get(&Arc::as_ptr(&request.partition)).cloned().unwrap_or(Ok(()));
+            let result = result.and_then(|()| {
+                if request.partition.log().flushed_offset() >= request.offset {
+                    Ok(())
+                } else {
+                    Err("log was truncated before it could be flushed".to_string())
+                }
+            });
+            let _ = request.done.send(result);
+        }
+    }
+}
+
+fn sync_partition(partition: &Partition) -> Result<(), String> {
+    let work = partition.log().flush_work().map_err(|e| e.to_string())?;
+    for file in &work.files {
+        file.sync_data().map_err(|e| format!("fsync failed: {e}"))?;
+    }
+    partition.log().mark_flushed(work.up_to_offset, now_ms());
+    Ok(())
+}

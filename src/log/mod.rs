@@ -1,0 +1,48 @@
+//! The storage engine: partition logs made of segments, their indexes, batch validation,
+//! compression, recovery, retention and group-commit fsync.
+//!
+//! Layering: `batch` (format + validation) and `compression` are pure; `index` and `segment`
+//! own files; `partition_log` owns one partition's segments; `flusher` batches fsyncs across
+//! partitions and producers. Nothing here knows about the network or the Kafka protocol
+//! messages. Seams for later work: producer state (idempotence, transactions) will hang off
+//! `PartitionLog::append`, and the high watermark is kept apart from the log end offset for
+//! replication.
+
+pub mod batch;
+pub mod compression;
+pub mod flusher;
+pub mod index;
+pub mod partition_log;
+pub mod segment;
+
+use std::sync::{Mutex, MutexGuard};
+
+pub use partition_log::{AppendInfo, PartitionLog};
+
+/// One partition of a topic: its identity and its log.
+#[derive(Debug)]
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    log: Mutex<PartitionLog>,
+}
+
+impl Partition {
+    pub fn new(topic: String, index: i32, log: PartitionLog) -> Partition {
+        Partition { topic, index, log: Mutex::new(log) }
+    }
+
+    /// Locks the log. A poisoned lock (a panic while holding it) is recovered rather than
+    /// spreading the panic: the log's own invariants are re-checked by its methods.
+    pub fn log(&self) -> MutexGuard<'_, PartitionLog> {
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,356 @@
+//! The log of one partition: an ordered list of segments with one active segment at the end.
+//!
+//! Owns: offset assignment, segment rolling (`segment.bytes`, `segment.ms`), reads across
+//! segments, timestamp lookups, retention by time and size (moving the log start offset), the
+//! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
+//! and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
+//! On disk: `<log.dir>/<topic>-<partition>/` holding the segments and `leader-epoch-checkpoint`
+//! (Kafka's text format: version line, count line, then `epoch start_offset` lines).
+//! Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
+//! offset, non-overlapping and contiguous; only the last segment is ever written to;
+//! `flushed_offset` <= log_end_offset and everything below it has been fsynced.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::config::TopicConfig;
+use crate::error::LogError;
+use crate::log::batch::{self, BatchSummary};
+use crate::log::segment::Segment;
+
+const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: TopicConfig,
+    segments: Vec<Segment>,
+    log_start_offset: i64,
+    high_watermark: i64,
+    /// Everything below this offset has been fsynced.
+    flushed_offset: i64,
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+    /// (leader epoch, first offset written in it), ascending.
+    epochs: Vec<(i32, i64)>,
+}
+
+/// What an append produced, for the produce response.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    /// The caller should fsync now (flush.messages reached).
+    pub flush_due: bool,
+}
+
+/// Files and the offset an fsync pass covers, taken under the lock and synced outside it.
+pub struct FlushWork {
+    pub files: Vec<File>,
+    pub up_to_offset: i64,
+}
+
+impl PartitionLog {
+    /// Opens (recovering if needed) or creates the log in `dir`.
+    pub fn open(dir: &Path, config: TopicConfig, now_ms: i64) -> Result<PartitionLog, LogError> {
+        std::fs::create_dir_all(dir)?;
+        let mut bases = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(stem) = name.strip_suffix(".log") {
+                if let Ok(base) = stem.parse::<i64>() {
+                    bases.push(base);
+                }
+            } else if name.ends_with(".tmp") || name.ends_with(".deleted") {
+                let _ = std::fs::remove_file(dir.join(&*name));
+            }
+        }
+        bases.sort_unstable();
+        let mut segments = Vec::with_capacity(bases.len().max(1));
+        let last_index = bases.len().saturating_sub(1);
+        for (i, base) in bases.iter().enumerate() {
+            // The active segment is where a crash leaves a torn tail: always fully recover it.
+            segments.push(Segment::open(dir, *base, config.index_interval_bytes, i == last_index)?);
+        }
+        if segments.is_empty() {
+            segments.push(Segment::create(dir, 0, config.index_interval_bytes)?);
+        }
+        let log_start_offset = segments[0].base_offset;
+        let log_end_offset = segments.last().expect("one segment").next_offset;
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset,
+            high_watermark: log_end_offset,
+            flushed_offset: log_end_offset,
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+            epochs: Vec::new(),
+        };
+        log.load_epochs()?;
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &TopicConfig {
+        &self.config
+    }
+    pub fn set_config(&mut self, config: TopicConfig) {
+        self.config = config;
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    pub fn flushed_offset(&self) -> i64 {
+        self.flushed_offset
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(Segment::size).sum()
+    }
+    pub fn latest_epoch(&self) -> Option<(i32, i64)> {
+        self.epochs.last().copied()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments.last().expect("a log always has an active segment")
+    }
+
+    /// Validates nothing: `batch` comes from `batch::validate_produce`. Assigns offsets from the
+    /// log end, stamps the leader epoch, rolls the segment if needed and writes.
+    pub fn append(&mut self, mut batch: Vec<u8>, summary: &BatchSummary, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, LogError> {
+        let base_offset = self.log_end_offset();
+        let last_offset = base_offset + summary.record_count as i64 - 1;
+        batch::set_base_offset(&mut batch, base_offset);
+        batch::set_leader_epoch(&mut batch, leader_epoch);
+        self.maybe_roll(batch.len() as u64, last_offset, now_ms)?;
+        if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
+            self.epochs.push((leader_epoch, base_offset));
+            self.write_epochs()?;
+        }
+        let offset_of_max_timestamp = base_offset + summary.offset_delta_of_max_timestamp as i64;
+        self.segments.last_mut().expect("active segment").append(&batch, offset_of_max_timestamp)?;
+        assert_eq!(self.log_end_offset(), last_offset + 1, "offsets stay contiguous");
+        // Single node: a write is committed as soon as it is in the log.
+        self.high_watermark = self.log_end_offset();
+        self.unflushed_messages += summary.record_count as i64;
+        let flush_due = self.unflushed_messages >= self.config.flush_messages;
+        let header = batch::Header::new(&batch);
+        let log_append_time_ms = if header.attributes() & (1 << 3) != 0 { header.max_timestamp() } else { -1 };
+        Ok(AppendInfo { base_offset, last_offset, log_append_time_ms, log_start_offset: self.log_start_offset, flush_due })
+    }
+
+    fn maybe_roll(&mut self, incoming_bytes: u64, last_offset: i64, now_ms: i64) -> Result<(), LogError> {
+        let active = self.active();
+        // Like Kafka, a segment's age for `segment.ms` counts from its first batch's timestamp.
+        let too_old = active.first_batch_timestamp.is_some_and(|first| now_ms.saturating_sub(first) >= self.config.segment_ms);
+        if active.is_full(incoming_bytes, self.config.segment_bytes, last_offset) || too_old {
+            self.roll()?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at the log end offset.
+    pub fn roll(&mut self) -> Result<(), LogError> {
+        let base = self.log_end_offset();
+        self.active().sync_indexes()?;
+        self.segments.push(Segment::create(&self.dir, base, self.config.index_interval_bytes)?);
+        Ok(())
+    }
+
+    /// File handles to fsync so that everything up to the current log end is durable.
+    pub fn flush_work(&self) -> io::Result<FlushWork> {
+        let mut files = Vec::new();
+        for segment in self.segments.iter().rev() {
+            if segment.next_offset <= self.flushed_offset && segment.base_offset < self.flushed_offset {
+                break;
+            }
+            files.push(segment.sync_handle()?);
+        }
+        // The directory too, so newly created segment files survive.
+        files.push(File::open(&self.dir)?);
+        Ok(FlushWork { files, up_to_offset: self.log_end_offset() })
+    }
+
+    /// Records that everything below `offset` is durable.
+    pub fn mark_flushed(&mut self, offset: i64, now_ms: i64) {
+        if offset > self.flushed_offset {
+            self.flushed_offset = offset;
+        }
+        if self.flushed_offset >= self.log_end_offset() {
+            self.unflushed_messages = 0;
+        }
+        self.last_flush_ms = now_ms;
+    }
+
+    /// Whether `flush.ms` asks for an fsync now.
+    pub fn flush_overdue(&self, now_ms: i64) -> bool {
+        self.flushed_offset < self.log_end_offset() && now_ms - self.last_flush_ms >= self.config.flush_ms
+    }
+
+    /// Reads batches from `offset`, up to `max_offset` (exclusive) and about `max_bytes`.
+    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one: bool) -> Result<Vec<u8>, LogError> {
+        let end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > end {
+            return Err(LogError::OffsetOutOfRange { offset, start: self.log_start_offset, end });
+        }
+        let i = self.segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        for segment in &self.segments[i..] {
+            let bytes = segment.read(offset, max_offset, max_bytes, min_one)?;
+            if !bytes.is_empty() || segment.next_offset > offset.max(segment.base_offset) {
+                return Ok(bytes);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// ListOffsets by timestamp: the first offset whose record timestamp is >= `target`.
+    pub fn offset_for_timestamp(&self, target: i64) -> Result<Option<(i64, i64)>, LogError> {
+        for segment in &self.segments {
+            if let Some(found) = segment.find_offset_by_timestamp(target, self.log_start_offset)? {
+                if found.0 < self.high_watermark {
+                    return Ok(Some(found));
+                }
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: the offset and timestamp of the record with the largest timestamp.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        self.segments
+            .iter()
+            .filter(|s| !s.is_empty())
+            .max_by_key(|s| s.max_timestamp)
+            .map(|s| (s.offset_of_max_timestamp, s.max_timestamp))
+    }
+
+    /// Deletes whole segments past `retention.ms` / `retention.bytes`; returns how many.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let retention_ms = self.config.retention_ms;
+        let retention_bytes = self.config.retention_bytes;
+        let mut total = self.size_bytes() as i64;
+        let mut deletable = 0;
+        for (i, segment) in self.segments.iter().enumerate() {
+            let is_active = i + 1 == self.segments.len();
+            if segment.is_empty() {
+                break;
+            }
+            let expired = retention_ms >= 0 && now_ms - segment.max_timestamp > retention_ms;
+            let oversize = retention_bytes >= 0 && total - segment.size() as i64 >= retention_bytes;
+            if !(expired || oversize) || segment.next_offset > self.high_watermark {
+                break;
+            }
+            if is_active {
+                // Kafka rolls an expired active segment so that it can be deleted too.
+                deletable = i + 1;
+                break;
+            }
+            total -= segment.size() as i64;
+            deletable = i + 1;
+        }
+        if deletable == 0 {
+            return Ok(0);
+        }
+        if deletable == self.segments.len() {
+            self.roll()?;
+        }
+        let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
+        self.log_start_offset = self.segments[0].base_offset;
+        // Keep the epoch in force at the new log start (its start clamped), drop older ones.
+        let first_kept = self.epochs.partition_point(|(_, start)| *start <= self.log_start_offset).saturating_sub(1);
+        self.epochs.drain(..first_kept);
+        if let Some(first) = self.epochs.first_mut() {
+            first.1 = first.1.max(self.log_start_offset);
+        }
+        self.write_epochs()?;
+        for segment in removed {
+            tracing::info!(dir = %self.dir.display(), base_offset = segment.base_offset, "retention deleted segment");
+            segment.delete()?;
+        }
+        Ok(deletable)
+    }
+
+    fn load_epochs(&mut self) -> Result<(), LogError> {
+        let path = self.dir.join(EPOCH_CHECKPOINT);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut lines = text.lines().skip(2);
+        let end = self.log_end_offset();
+        while let Some(line) = lines.next() {
+            let mut parts = line.split_whitespace();
+            if let (Some(Ok(epoch)), Some(Ok(start))) = (parts.next().map(str::parse::<i32>), parts.next().map(str::parse::<i64>)) {
+                // Entries past the recovered log end describe data that was truncated.
+                if start < end {
+                    self.epochs.push((epoch, start));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_epochs(&self) -> Result<(), LogError> {
+        let mut text = format!("0\n{}\n", self.epochs.len());
+        for (epoch, start) in &self.epochs {
+            text.push_str(&format!("{epoch} {start}\n"));
+        }
+        write_atomically(&self.dir.join(EPOCH_CHECKPOINT), text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Closes the log after an fsync of everything (clean shutdown).
+    pub fn close(&mut self) -> Result<(), LogError> {
+        let work = self.flush_work()?;
+        for file in &work.files {
+            file.sync_all()?;
+        }
+        self.active().sync_indexes()?;
+        self.flushed_offset = work.up_to_offset;
+        Ok(())
+    }
+
+    /// Removes the whole partition directory (topic deletion).
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` via a temp file, fsync and rename, so readers see old or new.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The directory name Kafka uses for a partition.
+pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    log_dir.join(format!("{topic}-{partition}"))
+}

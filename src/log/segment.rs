@@ -1,0 +1,356 @@
+//! One log segment: a `.log` file of consecutive v2 batches plus its offset and time indexes.
+//!
+//! On-disk format: `<base offset, 20 digits>.log` holds batches exactly as produced (with broker-
+//! assigned base offsets and leader epochs), back to back; `.index` / `.timeindex` are described in
+//! `index.rs`. Invariants: batches are contiguous and their offsets strictly increase; `size` is
+//! the byte length of valid data (a torn tail past it is truncated by `recover`); index entries
+//! only point at batch starts within `size`.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::LogError;
+use crate::log::batch::{self, Header, HEADER_BYTES};
+use crate::log::index::{IndexFile, OffsetEntry, TimeEntry};
+
+/// Bytes of a batch header needed to find its last offset.
+const PEEK_BYTES: usize = 27;
+
+#[derive(Debug)]
+pub struct Segment {
+    pub base_offset: i64,
+    log_path: PathBuf,
+    file: File,
+    size: u64,
+    index: IndexFile<OffsetEntry>,
+    time_index: IndexFile<TimeEntry>,
+    index_interval_bytes: u64,
+    bytes_since_index_entry: u64,
+    /// Offset after the last batch (== base offset when empty).
+    pub next_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    /// Max timestamp of the first batch, the reference for time-based rolling (as Kafka does).
+    pub first_batch_timestamp: Option<i64>,
+}
+
+pub fn file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{base_offset:020}.{suffix}")
+}
+
+/// A batch location found by scanning: start position and header facts.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchPos {
+    pub position: u64,
+    pub total_bytes: u64,
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+impl Segment {
+    pub fn create(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> io::Result<Segment> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let file = OpenOptions::new().create(true).read(true).write(true).truncate(true).open(&log_path)?;
+        Ok(Segment {
+            base_offset,
+            log_path,
+            file,
+            size: 0,
+            index: IndexFile::create(&dir.join(file_name(base_offset, "index")))?,
+            time_index: IndexFile::create(&dir.join(file_name(base_offset, "timeindex")))?,
+            index_interval_bytes,
+            bytes_since_index_entry: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            first_batch_timestamp: None,
+        })
+    }
+
+    /// Opens an existing segment. With `full_recovery` every batch is CRC-checked and a torn or
+    /// corrupt tail is truncated; indexes are rebuilt whenever they are missing or invalid.
+    pub fn open(dir: &Path, base_offset: i64, index_interval_bytes: u64, full_recovery: bool) -> Result<Segment, LogError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let file = OpenOptions::new().read(true).write(true).open(&log_path)?;
+        let size = file.metadata()?.len();
+        let index_path = dir.join(file_name(base_offset, "index"));
+        let time_path = dir.join(file_name(base_offset, "timeindex"));
+        let (index, time_index) = if full_recovery {
+            (None, None)
+        } else {
+            (
+                IndexFile::<OffsetEntry>::load(&index_path, |e| (e.position as u64) < size)?,
+                IndexFile::<TimeEntry>::load(&time_path, |_| true)?,
+            )
+        };
+        let mut segment = Segment {
+            base_offset,
+            log_path,
+            file,
+            size,
+            index: IndexFile::create_in_memory(&index_path),
+            time_index: IndexFile::create_in_memory(&time_path),
+            index_interval_bytes,
+            bytes_since_index_entry: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            first_batch_timestamp: None,
+        };
+        if let (Some(index), Some(time_index)) = (index, time_index) {
+            segment.index = index;
+            segment.time_index = time_index;
+            if segment.trust_loaded_indexes()? {
+                return Ok(segment);
+            }
+            tracing::info!(segment = %segment.log_path.display(), "index does not match the log; rebuilding");
+        } else if !full_recovery {
+            tracing::info!(segment = %segment.log_path.display(), "index missing or invalid; rebuilding");
+        }
+        segment.rebuild(size)?;
+        Ok(segment)
+    }
+
+    /// With indexes loaded from disk: finds the last batch (scanning from the last index entry),
+    /// checks the indexes agree with the log, and restores the in-memory bookkeeping.
+    fn trust_loaded_indexes(&mut self) -> Result<bool, LogError> {
+        let mut position = self.index.last().map_or(0, |e| e.position as u64);
+        if let Some(entry) = self.index.last() {
+            match self.peek(position)? {
+                Some(b) if b.base_offset == self.base_offset + entry.relative_offset as i64 => {}
+                _ => return Ok(false),
+            }
+        }
+        let mut last = None;
+        while let Some(b) = self.peek(position)? {
+            if position + b.total_bytes > self.size {
+                return Ok(false);
+            }
+            last = Some(b);
+            position += b.total_bytes;
+        }
+        if position != self.size {
+            return Ok(false);
+        }
+        let last_offset = last.map_or(self.base_offset - 1, |b| b.last_offset);
+        if self.time_index.last().is_some_and(|e| self.base_offset + e.relative_offset as i64 > last_offset) {
+            return Ok(false);
+        }
+        self.next_offset = last_offset + 1;
+        if let Some(t) = self.time_index.last() {
+            self.max_timestamp = t.timestamp;
+            self.offset_of_max_timestamp = self.base_offset + t.relative_offset as i64;
+        }
+        self.first_batch_timestamp = self.batch_max_timestamp(0)?;
+        // The time index only samples; batches after its last entry may carry later timestamps.
+        let mut position = self.index.last().map_or(0, |e| e.position as u64);
+        while let Some(b) = self.peek(position)? {
+            if let Some(ts) = self.batch_max_timestamp(position)? {
+                if ts > self.max_timestamp {
+                    self.max_timestamp = ts;
+                    self.offset_of_max_timestamp = b.base_offset;
+                }
+            }
+            position += b.total_bytes;
+        }
+        self.bytes_since_index_entry = self.size - self.index.last().map_or(0, |e| e.position as u64);
+        Ok(true)
+    }
+
+    /// Scans every batch from the start, truncating at the first invalid one, and rewrites the
+    /// indexes from what it finds.
+    fn rebuild(&mut self, file_size: u64) -> Result<(), LogError> {
+        let dir = self.log_path.parent().expect("segment has a directory").to_path_buf();
+        self.index = IndexFile::create(&dir.join(file_name(self.base_offset, "index")))?;
+        self.time_index = IndexFile::create(&dir.join(file_name(self.base_offset, "timeindex")))?;
+        self.next_offset = self.base_offset;
+        self.max_timestamp = -1;
+        self.bytes_since_index_entry = 0;
+        self.first_batch_timestamp = None;
+        let mut position = 0u64;
+        let mut buf = Vec::new();
+        while position + HEADER_BYTES as u64 <= file_size {
+            let mut head = [0u8; HEADER_BYTES];
+            self.file.read_exact_at(&mut head, position)?;
+            let header = Header::new(&head);
+            let total = header.total_bytes();
+            if total < HEADER_BYTES as i64 || position + total as u64 > file_size || header.base_offset() < self.next_offset {
+                break;
+            }
+            buf.resize(total as usize, 0);
+            self.file.read_exact_at(&mut buf, position)?;
+            if batch::check_batch(&buf).is_err() {
+                break;
+            }
+            self.note_appended(&buf, position)?;
+            position += total as u64;
+        }
+        if position < file_size {
+            tracing::warn!(segment = %self.log_path.display(), valid_bytes = position, file_bytes = file_size, "truncating torn or corrupt log tail");
+            self.file.set_len(position)?;
+            self.file.sync_all()?;
+        }
+        self.size = position;
+        Ok(())
+    }
+
+    /// Index bookkeeping for a batch that now sits at `position`.
+    fn note_appended(&mut self, batch: &[u8], position: u64) -> io::Result<()> {
+        let header = Header::new(batch);
+        let relative = (header.last_offset() - self.base_offset) as u32;
+        let max_ts = header.max_timestamp();
+        if self.first_batch_timestamp.is_none() {
+            self.first_batch_timestamp = Some(max_ts);
+        }
+        if max_ts > self.max_timestamp {
+            self.max_timestamp = max_ts;
+            self.offset_of_max_timestamp = header.base_offset();
+        }
+        if self.bytes_since_index_entry >= self.index_interval_bytes && position > 0 {
+            self.index.append(OffsetEntry { relative_offset: (header.base_offset() - self.base_offset) as u32, position: position as u32 })?;
+            self.time_index.append(TimeEntry { timestamp: self.max_timestamp, relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32 })?;
+            self.bytes_since_index_entry = 0;
+        }
+        self.bytes_since_index_entry += batch.len() as u64;
+        debug_assert_eq!(self.base_offset + relative as i64, header.last_offset());
+        self.next_offset = header.last_offset() + 1;
+        Ok(())
+    }
+
+    /// Appends one batch whose base offset has already been set. `offset_of_max_timestamp`
+    /// refines the segment's max-timestamp bookkeeping to the exact record.
+    pub fn append(&mut self, batch: &[u8], offset_of_max_timestamp: i64) -> io::Result<()> {
+        let position = self.size;
+        self.file.write_all_at(batch, position)?;
+        self.size += batch.len() as u64;
+        let before = self.max_timestamp;
+        self.note_appended(batch, position)?;
+        if self.max_timestamp > before {
+            self.offset_of_max_timestamp = offset_of_max_timestamp;
+        }
+        Ok(())
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Whether `extra` more bytes / a batch ending at `last_offset` would overflow this segment.
+    pub fn is_full(&self, extra: u64, segment_bytes: u64, last_offset: i64) -> bool {
+        !self.is_empty() && (self.size + extra > segment_bytes || last_offset - self.base_offset > u32::MAX as i64 / 2)
+    }
+
+    /// A handle for fsync outside the partition lock.
+    pub fn sync_handle(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
+    pub fn sync_indexes(&self) -> io::Result<()> {
+        self.index.sync()?;
+        self.time_index.sync()
+    }
+
+    /// Finds the batch containing `offset` (or the first batch after it), scanning from the
+    /// index entry at or before it. Returns `None` when no batch at or after `offset` exists.
+    pub fn find_batch(&self, offset: i64) -> io::Result<Option<BatchPos>> {
+        let relative = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;
+        let mut position = self.index.lookup(relative) as u64;
+        while let Some(b) = self.peek(position)? {
+            if b.last_offset >= offset {
+                return Ok(Some(b));
+            }
+            position += b.total_bytes;
+        }
+        Ok(None)
+    }
+
+    fn peek(&self, position: u64) -> io::Result<Option<BatchPos>> {
+        if position + PEEK_BYTES as u64 > self.size {
+            return Ok(None);
+        }
+        let mut head = [0u8; PEEK_BYTES];
+        self.file.read_exact_at(&mut head, position)?;
+        let base_offset = i64::from_be_bytes(head[0..8].try_into().expect("8 bytes"));
+        let total = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes")) as u64 + 12;
+        let last_delta = i32::from_be_bytes(head[23..27].try_into().expect("4 bytes")) as i64;
+        Ok(Some(BatchPos { position, total_bytes: total, base_offset, last_offset: base_offset + last_delta }))
+    }
+
+    fn batch_max_timestamp(&self, position: u64) -> io::Result<Option<i64>> {
+        if position + HEADER_BYTES as u64 > self.size {
+            return Ok(None);
+        }
+        let mut head = [0u8; HEADER_BYTES];
+        self.file.read_exact_at(&mut head, position)?;
+        Ok(Some(Header::new(&head).max_timestamp()))
+    }
+
+    /// Reads whole batches starting with the one containing `offset`, stopping before `max_offset`
+    /// and after roughly `max_bytes` (always at least one whole batch when `min_one`).
+    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one: bool) -> io::Result<Vec<u8>> {
+        let Some(first) = self.find_batch(offset)? else { return Ok(Vec::new()) };
+        if first.base_offset >= max_offset {
+            return Ok(Vec::new());
+        }
+        let available = (self.size - first.position) as usize;
+        let mut want = available.min(max_bytes);
+        if min_one && want < first.total_bytes as usize {
+            want = first.total_bytes as usize;
+        }
+        let mut buf = vec![0u8; want.min(available)];
+        self.file.read_exact_at(&mut buf, first.position)?;
+        // Keep only whole batches below max_offset.
+        let mut end = 0usize;
+        while end + PEEK_BYTES <= buf.len() {
+            let header = &buf[end..];
+            let base = i64::from_be_bytes(header[0..8].try_into().expect("8 bytes"));
+            let total = i32::from_be_bytes(header[8..12].try_into().expect("4 bytes")) as usize + 12;
+            if base >= max_offset || end + total > buf.len() {
+                break;
+            }
+            end += total;
+        }
+        buf.truncate(end);
+        Ok(buf)
+    }
+
+    /// The first record offset with timestamp >= `target` in this segment, with its timestamp.
+    pub fn find_offset_by_timestamp(&self, target: i64, start_offset: i64) -> Result<Option<(i64, i64)>, LogError> {
+        if self.max_timestamp < target {
+            return Ok(None);
+        }
+        let from = (self.base_offset + self.time_index.lookup(target) as i64).max(start_offset);
+        let Some(mut b) = self.find_batch(from)? else { return Ok(None) };
+        loop {
+            let mut bytes = vec![0u8; b.total_bytes as usize];
+            self.file.read_exact_at(&mut bytes, b.position)?;
+            if Header::new(&bytes).max_timestamp() >= target {
+                if let Some((delta, ts)) = batch::first_record_at_or_after(&bytes, target)? {
+                    let found = b.base_offset + delta as i64;
+                    if found >= start_offset {
+                        return Ok(Some((found, ts)));
+                    }
+                }
+            }
+            match self.peek(b.position + b.total_bytes)? {
+                Some(next) => b = next,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Removes the segment's files.
+    pub fn delete(self) -> io::Result<()> {
+        let Segment { log_path, file, index, time_index, .. } = self;
+        drop(file);
+        std::fs::remove_file(&log_path)?;
+        index.delete()?;
+        time_index.delete()
+    }
+}

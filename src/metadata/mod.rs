@@ -1,0 +1,223 @@
+//! Cluster metadata for a single node: which topics exist, their ids, partition counts and
+//! config overrides, and the open partition logs.
+//!
+//! Owns: creating (explicitly or by auto-creation), looking up and deleting topics, and
+//! persisting that to `<log.dir>/.ketch/topics/<name>.properties` (see `store.rs`).
+//! Invariants: a topic is visible only after its metadata file and every partition directory
+//! exist; deletion removes the metadata file first, so a crash mid-delete leaves orphan
+//! partition directories that the next start removes, never a half-visible topic.
+
+mod store;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use kafka_protocol::error::ResponseError;
+use uuid::Uuid;
+
+use crate::config::{BrokerConfig, Properties, TopicConfig};
+use crate::log::partition_log::partition_dir;
+use crate::log::{now_ms, Partition, PartitionLog};
+
+pub use store::random_bytes;
+
+/// Kafka's limit on topic name length.
+pub const MAX_TOPIC_NAME_BYTES: usize = 249;
+
+#[derive(Debug)]
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    pub overrides: Properties,
+    pub config: TopicConfig,
+    pub partitions: Vec<Arc<Partition>>,
+    pub internal: bool,
+}
+
+#[derive(Debug)]
+pub struct TopicRegistry {
+    log_dir: PathBuf,
+    defaults: TopicConfig,
+    topics: RwLock<HashMap<String, Arc<Topic>>>,
+}
+
+/// Why a topic could not be created, as Kafka reports it.
+#[derive(Debug)]
+pub struct CreateError {
+    pub error: ResponseError,
+    pub message: String,
+}
+
+impl CreateError {
+    fn new(error: ResponseError, message: impl Into<String>) -> Self {
+        CreateError { error, message: message.into() }
+    }
+}
+
+/// Kafka's rule for legal topic names.
+pub fn validate_topic_name(name: &str) -> Result<(), CreateError> {
+    let legal = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= MAX_TOPIC_NAME_BYTES
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if legal {
+        Ok(())
+    } else {
+        Err(CreateError::new(ResponseError::InvalidTopicException, format!("topic name {name:?} is illegal")))
+    }
+}
+
+impl TopicRegistry {
+    /// Loads every persisted topic and opens (recovering) its partition logs.
+    pub fn open(config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
+        let log_dir = config.log_dir().clone();
+        std::fs::create_dir_all(&log_dir)?;
+        let registry = TopicRegistry {
+            log_dir: log_dir.clone(),
+            defaults: config.topic_defaults.clone(),
+            topics: RwLock::new(HashMap::new()),
+        };
+        let now = now_ms();
+        let mut topics = HashMap::new();
+        for stored in store::load_all(&log_dir)? {
+            let topic_config = config.topic_defaults.with_overrides(&stored.overrides)?;
+            let mut partitions = Vec::with_capacity(stored.partitions as usize);
+            for p in 0..stored.partitions {
+                let dir = partition_dir(&log_dir, &stored.name, p);
+                let log = PartitionLog::open(&dir, topic_config.clone(), now)?;
+                partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
+            }
+            let topic = Topic {
+                internal: stored.name.starts_with("__"),
+                name: stored.name.clone(),
+                id: stored.id,
+                overrides: stored.overrides,
+                config: topic_config,
+                partitions,
+            };
+            topics.insert(stored.name, Arc::new(topic));
+        }
+        store::remove_orphan_dirs(&log_dir, |name, p| topics.get(name).is_some_and(|t| (p as usize) < t.partitions.len()))?;
+        *registry.topics.write().expect("registry lock") = topics;
+        Ok(registry)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.read().get(name).cloned()
+    }
+
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.read().values().find(|t| t.id == id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Topic>> {
+        let mut topics: Vec<_> = self.read().values().cloned().collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        topics
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        let topic = self.get(topic)?;
+        usize::try_from(index).ok().and_then(|i| topic.partitions.get(i).cloned())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Topic>>> {
+        self.topics.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Validates a create request without creating anything (CreateTopics `validate_only`).
+    pub fn check_create(&self, name: &str, partitions: i32, overrides: &Properties) -> Result<TopicConfig, CreateError> {
+        validate_topic_name(name)?;
+        if self.read().contains_key(name) {
+            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("topic {name} already exists")));
+        }
+        if partitions <= 0 {
+            return Err(CreateError::new(ResponseError::InvalidPartitions, "number of partitions must be larger than 0"));
+        }
+        if partitions > 100_000 {
+            return Err(CreateError::new(ResponseError::InvalidPartitions, "too many partitions for one topic"));
+        }
+        self.defaults
+            .with_overrides(overrides)
+            .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))
+    }
+
+    /// Creates a topic: writes its metadata, creates its partition logs, then publishes it.
+    pub fn create(&self, name: &str, partitions: i32, overrides: Properties) -> Result<Arc<Topic>, CreateError> {
+        let config = self.check_create(name, partitions, &overrides)?;
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        if topics.contains_key(name) {
+            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("topic {name} already exists")));
+        }
+        let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
+        let id = Uuid::from_bytes(random_bytes());
+        let now = now_ms();
+        let mut logs = Vec::with_capacity(partitions as usize);
+        for p in 0..partitions {
+            let dir = partition_dir(&self.log_dir, name, p);
+            let log = PartitionLog::open(&dir, config.clone(), now).map_err(|e| storage(e.into()))?;
+            logs.push(Arc::new(Partition::new(name.to_string(), p, log)));
+        }
+        store::save(&self.log_dir, &store::StoredTopic { name: name.to_string(), id, partitions, overrides: overrides.clone() })
+            .map_err(storage)?;
+        let topic = Arc::new(Topic { name: name.to_string(), id, overrides, config, partitions: logs, internal: name.starts_with("__") });
+        topics.insert(name.to_string(), topic.clone());
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(topic)
+    }
+
+    /// Deletes a topic and its data. Returns the deleted topic, or None if it did not exist.
+    pub fn delete(&self, name: &str) -> anyhow::Result<Option<Arc<Topic>>> {
+        let removed = self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+        let Some(topic) = removed else { return Ok(None) };
+        store::remove(&self.log_dir, name)?;
+        for partition in &topic.partitions {
+            let dir = partition_dir(&self.log_dir, name, partition.index);
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove partition directory");
+            }
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(Some(topic))
+    }
+
+    /// Every open partition (for background tasks and shutdown).
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.read().values().flat_map(|t| t.partitions.iter().cloned()).collect()
+    }
+}
+
+/// The cluster id, created once and kept in `<log.dir>/meta.properties` as Kafka does.
+pub fn cluster_id(log_dir: &std::path::Path, node_id: i32, configured: &str) -> anyhow::Result<String> {
+    let path = log_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let props = crate::config::parse_properties(&text)?;
+        if let Some(id) = props.get("cluster.id") {
+            return Ok(id.clone());
+        }
+    }
+    let id = if configured.is_empty() {
+        // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+        base64_url(&random_bytes())
+    } else {
+        configured.to_string()
+    };
+    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
+    crate::log::partition_log::write_atomically(&path, text.as_bytes())?;
+    Ok(id)
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (*b as u32) << (16 - 8 * i));
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}

@@ -1,0 +1,47 @@
+//! The API versions Ketch serves: the table ApiVersions advertises and requests are checked
+//! against. An API appears here only once it fully works (clients change protocol on what they
+//! see advertised, e.g. franz-go switches to KIP-848 when ConsumerGroupHeartbeat appears).
+
+use kafka_protocol::messages::ApiKey;
+
+/// (API, lowest version advertised, highest version served). Ranges follow Apache Kafka 4.1.
+pub const SERVED: &[(ApiKey, i16, i16)] = &[
+    // Kafka 4.x advertises Produce from v0 but rejects v0-2 (librdkafka turns compression off
+    // when v0 is missing: KAFKA-18659). Requests below PRODUCE_MIN_ACCEPTED are refused.
+    (ApiKey::Produce, 0, 13),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+];
+
+pub const PRODUCE_MIN_ACCEPTED: i16 = 3;
+
+/// Whether a request at `version` reaches a handler.
+pub fn is_served(api_key: ApiKey, version: i16) -> bool {
+    SERVED.iter().any(|(key, min, max)| {
+        let min = if *key == ApiKey::Produce { PRODUCE_MIN_ACCEPTED } else { *min };
+        *key == api_key && version >= min && version <= *max
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn served_ranges_are_decodable_by_the_codec_crate() {
+        for (key, _, max) in SERVED {
+            let range = key.valid_versions();
+            assert!(*max <= range.max, "{key:?} v{max} is beyond what kafka-protocol decodes");
+        }
+    }
+
+    #[test]
+    fn produce_v0_to_v2_are_advertised_but_refused() {
+        assert!(!is_served(ApiKey::Produce, 2));
+        assert!(is_served(ApiKey::Produce, 3));
+    }
+}

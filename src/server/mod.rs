@@ -1,0 +1,86 @@
+//! Networking: the listener that accepts client connections, the per-connection request loop
+//! (`connection.rs`), and shutdown on SIGTERM/SIGINT.
+//!
+//! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port),
+//! printing `ketch listening on <addr>` on stdout once ready, and on a signal: stop
+//! accepting, let in-flight requests finish briefly, then close (fsync) every log.
+
+mod connection;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::broker::Broker;
+
+/// Binds the listeners, serves until a shutdown signal, then closes the broker.
+pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
+    let mut listeners = Vec::new();
+    for listener in &broker.config.listeners {
+        let host = if listener.host.is_empty() { "0.0.0.0" } else { listener.host.as_str() };
+        let bound = TcpListener::bind((host, listener.port)).await?;
+        let addr = bound.local_addr()?;
+        println!("ketch listening on {addr}");
+        tracing::info!(listener = %listener.name, %addr, "listening");
+        listeners.push(bound);
+        if listener.host.is_empty() {
+            // An empty host means every interface: also take IPv6 where the machine has it.
+            if let Ok(v6) = TcpListener::bind(("::", addr.port())).await {
+                listeners.push(v6);
+            }
+        }
+    }
+    broker.start_background();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut accept_tasks = Vec::new();
+    for listener in listeners {
+        let broker = broker.clone();
+        let stop = stop_rx.clone();
+        accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop)));
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down: no new connections, finishing in-flight requests");
+    let _ = stop_tx.send(true);
+    for task in accept_tasks {
+        task.abort();
+    }
+    // Give in-flight requests a moment to complete their responses.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let closing = broker.clone();
+    tokio::task::spawn_blocking(move || closing.close()).await?;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+async fn accept_loop(listener: TcpListener, broker: Arc<Broker>, stop: watch::Receiver<bool>) {
+    loop {
+        match listener.accept().await {
+            Ok((socket, peer)) => {
+                let _ = socket.set_nodelay(true);
+                let broker = broker.clone();
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = connection::serve(socket, peer, broker, stop).await {
+                        tracing::debug!(%peer, error = %e, "connection closed");
+                    }
+                });
+            }
+            Err(e) => {
+                // Out of file descriptors and similar: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
