@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::BrokerConfig;
+use crate::fetch_session::FetchSessions;
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
 use crate::metadata::TopicRegistry;
@@ -20,6 +21,7 @@ pub struct Broker {
     pub cluster_id: String,
     pub topics: TopicRegistry,
     pub flusher: Flusher,
+    pub fetch_sessions: FetchSessions,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -29,7 +31,11 @@ impl Broker {
         let topics = TopicRegistry::open(&config)?;
         let cluster_id = crate::metadata::cluster_id(config.log_dir(), config.node_id, &config.cluster_id)?;
         let (appended, _) = watch::channel(0u64);
-        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), appended }))
+        let fetch_sessions = FetchSessions::new(
+            config.max_incremental_fetch_session_cache_slots,
+            Duration::from_millis(config.min_incremental_fetch_session_eviction_ms),
+        );
+        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, appended }))
     }
 
     pub fn notify_appended(&self) {

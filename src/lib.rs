@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod config;
 pub mod error;
+pub mod fetch_session;
 pub mod handlers;
 pub mod log;
 pub mod metadata;

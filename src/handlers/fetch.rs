@@ -1,9 +1,8 @@
 //! Fetch: returns stored batches exactly as they sit on disk, with `min_bytes` / `max_wait_ms`
 //! long polling woken by appends (no busy loop), and `max_bytes` / per-partition limits.
 //!
-//! Fetch sessions (KIP-227): Ketch answers every fetch with session id 0, i.e. "no session
-//! created", which Kafka itself does when its session cache is full; clients then keep sending
-//! full fetch requests. An incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+//! Fetch sessions (KIP-227) are resolved by `crate::fetch_session`: incremental requests name
+//! only changed partitions and get back only partitions with news.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,53 +11,76 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 use kafka_protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::BrokerId;
+use kafka_protocol::messages::{BrokerId, TopicName};
 
+use super::str_bytes;
 use crate::broker::Broker;
+use crate::fetch_session::{Key, LastSent, Wanted as SessionWanted};
 use crate::log::Partition;
 
 /// Upper bound on how long one fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP_MS: u64 = 60_000;
 
 struct Wanted {
-    topic_index: usize,
+    key: Key,
     partition: Option<Arc<Partition>>,
-    partition_index: i32,
     fetch_offset: i64,
     max_bytes: usize,
     error: Option<ResponseError>,
 }
 
 pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> FetchResponse {
-    if req.session_id != 0 || req.session_epoch > 0 {
-        return FetchResponse::default().with_error_code(ResponseError::FetchSessionIdNotFound.code()).with_session_id(0);
+    let by_id = version >= 13;
+    // Names and ids both identify a topic in the session; resolve whichever the version lacks.
+    let key_of = |name: &TopicName, id: uuid::Uuid, partition: i32| -> Key {
+        if by_id {
+            let name = broker.topics.get_by_id(id).map(|t| t.name.clone()).unwrap_or_default();
+            (name, id, partition)
+        } else {
+            let id = broker.topics.get(name.0.as_str()).map_or(uuid::Uuid::nil(), |t| t.id);
+            (name.0.as_str().to_string(), id, partition)
+        }
+    };
+    let mut requested = Vec::new();
+    let mut leader_epoch_errors = Vec::new();
+    for topic in &req.topics {
+        for p in &topic.partitions {
+            let key = key_of(&topic.topic, topic.topic_id, p.partition);
+            if p.current_leader_epoch > 0 {
+                leader_epoch_errors.push(key.clone());
+            }
+            requested.push((key, SessionWanted { fetch_offset: p.fetch_offset, max_bytes: p.partition_max_bytes }));
+        }
     }
-    let mut topics = Vec::with_capacity(req.topics.len());
-    let mut wanted = Vec::new();
-    for (topic_index, fetch_topic) in req.topics.iter().enumerate() {
-        let topic = if version >= 13 { broker.topics.get_by_id(fetch_topic.topic_id) } else { broker.topics.get(fetch_topic.topic.0.as_str()) };
-        let unknown = if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
-        for p in &fetch_topic.partitions {
-            let partition = topic.as_ref().and_then(|t| usize::try_from(p.partition).ok().and_then(|i| t.partitions.get(i).cloned()));
+    let forgotten = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, *p)))
+        .map(|(t, p)| key_of(&t.topic, t.topic_id, p))
+        .collect();
+    let plan = match broker.fetch_sessions.plan(req.session_id, req.session_epoch, requested, forgotten) {
+        Ok(plan) => plan,
+        Err(error) => return FetchResponse::default().with_error_code(error.code()).with_session_id(0),
+    };
+    let unknown = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+    let wanted: Vec<Wanted> = plan
+        .partitions
+        .into_iter()
+        .map(|(key, w)| {
+            let partition = if by_id { broker.topics.get_by_id(key.1) } else { broker.topics.get(&key.0) }
+                .and_then(|t| usize::try_from(key.2).ok().and_then(|i| t.partitions.get(i).cloned()));
             let error = if partition.is_none() {
                 Some(unknown)
-            } else if p.current_leader_epoch > 0 {
+            } else if leader_epoch_errors.contains(&key) {
+                // Single node: the leader epoch is 0, so a newer one is from a future we lack.
                 Some(ResponseError::UnknownLeaderEpoch)
             } else {
                 None
             };
-            wanted.push(Wanted {
-                topic_index,
-                partition,
-                partition_index: p.partition,
-                fetch_offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes.max(0) as usize,
-                error,
-            });
-        }
-        topics.push(FetchableTopicResponse::default().with_topic(fetch_topic.topic.clone()).with_topic_id(fetch_topic.topic_id));
-    }
-    let max_bytes = if version >= 3 { req.max_bytes.max(0) as usize } else { usize::MAX };
+            Wanted { key, partition, fetch_offset: w.fetch_offset, max_bytes: w.max_bytes.max(0) as usize, error }
+        })
+        .collect();
+    let max_bytes = req.max_bytes.max(0) as usize;
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
     let mut appends = broker.subscribe_appends();
@@ -73,10 +95,29 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             _ => break read_all(&wanted, max_bytes).0,
         }
     };
-    for (w, data) in wanted.iter().zip(results) {
-        topics[w.topic_index].partitions.push(data);
+    let sent: Vec<(Key, LastSent, bool)> = wanted
+        .iter()
+        .zip(&results)
+        .map(|(w, d)| {
+            let news = d.error_code != 0 || d.records.as_ref().is_some_and(|r| !r.is_empty());
+            (w.key.clone(), LastSent { high_watermark: d.high_watermark, log_start_offset: d.log_start_offset }, news)
+        })
+        .collect();
+    let shown = if plan.session_id != 0 { broker.fetch_sessions.record_sent(plan.session_id, &sent) } else { vec![true; sent.len()] };
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for ((w, data), show) in wanted.iter().zip(results).zip(shown) {
+        if plan.incremental && !show {
+            continue;
+        }
+        let same_topic = topics.last().is_some_and(|t| if by_id { t.topic_id == w.key.1 } else { t.topic.0.as_str() == w.key.0 });
+        if !same_topic {
+            let topic = FetchableTopicResponse::default();
+            topics.push(if by_id { topic.with_topic_id(w.key.1) } else { topic.with_topic(TopicName(str_bytes(&w.key.0))) });
+        }
+        topics.last_mut().expect("pushed above").partitions.push(data);
     }
-    FetchResponse::default().with_session_id(0).with_responses(topics)
+    let response = FetchResponse::default().with_responses(topics);
+    if version >= 7 { response.with_session_id(plan.session_id) } else { response }
 }
 
 /// Reads every wanted partition once; returns the partition results, bytes gathered and whether
@@ -87,7 +128,7 @@ fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, 
     let mut results = Vec::with_capacity(wanted.len());
     for w in wanted {
         let data = PartitionData::default()
-            .with_partition_index(w.partition_index)
+            .with_partition_index(w.key.2)
             .with_high_watermark(-1)
             .with_last_stable_offset(-1)
             .with_log_start_offset(-1)
