@@ -228,6 +228,8 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
     pub log_retention_check_interval_ms: u64,
+    /// `fetch.max.bytes`: the most one fetch response carries, whatever the client asks.
+    pub fetch_max_bytes: usize,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub min_incremental_fetch_session_eviction_ms: u64,
     /// Ketch's own knob (no Kafka equivalent): fsync before acknowledging an acks=all write.
@@ -357,6 +359,7 @@ impl BrokerConfig {
             socket_request_max_bytes: int("socket.request.max.bytes", 104_857_600, 1024)? as usize,
             log_retention_check_interval_ms: int("log.retention.check.interval.ms", 300_000, 1)?
                 as u64,
+            fetch_max_bytes: int("fetch.max.bytes", 57_671_680, 1024)? as usize,
             max_incremental_fetch_session_cache_slots: int("max.incremental.fetch.session.cache.slots", 1000, 0)? as usize,
             min_incremental_fetch_session_eviction_ms: int("min.incremental.fetch.session.eviction.ms", 120_000, 0)? as u64,
             ketch_acks_all_fsync: boolean("ketch.acks.all.fsync", true)?,

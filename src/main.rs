@@ -20,6 +20,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KETCH_LOG").unwrap_or_else(|_| "info".into()))
         .init();
     let mut props = Properties::new();

@@ -80,7 +80,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             Wanted { key, partition, fetch_offset: w.fetch_offset, max_bytes: w.max_bytes.max(0) as usize, error }
         })
         .collect();
-    let max_bytes = req.max_bytes.max(0) as usize;
+    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
     let mut appends = broker.subscribe_appends();

@@ -87,6 +87,6 @@ fn sync_partition(partition: &Partition) -> Result<(), String> {
     for file in &work.files {
         file.sync_data().map_err(|e| format!("fsync failed: {e}"))?;
     }
-    partition.log().mark_flushed(work.up_to_offset, now_ms());
+    partition.log().mark_flushed(&work, now_ms());
     Ok(())
 }

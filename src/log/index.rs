@@ -28,7 +28,8 @@ pub struct TimeEntry {
 #[derive(Debug)]
 pub struct IndexFile<E> {
     path: PathBuf,
-    file: File,
+    /// None for a placeholder that has not been created or loaded yet.
+    file: Option<File>,
     entries: Vec<E>,
 }
 
@@ -85,13 +86,12 @@ impl<E: Entry> IndexFile<E> {
     /// Creates an empty index, truncating any existing file.
     pub fn create(path: &Path) -> io::Result<Self> {
         let file = OpenOptions::new().create(true).read(true).write(true).truncate(true).open(path)?;
-        Ok(IndexFile { path: path.to_path_buf(), file, entries: Vec::new() })
+        Ok(IndexFile { path: path.to_path_buf(), file: Some(file), entries: Vec::new() })
     }
 
-    /// A placeholder that owns no file yet (replaced by `create` or `load` before use).
-    pub fn create_in_memory(path: &Path) -> Self {
-        let file = File::open("/dev/null").expect("/dev/null opens");
-        IndexFile { path: path.to_path_buf(), file, entries: Vec::new() }
+    /// A placeholder that owns no file yet; `create` or `load` replaces it before any append.
+    pub fn unopened(path: &Path) -> Self {
+        IndexFile { path: path.to_path_buf(), file: None, entries: Vec::new() }
     }
 
     /// Loads an existing index. Returns `Ok(None)` when the file is missing or fails validation,
@@ -115,7 +115,7 @@ impl<E: Entry> IndexFile<E> {
             entries.push(entry);
         }
         let file = OpenOptions::new().read(true).append(true).open(path)?;
-        Ok(Some(IndexFile { path: path.to_path_buf(), file, entries }))
+        Ok(Some(IndexFile { path: path.to_path_buf(), file: Some(file), entries }))
     }
 
     pub fn append(&mut self, entry: E) -> io::Result<()> {
@@ -126,7 +126,8 @@ impl<E: Entry> IndexFile<E> {
         }
         let mut buf = Vec::with_capacity(E::BYTES);
         entry.encode(&mut buf);
-        self.file.write_all(&buf)?;
+        let file = self.file.as_mut().ok_or_else(|| io::Error::other("index file was never opened"))?;
+        file.write_all(&buf)?;
         self.entries.push(entry);
         Ok(())
     }
@@ -140,7 +141,7 @@ impl<E: Entry> IndexFile<E> {
     }
 
     pub fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file.as_ref().map_or(Ok(()), File::sync_data)
     }
 
     pub fn delete(self) -> io::Result<()> {

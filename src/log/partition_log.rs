@@ -32,6 +32,8 @@ pub struct PartitionLog {
     flushed_offset: i64,
     unflushed_messages: i64,
     last_flush_ms: i64,
+    /// A segment file was created since the last flush: the directory needs an fsync too.
+    dir_dirty: bool,
     /// (leader epoch, first offset written in it), ascending.
     epochs: Vec<(i32, i64)>,
 }
@@ -51,6 +53,7 @@ pub struct AppendInfo {
 pub struct FlushWork {
     pub files: Vec<File>,
     pub up_to_offset: i64,
+    pub includes_dir: bool,
 }
 
 impl PartitionLog {
@@ -90,6 +93,7 @@ impl PartitionLog {
             flushed_offset: log_end_offset,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            dir_dirty: true,
             epochs: Vec::new(),
         };
         log.load_epochs()?;
@@ -167,6 +171,7 @@ impl PartitionLog {
         let base = self.log_end_offset();
         self.active().sync_indexes()?;
         self.segments.push(Segment::create(&self.dir, base, self.config.index_interval_bytes)?);
+        self.dir_dirty = true;
         Ok(())
     }
 
@@ -179,13 +184,19 @@ impl PartitionLog {
             }
             files.push(segment.sync_handle()?);
         }
-        // The directory too, so newly created segment files survive.
-        files.push(File::open(&self.dir)?);
-        Ok(FlushWork { files, up_to_offset: self.log_end_offset() })
+        if self.dir_dirty {
+            // The directory too, so newly created segment files survive a crash.
+            files.push(File::open(&self.dir)?);
+        }
+        Ok(FlushWork { files, up_to_offset: self.log_end_offset(), includes_dir: self.dir_dirty })
     }
 
     /// Records that everything below `offset` is durable.
-    pub fn mark_flushed(&mut self, offset: i64, now_ms: i64) {
+    pub fn mark_flushed(&mut self, work: &FlushWork, now_ms: i64) {
+        let offset = work.up_to_offset;
+        if work.includes_dir {
+            self.dir_dirty = false;
+        }
         if offset > self.flushed_offset {
             self.flushed_offset = offset;
         }
