@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessions;
+use crate::txn::producer_ids::ProducerIds;
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
 use crate::metadata::TopicRegistry;
@@ -22,6 +23,7 @@ pub struct Broker {
     pub topics: TopicRegistry,
     pub flusher: Flusher,
     pub fetch_sessions: FetchSessions,
+    pub producer_ids: ProducerIds,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -35,7 +37,8 @@ impl Broker {
             config.max_incremental_fetch_session_cache_slots,
             Duration::from_millis(config.min_incremental_fetch_session_eviction_ms),
         );
-        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, appended }))
+        let producer_ids = ProducerIds::open(config.log_dir())?;
+        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, appended }))
     }
 
     pub fn notify_appended(&self) {
@@ -72,8 +75,13 @@ impl Broker {
 
     pub fn apply_retention(&self) {
         let now = now_ms();
+        let expiration_ms = self.config.producer_id_expiration_ms;
         for partition in self.topics.all_partitions() {
-            let result = partition.log().apply_retention(now);
+            let result = {
+                let mut log = partition.log();
+                log.expire_producers(now, expiration_ms);
+                log.apply_retention(now)
+            };
             if let Err(e) = result {
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "retention failed");
             }

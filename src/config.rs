@@ -228,6 +228,8 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
     pub log_retention_check_interval_ms: u64,
+    /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
+    pub producer_id_expiration_ms: i64,
     /// `fetch.max.bytes`: the most one fetch response carries, whatever the client asks.
     pub fetch_max_bytes: usize,
     pub max_incremental_fetch_session_cache_slots: usize,
@@ -359,6 +361,7 @@ impl BrokerConfig {
             socket_request_max_bytes: int("socket.request.max.bytes", 104_857_600, 1024)? as usize,
             log_retention_check_interval_ms: int("log.retention.check.interval.ms", 300_000, 1)?
                 as u64,
+            producer_id_expiration_ms: int("producer.id.expiration.ms", 86_400_000, 1)?,
             fetch_max_bytes: int("fetch.max.bytes", 57_671_680, 1024)? as usize,
             max_incremental_fetch_session_cache_slots: int("max.incremental.fetch.session.cache.slots", 1000, 0)? as usize,
             min_incremental_fetch_session_eviction_ms: int("min.incremental.fetch.session.eviction.ms", 120_000, 0)? as u64,

@@ -39,6 +39,12 @@ pub enum LogError {
     InvalidTimestamp(String),
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(i16),
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
+    #[error("transactional batch outside a transaction: {0}")]
+    InvalidTxnState(String),
     #[error("offset {offset} out of range [{start}, {end}]")]
     OffsetOutOfRange { offset: i64, start: i64, end: i64 },
     #[error("storage error: {0}")]
@@ -54,6 +60,9 @@ impl LogError {
             LogError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
             LogError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
+            LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             LogError::Io(_) => ResponseError::KafkaStorageError,
         };
         error.code()

@@ -14,3 +14,4 @@ pub mod log;
 pub mod metadata;
 pub mod protocol;
 pub mod server;
+pub mod txn;

@@ -5,6 +5,7 @@ mod api_versions;
 mod create_topics;
 mod delete_topics;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -38,6 +39,7 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await),
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, version)),
         RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, version)),
+        RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(init_producer_id::handle(broker, req)),
         RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),
         other => {
             // Unreachable in practice: versions::is_served filters unserved APIs before decoding.

@@ -18,6 +18,7 @@ use std::io::Read;
 use crate::config::{TimestampType, TopicConfig};
 use crate::error::LogError;
 use crate::log::compression::{self, Codec};
+use crate::log::producer_state::ProducerBatch;
 
 pub const HEADER_BYTES: usize = 61;
 /// Bytes before the length field's coverage starts: base offset + batch length.
@@ -90,8 +91,24 @@ impl<'a> Header<'a> {
     pub fn producer_id(&self) -> i64 {
         be_i64(self.0, 43)
     }
+    pub fn producer_epoch(&self) -> i16 {
+        be_i16(self.0, 51)
+    }
+    pub fn base_sequence(&self) -> i32 {
+        be_i32(self.0, 53)
+    }
     pub fn record_count(&self) -> i32 {
         be_i32(self.0, 57)
+    }
+    /// The producer fields, for batches written by an idempotent producer (producer id >= 0).
+    pub fn producer_batch(&self) -> Option<ProducerBatch> {
+        (self.producer_id() >= 0).then(|| ProducerBatch {
+            producer_id: self.producer_id(),
+            epoch: self.producer_epoch(),
+            first_seq: self.base_sequence(),
+            record_count: self.record_count(),
+            max_timestamp: self.max_timestamp(),
+        })
     }
 }
 
@@ -168,6 +185,13 @@ pub fn validate_produce(
     let header = Header::new(&records);
     if header.is_control() {
         return Err(LogError::InvalidRecord("clients may not write control batches".into()));
+    }
+    if header.is_transactional() {
+        // Transactions are not supported yet: no transaction can be open for this producer.
+        return Err(LogError::InvalidTxnState("transactions are not supported by this broker yet".into()));
+    }
+    if header.producer_id() >= 0 && header.base_sequence() < 0 {
+        return Err(LogError::InvalidRecord("an idempotent batch needs a base sequence".into()));
     }
     let count = header.record_count();
     if count <= 0 || header.last_offset_delta() != count - 1 {

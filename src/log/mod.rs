@@ -13,6 +13,7 @@ pub mod compression;
 pub mod flusher;
 pub mod index;
 pub mod partition_log;
+pub mod producer_state;
 pub mod segment;
 
 use std::sync::{Mutex, MutexGuard};

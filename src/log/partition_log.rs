@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::config::TopicConfig;
 use crate::error::LogError;
 use crate::log::batch::{self, BatchSummary};
+use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::Segment;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
@@ -36,6 +37,8 @@ pub struct PartitionLog {
     dir_dirty: bool,
     /// (leader epoch, first offset written in it), ascending.
     epochs: Vec<(i32, i64)>,
+    /// Idempotent producers' sequence state.
+    producers: ProducerState,
 }
 
 /// What an append produced, for the produce response.
@@ -95,8 +98,10 @@ impl PartitionLog {
             last_flush_ms: now_ms,
             dir_dirty: true,
             epochs: Vec::new(),
+            producers: ProducerState::default(),
         };
         log.load_epochs()?;
+        log.rebuild_producer_state()?;
         Ok(log)
     }
 
@@ -132,9 +137,46 @@ impl PartitionLog {
         self.segments.last().expect("a log always has an active segment")
     }
 
+    /// Loads the newest producer snapshot and replays the batches written after it.
+    fn rebuild_producer_state(&mut self) -> Result<(), LogError> {
+        let end = self.log_end_offset();
+        let (mut state, from) = match ProducerState::load_snapshot(&self.dir, end)? {
+            Some((state, offset)) => (state, offset),
+            None => (ProducerState::default(), self.log_start_offset),
+        };
+        for segment in self.segments.iter().filter(|s| s.next_offset > from) {
+            segment.for_each_header(from, |header| {
+                if let Some(producer) = header.producer_batch() {
+                    if header.base_offset() >= from {
+                        state.update(&producer, header.base_offset(), header.last_offset());
+                    }
+                }
+            })?;
+        }
+        state.truncate_head(self.log_start_offset);
+        self.producers = state;
+        Ok(())
+    }
+
+    pub fn producer_state(&self) -> &ProducerState {
+        &self.producers
+    }
+
+    /// Drops producers idle for longer than `expiration_ms` (`producer.id.expiration.ms`).
+    pub fn expire_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.expire(now_ms.saturating_sub(expiration_ms))
+    }
+
     /// Validates nothing: `batch` comes from `batch::validate_produce`. Assigns offsets from the
     /// log end, stamps the leader epoch, rolls the segment if needed and writes.
     pub fn append(&mut self, mut batch: Vec<u8>, summary: &BatchSummary, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, LogError> {
+        let producer = batch::Header::new(&batch).producer_batch();
+        if let Some(producer) = &producer {
+            if let Check::Duplicate { first_offset, last_offset } = self.producers.check(producer)? {
+                // A retried batch: answer with where it already is, write nothing.
+                return Ok(AppendInfo { base_offset: first_offset, last_offset, log_append_time_ms: -1, log_start_offset: self.log_start_offset, flush_due: false });
+            }
+        }
         let base_offset = self.log_end_offset();
         let last_offset = base_offset + summary.record_count as i64 - 1;
         batch::set_base_offset(&mut batch, base_offset);
@@ -147,6 +189,9 @@ impl PartitionLog {
         let offset_of_max_timestamp = base_offset + summary.offset_delta_of_max_timestamp as i64;
         self.segments.last_mut().expect("active segment").append(&batch, offset_of_max_timestamp)?;
         assert_eq!(self.log_end_offset(), last_offset + 1, "offsets stay contiguous");
+        if let Some(producer) = &producer {
+            self.producers.update(producer, base_offset, last_offset);
+        }
         // Single node: a write is committed as soon as it is in the log.
         self.high_watermark = self.log_end_offset();
         self.unflushed_messages += summary.record_count as i64;
@@ -170,6 +215,8 @@ impl PartitionLog {
     pub fn roll(&mut self) -> Result<(), LogError> {
         let base = self.log_end_offset();
         self.active().sync_indexes()?;
+        // As Kafka does, snapshot producer state at every roll so recovery replays little.
+        self.producers.write_snapshot(&self.dir, base)?;
         self.segments.push(Segment::create(&self.dir, base, self.config.index_interval_bytes)?);
         self.dir_dirty = true;
         Ok(())
@@ -281,6 +328,7 @@ impl PartitionLog {
         }
         let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
         self.log_start_offset = self.segments[0].base_offset;
+        self.producers.truncate_head(self.log_start_offset);
         // Keep the epoch in force at the new log start (its start clamped), drop older ones.
         let first_kept = self.epochs.partition_point(|(_, start)| *start <= self.log_start_offset).saturating_sub(1);
         self.epochs.drain(..first_kept);
@@ -333,6 +381,7 @@ impl PartitionLog {
         }
         self.active().sync_indexes()?;
         self.flushed_offset = work.up_to_offset;
+        self.producers.write_snapshot(&self.dir, work.up_to_offset)?;
         Ok(())
     }
 

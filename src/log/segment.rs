@@ -291,6 +291,20 @@ impl Segment {
         Ok(Some(Header::new(&head).max_timestamp()))
     }
 
+    /// Calls `f` with the header of every batch whose last offset is >= `from_offset`.
+    pub fn for_each_header(&self, from_offset: i64, mut f: impl FnMut(&Header<'_>)) -> io::Result<()> {
+        let Some(first) = self.find_batch(from_offset)? else { return Ok(()) };
+        let mut position = first.position;
+        let mut head = [0u8; HEADER_BYTES];
+        while position + HEADER_BYTES as u64 <= self.size {
+            self.file.read_exact_at(&mut head, position)?;
+            let header = Header::new(&head);
+            f(&header);
+            position += header.total_bytes() as u64;
+        }
+        Ok(())
+    }
+
     /// Reads whole batches starting with the one containing `offset`, stopping before `max_offset`
     /// and after roughly `max_bytes` (always at least one whole batch when `min_one`).
     pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one: bool) -> io::Result<Vec<u8>> {

@@ -15,6 +15,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    // Idempotent producers only; v6 (KIP-939 two-phase commit) needs transactions.
+    (ApiKey::InitProducerId, 0, 5),
 ];
 
 pub const PRODUCE_MIN_ACCEPTED: i16 = 3;

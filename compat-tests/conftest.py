@@ -1,0 +1,677 @@
+"""Shared fixtures for the Ketch compatibility suite.
+
+The `broker` fixture starts a fresh single-node broker per test on an ephemeral port of
+127.0.0.1 and yields a `Broker` object:
+
+    broker.bootstrap   "127.0.0.1:PORT" (changes on restart)
+    broker.host, broker.port
+    broker.data_dir    pathlib.Path of log.dirs (kept across restart())
+    broker.log_path    pathlib.Path of the broker's stdout+stderr log
+    broker.target      "ketch" or "kafka"
+    broker.kill9()     SIGKILL and wait
+    broker.stop()      SIGTERM and wait (SIGKILL after a timeout)
+    broker.restart()   start again on the same data dir (stops it first if running)
+    broker.is_running()
+
+Environment:
+    KETCH_COMPAT_TARGET    "ketch" (default) or "kafka": run real Apache Kafka (KRaft, from Maven jars)
+    KETCH_BIN              path of the ketch binary (default <repo>/target/release/ketch)
+    KAFKA_VERSION          Kafka version for the "kafka" target (default 4.1.0)
+    KETCH_COMPAT_START_TIMEOUT   seconds to wait for a broker to be ready (default 30 ketch / 120 kafka)
+    KETCH_COMPAT_LOG_LINES       broker log lines shown on failure (default 200)
+    KETCH_COMPAT_KAFKA_REQUEST_LOG=1   real Kafka logs every request (kafka.request.logger DEBUG)
+    KETCH_COMPAT_KAFKA_CDS=0     do not use a class-data-sharing archive for the Kafka JVM
+    KETCH_COMPAT_KAFKA_JVM_OPTS  extra JVM options for the Kafka broker
+
+Per-test broker settings: `@pytest.mark.broker_config(**{"num.partitions": "3"})` adds
+`--override key=value` for Ketch and `key=value` lines in server.properties for Kafka.
+For more than one broker in a test, use the `start_broker` factory fixture:
+`b = start_broker({"key": "value"})`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+COMPAT_DIR = Path(__file__).resolve().parent
+CACHE_DIR = COMPAT_DIR / ".cache"
+
+TARGET = os.environ.get("KETCH_COMPAT_TARGET", "ketch").strip().lower() or "ketch"
+if TARGET not in ("ketch", "kafka"):
+    raise pytest.UsageError(f"KETCH_COMPAT_TARGET must be 'ketch' or 'kafka', not {TARGET!r}")
+
+KAFKA_VERSION = os.environ.get("KAFKA_VERSION", "4.1.0")
+LISTENING_RE = re.compile(r"listening on ([0-9.]+):(\d+)")
+LOG_LINES = int(os.environ.get("KETCH_COMPAT_LOG_LINES", "200"))
+
+
+def _start_timeout() -> float:
+    default = "120" if TARGET == "kafka" else "30"
+    return float(os.environ.get("KETCH_COMPAT_START_TIMEOUT", default))
+
+
+# ---------------------------------------------------------------------------------------------
+# process hygiene: every child we start is killed if pytest goes away
+# ---------------------------------------------------------------------------------------------
+
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except Exception:
+        pass
+
+
+def _spawn(args, **kw) -> subprocess.Popen:
+    proc = subprocess.Popen(args, preexec_fn=_set_pdeathsig, **kw)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    return proc
+
+
+def _reap(proc: subprocess.Popen, sig: int, timeout: float) -> None:
+    if proc.poll() is None:
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=10)
+            except Exception:
+                pass
+
+
+def free_port() -> int:
+    """An ephemeral port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def tail(path: Path, lines: int = LOG_LINES) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return f"<cannot read {path}: {e}>"
+    text = data[-2_000_000:].decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class BrokerStartError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# broker implementations
+# ---------------------------------------------------------------------------------------------
+
+
+class Broker:
+    """Common interface; see module docstring."""
+
+    target = "?"
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.data_dir = self.workdir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "broker.log"
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.proc: subprocess.Popen | None = None
+        self.host = "127.0.0.1"
+        self.port: int | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        if self.port is None:
+            raise RuntimeError("broker is not started")
+        return f"{self.host}:{self.port}"
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _log_marker(self, text: str) -> None:
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(f"\n===== [compat-harness {time.strftime('%H:%M:%S')}] {text} =====\n")
+
+    def start(self) -> "Broker":
+        raise NotImplementedError
+
+    def restart(self) -> "Broker":
+        if self.is_running():
+            self.stop()
+        return self.start()
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            self._log_marker("kill -9")
+            _reap(self.proc, signal.SIGKILL, 30)
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self._log_marker("SIGTERM")
+            _reap(self.proc, signal.SIGTERM, timeout)
+
+    def close(self) -> None:
+        """Teardown: stop gracefully, then make sure nothing is left."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.stop(timeout=20)
+            finally:
+                if self.proc.poll() is None:
+                    self.kill9()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.target} {self.host}:{self.port} data={self.data_dir}>"
+
+
+class KetchBroker(Broker):
+    target = "ketch"
+
+    def __init__(self, workdir: Path, overrides=None, binary: Path | None = None):
+        super().__init__(workdir, overrides)
+        self.binary = Path(binary or os.environ.get("KETCH_BIN") or REPO_ROOT / "target/release/ketch")
+
+    def command(self) -> list[str]:
+        args = [str(self.binary)]
+        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir)}
+        settings.update(self.overrides)
+        for k, v in settings.items():
+            args += ["--override", f"{k}={v}"]
+        return args
+
+    def start(self) -> "Broker":
+        if not self.binary.is_file() or not os.access(self.binary, os.X_OK):
+            raise BrokerStartError(
+                f"ketch binary not found at {self.binary} (build it with `cargo build --release`, "
+                f"or set KETCH_BIN)"
+            )
+        self.starts += 1
+        self._log_marker(f"start #{self.starts}: {' '.join(self.command())}")
+        logf = open(self.log_path, "ab")
+        try:
+            env = dict(os.environ)
+            env.setdefault("NO_COLOR", "1")  # plain log file
+            env.setdefault("RUST_BACKTRACE", "1")
+            self.proc = _spawn(
+                self.command(),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=logf,
+                cwd=self.workdir,
+            )
+        finally:
+            logf.close()
+        found: dict[str, tuple[str, int]] = {}
+        ready = threading.Event()
+        proc = self.proc
+
+        def pump() -> None:
+            # Copy stdout into the log (so the pipe never fills) and find the listening line.
+            with open(self.log_path, "ab") as out:
+                for raw in iter(proc.stdout.readline, b""):
+                    out.write(b"[stdout] " + raw)
+                    out.flush()
+                    if not ready.is_set():
+                        m = LISTENING_RE.search(raw.decode("utf-8", "replace"))
+                        if m:
+                            found["addr"] = (m.group(1), int(m.group(2)))
+                            ready.set()
+            proc.stdout.close()
+            ready.set()
+
+        threading.Thread(target=pump, name=f"ketch-stdout-{proc.pid}", daemon=True).start()
+        timeout = _start_timeout()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.05):
+            if proc.poll() is not None:
+                ready.wait(2)  # let the pump finish reading
+                break
+            if time.monotonic() > deadline:
+                break
+        if "addr" not in found:
+            rc = proc.poll()
+            _reap(proc, signal.SIGKILL, 10)
+            why = f"exited with code {rc}" if rc is not None else f"printed no listening line within {timeout:.0f}s"
+            raise BrokerStartError(f"ketch {why}; log tail:\n{tail(self.log_path)}")
+        self.host, self.port = found["addr"]
+        return self
+
+
+class KafkaBroker(Broker):
+    """Real Apache Kafka (KRaft, combined broker+controller, node id 1) from Maven jars."""
+
+    target = "kafka"
+
+    def __init__(self, workdir: Path, overrides=None, libs: Path | None = None):
+        super().__init__(workdir, overrides)
+        self.libs = Path(libs) if libs else kafka_libs_dir()
+        self.props_path = self.workdir / "server.properties"
+        self.controller_port: int | None = None
+        self.formatted = False
+
+    cds_dump: Path | None = None  # set on the throwaway broker that writes the CDS archive
+
+    def _java(self) -> list[str]:
+        cmd = [os.environ.get("JAVA", "java"), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC"]
+        if self.cds_dump is not None:
+            cmd.append(f"-XX:ArchiveClassesAtExit={self.cds_dump}")
+        elif (archive := _CDS_STATE.get(str(self.libs))) is not None:  # made in start()
+            cmd += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=error,cds+dynamic=error"]
+        cmd += os.environ.get("KETCH_COMPAT_KAFKA_JVM_OPTS", "").split()
+        cmd += [
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self._log4j_config()}",
+            "-cp",
+            str(self.libs / "*"),
+        ]
+        return cmd
+
+    def _log4j_config(self) -> Path:
+        base = self.libs / "log4j2.properties"
+        if not os.environ.get("KETCH_COMPAT_KAFKA_REQUEST_LOG"):
+            return base
+        # Log every request (api key, version, client) to see exactly what clients send.
+        cfg = self.workdir / "log4j2.properties"
+        cfg.write_text(
+            base.read_text()
+            + "logger.request.name = kafka.request.logger\nlogger.request.level = DEBUG\n"
+        )
+        return cfg
+
+    def _write_props(self) -> None:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # after kill -9 the restarted node waits out its old registration's session: keep it short
+            "broker.session.timeout.ms": "2000",
+            "broker.heartbeat.interval.ms": "500",
+        }
+        props.update(self.overrides)
+        self.props_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _format(self) -> None:
+        # Formatting costs a JVM start: format one template per session and copy it (each broker is
+        # its own single-node cluster, so sharing the cluster id between them is harmless).
+        import shutil
+
+        template = _kafka_format_template(self.libs)
+        for f in template.iterdir():
+            shutil.copy2(f, self.data_dir / f.name)
+        self._log_marker(f"data dir formatted (copied from {template})")
+        self.formatted = True
+
+    def start(self) -> "Broker":
+        if self.cds_dump is None:
+            _kafka_cds_archive(self.libs)
+        # New ephemeral ports on every start, like Ketch (clients re-bootstrap on restart).
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self._write_props()
+        if not self.formatted:
+            self._format()
+        self.starts += 1
+        start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        cmd = self._java() + ["kafka.Kafka", str(self.props_path)]
+        self._log_marker(f"start #{self.starts}: " + " ".join(cmd))
+        logf = open(self.log_path, "ab")
+        try:
+            self.proc = _spawn(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, cwd=self.workdir)
+        finally:
+            logf.close()
+        timeout = _start_timeout()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                _reap(self.proc, signal.SIGKILL, 10)
+                raise BrokerStartError(f"kafka exited with code {rc}; log tail:\n{tail(self.log_path)}")
+            with open(self.log_path, "rb") as f:
+                f.seek(start_offset)
+                if b"Kafka Server started" in f.read():
+                    break
+            if time.monotonic() > deadline:
+                _reap(self.proc, signal.SIGKILL, 10)
+                raise BrokerStartError(f"kafka not ready within {timeout:.0f}s; log tail:\n{tail(self.log_path)}")
+            time.sleep(0.2)
+        if not wait_port(self.host, self.port, max(1.0, deadline - time.monotonic())):
+            _reap(self.proc, signal.SIGKILL, 10)
+            raise BrokerStartError(f"kafka port {self.port} not accepting; log tail:\n{tail(self.log_path)}")
+        return self
+
+
+_CDS_LOCK = threading.Lock()
+_CDS_STATE: dict[str, Path | None] = {}
+
+
+def _kafka_cds_archive(libs: Path) -> Path | None:
+    """An AppCDS archive of the Kafka broker's classes: halves the JVM start (about 6 s to 3 s on
+    2 cores). Made once (a throwaway broker started and stopped) and cached in .cache/kafka-cds;
+    KETCH_COMPAT_KAFKA_CDS=0 turns it off. Any problem: run without it."""
+    import hashlib
+    import shutil
+
+    if os.environ.get("KETCH_COMPAT_KAFKA_CDS", "1") == "0":
+        return None
+    key = str(libs)
+    with _CDS_LOCK:
+        if key in _CDS_STATE:
+            return _CDS_STATE[key]
+        _CDS_STATE[key] = None  # while the archive is being made, and if making it fails
+        java = shutil.which(os.environ.get("JAVA", "java")) or "java"
+        h = hashlib.sha256(os.path.realpath(java).encode())
+        for jar in sorted(libs.glob("*.jar")):
+            st = jar.stat()
+            h.update(f"{jar.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+        archive = CACHE_DIR / "kafka-cds" / f"kafka-{KAFKA_VERSION}-{h.hexdigest()[:16]}.jsa"
+        if not archive.is_file():
+            import tempfile
+
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            for old in archive.parent.glob("*.jsa"):
+                old.unlink(missing_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix="kafka-cds-"))
+            dump = archive.parent / f".{archive.name}.{os.getpid()}.tmp"
+            try:
+                b = KafkaBroker(tmp, libs=libs)
+                b.cds_dump = dump
+                b.start()
+                b.stop(timeout=60)  # the archive is written at a clean exit
+                if dump.is_file() and dump.stat().st_size > 0:
+                    os.replace(dump, archive)
+            except Exception as e:  # noqa: BLE001 - CDS is only an optimisation
+                print(f"compat: no Kafka CDS archive ({e!r}); starting without it", file=sys.stderr)
+            finally:
+                dump.unlink(missing_ok=True)
+                shutil.rmtree(tmp, ignore_errors=True)
+        if archive.is_file():
+            _CDS_STATE[key] = archive
+        return _CDS_STATE[key]
+
+
+_TEMPLATE_LOCK = threading.Lock()
+_TEMPLATE: Path | None = None
+
+
+def _kafka_format_template(libs: Path) -> Path:
+    """A KRaft data dir formatted once per session (meta.properties + bootstrap.checkpoint)."""
+    global _TEMPLATE
+    import tempfile
+
+    with _TEMPLATE_LOCK:
+        if _TEMPLATE is not None:
+            return _TEMPLATE
+        root = Path(tempfile.mkdtemp(prefix="kafka-format-"))
+        atexit.register(lambda: __import__("shutil").rmtree(root, ignore_errors=True))
+        data = root / "data"
+        data.mkdir()
+        ctl = free_port()
+        props = root / "server.properties"
+        props.write_text(
+            "process.roles=broker,controller\nnode.id=1\n"
+            f"controller.quorum.voters=1@127.0.0.1:{ctl}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{free_port()},CONTROLLER://127.0.0.1:{ctl}\n"
+            "controller.listener.names=CONTROLLER\n"
+            f"log.dirs={data}\n"
+        )
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = [
+            os.environ.get("JAVA", "java"),
+            f"-Dlog4j2.configurationFile={libs / 'log4j2.properties'}",
+            "-cp",
+            str(libs / "*"),
+            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+        ]
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise BrokerStartError(f"kafka StorageTool format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        _TEMPLATE = data
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka jars (real-Kafka target, benchmarks, Java tools)
+# ---------------------------------------------------------------------------------------------
+
+_KAFKA_LIBS_LOCK = threading.Lock()
+_KAFKA_LIBS_DONE = False
+
+
+def kafka_libs_dir() -> Path:
+    """Resolve Kafka jars with scripts/kafka-from-maven (idempotent, cached)."""
+    global _KAFKA_LIBS_DONE
+    dest = CACHE_DIR / "kafka-libs"
+    with _KAFKA_LIBS_LOCK:
+        if not _KAFKA_LIBS_DONE:  # the script itself returns at once when the cache is complete
+            env = dict(os.environ, KAFKA_VERSION=KAFKA_VERSION)
+            r = subprocess.run(
+                [str(REPO_ROOT / "scripts/kafka-from-maven"), str(dest)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            if r.returncode != 0:
+                raise RuntimeError(f"scripts/kafka-from-maven failed:\n{r.stdout}\n{r.stderr}")
+            _KAFKA_LIBS_DONE = True
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------------------------
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "broker_config(**settings): extra broker settings for the `broker` fixture"
+    )
+
+
+def pytest_report_header(config):
+    if TARGET == "kafka":
+        return f"compat target: real Apache Kafka {KAFKA_VERSION} (KRaft, from Maven)"
+    binary = os.environ.get("KETCH_BIN") or REPO_ROOT / "target/release/ketch"
+    return f"compat target: ketch ({binary})"
+
+
+@pytest.fixture(scope="session")
+def broker_target() -> str:
+    """'ketch' or 'kafka'."""
+    return TARGET
+
+
+@pytest.fixture(scope="session")
+def kafka_libs() -> Path:
+    """Directory of Apache Kafka jars (classpath `kafka_libs / '*'`)."""
+    return kafka_libs_dir()
+
+
+@pytest.fixture
+def start_broker(request, tmp_path_factory):
+    """Factory: start_broker(overrides: dict | None = None) -> started Broker, cleaned up after the test."""
+    brokers: list[Broker] = []
+    request.node._compat_brokers = brokers
+
+    def factory(overrides: dict | None = None) -> Broker:
+        workdir = tmp_path_factory.mktemp(f"{TARGET}-broker", numbered=True)
+        b: Broker = KafkaBroker(workdir, overrides) if TARGET == "kafka" else KetchBroker(workdir, overrides)
+        brokers.append(b)
+        error = None
+        try:
+            b.start()
+        except BrokerStartError as e:
+            error = str(e)
+        if error is not None:
+            pytest.fail(error, pytrace=False)
+        return b
+
+    yield factory
+    errors = []
+    for b in brokers:
+        try:
+            b.close()
+        except Exception as e:  # never leave a process behind
+            errors.append(f"{b}: {e!r}")
+    if errors:
+        raise RuntimeError("broker teardown problems: " + "; ".join(errors))
+
+
+@pytest.fixture
+def broker(request, start_broker) -> Broker:
+    overrides: dict[str, str] = {}
+    for mark in reversed(list(request.node.iter_markers("broker_config"))):
+        overrides.update({k: str(v) for k, v in mark.kwargs.items()})
+    return start_broker(overrides)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for i, b in enumerate(getattr(item, "_compat_brokers", []) or []):
+            if b.log_path.exists():
+                report.sections.append(
+                    (f"{b.target} broker #{i} log ({b.log_path}, last {LOG_LINES} lines)", tail(b.log_path))
+                )
+
+
+def run_logged(cmd, timeout: float, what: str = "", **kw) -> subprocess.CompletedProcess:
+    """Run a client command with a hard timeout; on failure, fail the test showing its output."""
+    try:
+        r = subprocess.run(
+            [str(c) for c in cmd],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=_set_pdeathsig,
+            **kw,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        pytest.fail(f"{what or cmd[0]} timed out after {timeout}s\n--- stdout ---\n{out}\n--- stderr ---\n{err}", pytrace=False)
+    if r.returncode != 0:
+        pytest.fail(
+            f"{what or cmd[0]} exited {r.returncode}\n--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr[-20000:]}",
+            pytrace=False,
+        )
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+# Java (kafka-clients) scenario jar, built once per session
+# ---------------------------------------------------------------------------------------------
+
+JAVA_PROJECT = COMPAT_DIR / "java"
+JAVA_BUILD = CACHE_DIR / "java-build"
+
+
+def _java_sources_digest() -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    files = [JAVA_PROJECT / "pom.xml"] + sorted((JAVA_PROJECT / "src").rglob("*"))
+    for f in files:
+        if f.is_file():
+            h.update(str(f.relative_to(JAVA_PROJECT)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def java_compat_jar() -> Path:
+    """Path of compat-tests/java built with Maven (rebuilt only when its sources change).
+
+    Run it as: java -jar <jar> <bootstrap> <scenario> [args...]
+    """
+    jar = JAVA_BUILD / "ketch-compat-java.jar"
+    stamp = JAVA_BUILD / ".sources-sha256"
+    digest = _java_sources_digest()
+    if jar.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+        return jar
+    JAVA_BUILD.mkdir(parents=True, exist_ok=True)
+    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "package", f"-Dketch.build.dir={JAVA_BUILD}"]
+    try:
+        r = subprocess.run(cmd, cwd=JAVA_PROJECT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.fail("building compat-tests/java with Maven timed out", pytrace=False)
+    if r.returncode != 0 or not jar.is_file():
+        pytest.fail(f"building compat-tests/java failed ({r.returncode}):\n{r.stdout[-10000:]}\n{r.stderr[-10000:]}",
+                    pytrace=False)
+    stamp.write_text(digest)
+    return jar

@@ -1,0 +1,63 @@
+"""franz-go's own pkg/kgo integration tests (scripts/franz-go-kgo-suite) against the broker.
+
+Runs every pkg/kgo test except the skip list in the script (consumer groups, transactions,
+share groups: not implemented yet; `scripts/franz-go-kgo-suite --list-skips` prints it).
+Set KGO_SUITE_ENABLE=groups,txn (or all) to run skipped groups as features land.
+Marked slow (about 30 s of tests on real Kafka plus a one-off module download and compile):
+deselect with `-m "not slow"`. The full output is kept in the test's tmp dir (path printed).
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import REPO_ROOT, _set_pdeathsig
+
+SCRIPT = REPO_ROOT / "scripts" / "franz-go-kgo-suite"
+GO_TEST_TIMEOUT = "8m"  # go test's own deadline (panics with goroutine dumps when hit)
+RUN_TIMEOUT = 11 * 60  # our hard limit: module download + compile + go test
+
+
+def summarize(log: str, limit: int = 150) -> str:
+    """Failing tests, the t.Error/t.Fatal lines they printed, and go test's verdict."""
+    lines = log.splitlines()
+    failed = [l.strip() for l in lines if re.match(r"\s*--- FAIL", l)]
+    errs, seen = [], set()
+    for l in lines:
+        if re.match(r"\s+\S+_test\.go:\d+: ", l) and "deleting topic" not in l and "NOT DELETING" not in l:
+            key = re.sub(r"\d+", "N", l.strip())
+            if key not in seen:  # the same message repeated thousands of times says it once
+                seen.add(key)
+                errs.append(l.rstrip())
+    panic = [l for l in lines if l.startswith("panic:") or "test timed out" in l]
+    out = ["failing tests:", *failed[:50], "", "distinct test error lines:", *errs[:limit]]
+    if panic:
+        out += ["", *panic[:5]]
+    out += ["", "last lines:", *lines[-15:]]
+    return "\n".join(out)
+
+
+@pytest.mark.slow
+def test_franz_go_kgo_suite(broker, tmp_path):
+    logpath = tmp_path / "kgo-suite.log"
+    cmd = [str(SCRIPT), "--seeds", broker.bootstrap, "--timeout", GO_TEST_TIMEOUT]
+    if os.environ.get("KGO_SUITE_ENABLE"):
+        cmd += ["--enable", os.environ["KGO_SUITE_ENABLE"]]
+    with open(logpath, "w") as out:
+        try:
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                               timeout=RUN_TIMEOUT, preexec_fn=_set_pdeathsig, cwd=REPO_ROOT)
+            rc = r.returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    log = logpath.read_text(errors="replace")
+    passed = len(re.findall(r"^--- PASS", log, re.M))
+    skipped = re.findall(r"^--- SKIP: (\S+)", log, re.M)
+    print(f"kgo suite: {passed} passed, {len(skipped)} skipped by the tests themselves ({' '.join(skipped)}); "
+          f"full log {logpath}")
+    if rc is None:
+        pytest.fail(f"kgo suite exceeded {RUN_TIMEOUT}s\n{summarize(log)}", pytrace=False)
+    if rc != 0:
+        pytest.fail(f"kgo suite failed (exit {rc}); full log {logpath}\n{summarize(log)}", pytrace=False)

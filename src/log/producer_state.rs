@@ -1,0 +1,334 @@
+//! Idempotent producer state of one partition, modelled on Kafka's `ProducerStateManager`.
+//!
+//! Owns: per producer id, its epoch and the metadata of its last `MAX_CACHED_BATCHES` batches
+//! (sequence range and offsets), which decide whether a new batch is in sequence, a duplicate
+//! of a retried batch (answered with the original offsets, not written again), out of order
+//! (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a fenced epoch (INVALID_PRODUCER_EPOCH).
+//! On disk: `<offset, 20 digits>.snapshot` files in the partition directory, holding the state
+//! as of that log offset: `[u32 crc32c of the rest][u32 version=1][u32 count]` then per
+//! producer `[i64 pid][i16 epoch][i64 last timestamp][u8 n]` and n times
+//! `[i32 first seq][i32 last seq][i64 first offset][i64 last offset]`, big-endian.
+//! Invariants: the state equals what replaying every batch below `end_offset` gives; recovery
+//! loads the newest valid snapshot at or below the log end and replays the batches after it.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+
+use crate::error::LogError;
+
+/// Kafka keeps the last five batches per producer (max.in.flight.requests.per.connection <= 5).
+pub const MAX_CACHED_BATCHES: usize = 5;
+const SNAPSHOT_SUFFIX: &str = "snapshot";
+const SNAPSHOTS_KEPT: usize = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMeta {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ProducerEntry {
+    pub epoch: i16,
+    pub last_timestamp: i64,
+    pub batches: VecDeque<BatchMeta>,
+}
+
+/// The producer fields of a batch header.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_seq: i32,
+    pub record_count: i32,
+    pub max_timestamp: i64,
+}
+
+impl ProducerBatch {
+    pub fn last_seq(&self) -> i32 {
+        // Sequences wrap from i32::MAX to 0.
+        ((self.first_seq as i64 + self.record_count as i64 - 1) % (i32::MAX as i64 + 1)) as i32
+    }
+}
+
+/// The verdict on an incoming idempotent batch.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Append it.
+    Append,
+    /// A retry of a batch already in the log at these offsets.
+    Duplicate { first_offset: i64, last_offset: i64 },
+}
+
+#[derive(Debug, Default)]
+pub struct ProducerState {
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+fn in_sequence(last_seq: i32, next_first_seq: i32) -> bool {
+    next_first_seq as i64 == last_seq as i64 + 1 || (next_first_seq == 0 && last_seq == i32::MAX)
+}
+
+impl ProducerState {
+    pub fn get(&self, producer_id: i64) -> Option<&ProducerEntry> {
+        self.producers.get(&producer_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// Kafka's checks for a batch about to be appended by a client.
+    pub fn check(&self, batch: &ProducerBatch) -> Result<Check, LogError> {
+        let Some(entry) = self.producers.get(&batch.producer_id) else {
+            // Unknown producer (new, or its state expired / was deleted by retention): any
+            // sequence is accepted, as Kafka does.
+            return Ok(Check::Append);
+        };
+        if batch.epoch < entry.epoch {
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "producer {} epoch {} is older than the current epoch {}",
+                batch.producer_id, batch.epoch, entry.epoch
+            )));
+        }
+        if batch.epoch > entry.epoch {
+            if batch.first_seq != 0 {
+                return Err(LogError::OutOfOrderSequence(format!(
+                    "a new epoch {} of producer {} must start at sequence 0, not {}",
+                    batch.epoch, batch.producer_id, batch.first_seq
+                )));
+            }
+            return Ok(Check::Append);
+        }
+        let last_seq = batch.last_seq();
+        if let Some(dup) = entry.batches.iter().find(|b| b.first_seq == batch.first_seq && b.last_seq == last_seq) {
+            return Ok(Check::Duplicate { first_offset: dup.first_offset, last_offset: dup.last_offset });
+        }
+        match entry.batches.back() {
+            Some(last) if !in_sequence(last.last_seq, batch.first_seq) => Err(LogError::OutOfOrderSequence(format!(
+                "producer {} sent sequence {} after {}",
+                batch.producer_id, batch.first_seq, last.last_seq
+            ))),
+            _ => Ok(Check::Append),
+        }
+    }
+
+    /// Records a batch now in the log at `first_offset..=last_offset` (appends and replay).
+    pub fn update(&mut self, batch: &ProducerBatch, first_offset: i64, last_offset: i64) {
+        let entry = self.producers.entry(batch.producer_id).or_default();
+        if batch.epoch != entry.epoch {
+            entry.batches.clear();
+            entry.epoch = batch.epoch;
+        }
+        entry.last_timestamp = entry.last_timestamp.max(batch.max_timestamp);
+        entry.batches.push_back(BatchMeta { first_seq: batch.first_seq, last_seq: batch.last_seq(), first_offset, last_offset });
+        while entry.batches.len() > MAX_CACHED_BATCHES {
+            entry.batches.pop_front();
+        }
+    }
+
+    /// Drops producers idle since before `cutoff_ms` (`producer.id.expiration.ms`).
+    pub fn expire(&mut self, cutoff_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, e| e.last_timestamp >= cutoff_ms);
+        before - self.producers.len()
+    }
+
+    /// Drops producers whose every batch now lies below `log_start_offset` (retention).
+    pub fn truncate_head(&mut self, log_start_offset: i64) {
+        self.producers.retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start_offset));
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(8 + self.producers.len() * 64);
+        body.extend_from_slice(&1u32.to_be_bytes());
+        body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        let mut ids: Vec<_> = self.producers.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let e = &self.producers[&id];
+            body.extend_from_slice(&id.to_be_bytes());
+            body.extend_from_slice(&e.epoch.to_be_bytes());
+            body.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            body.push(e.batches.len() as u8);
+            for b in &e.batches {
+                body.extend_from_slice(&b.first_seq.to_be_bytes());
+                body.extend_from_slice(&b.last_seq.to_be_bytes());
+                body.extend_from_slice(&b.first_offset.to_be_bytes());
+                body.extend_from_slice(&b.last_offset.to_be_bytes());
+            }
+        }
+        let mut out = crc32c::crc32c(&body).to_be_bytes().to_vec();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Option<ProducerState> {
+        let (crc, body) = (bytes.get(..4)?, bytes.get(4..)?);
+        if u32::from_be_bytes(crc.try_into().ok()?) != crc32c::crc32c(body) {
+            return None;
+        }
+        let mut r = Reader(body);
+        if r.u32()? != 1 {
+            return None;
+        }
+        let count = r.u32()? as usize;
+        // Each producer takes at least 19 bytes: bound the map by what the file holds.
+        if count > body.len() / 19 {
+            return None;
+        }
+        let mut producers = HashMap::with_capacity(count);
+        for _ in 0..count {
+            let id = r.i64()?;
+            let epoch = r.i64_16()?;
+            let last_timestamp = r.i64()?;
+            let n = r.u8()? as usize;
+            let mut batches = VecDeque::with_capacity(n.min(MAX_CACHED_BATCHES));
+            for _ in 0..n {
+                batches.push_back(BatchMeta { first_seq: r.i32()?, last_seq: r.i32()?, first_offset: r.i64()?, last_offset: r.i64()? });
+            }
+            producers.insert(id, ProducerEntry { epoch, last_timestamp, batches });
+        }
+        Some(ProducerState { producers })
+    }
+
+    /// Writes `<offset>.snapshot` and removes all but the newest `SNAPSHOTS_KEPT` snapshots.
+    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> std::io::Result<()> {
+        let path = dir.join(crate::log::segment::file_name(offset, SNAPSHOT_SUFFIX));
+        crate::log::partition_log::write_atomically(&path, &self.encode())?;
+        let mut offsets = snapshot_offsets(dir)?;
+        offsets.sort_unstable();
+        let excess = offsets.len().saturating_sub(SNAPSHOTS_KEPT);
+        for old in &offsets[..excess] {
+            let _ = std::fs::remove_file(dir.join(crate::log::segment::file_name(*old, SNAPSHOT_SUFFIX)));
+        }
+        Ok(())
+    }
+
+    /// Loads the newest valid snapshot at or below `max_offset`, deleting snapshots above it
+    /// (they describe data a recovery truncated). Returns the state and its offset.
+    pub fn load_snapshot(dir: &Path, max_offset: i64) -> std::io::Result<Option<(ProducerState, i64)>> {
+        let mut offsets = snapshot_offsets(dir)?;
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        for offset in offsets {
+            let path = dir.join(crate::log::segment::file_name(offset, SNAPSHOT_SUFFIX));
+            if offset > max_offset {
+                std::fs::remove_file(&path)?;
+                continue;
+            }
+            match ProducerState::decode(&std::fs::read(&path)?) {
+                Some(state) => return Ok(Some((state, offset))),
+                None => {
+                    tracing::warn!(snapshot = %path.display(), "ignoring corrupt producer state snapshot");
+                    std::fs::remove_file(&path)?;
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn snapshot_offsets(dir: &Path) -> std::io::Result<Vec<i64>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if let Some(stem) = name.to_string_lossy().strip_suffix(".snapshot") {
+            if let Ok(offset) = stem.parse() {
+                out.push(offset);
+            }
+        }
+    }
+    Ok(out)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = (self.0.get(..N)?, self.0.get(N..)?);
+        self.0 = rest;
+        head.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take::<1>()?[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take()?))
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take()?))
+    }
+    fn i64_16(&mut self) -> Option<i16> {
+        Some(i16::from_be_bytes(self.take()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_be_bytes(self.take()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(pid: i64, epoch: i16, seq: i32, n: i32) -> ProducerBatch {
+        ProducerBatch { producer_id: pid, epoch, first_seq: seq, record_count: n, max_timestamp: 10 }
+    }
+
+    #[test]
+    fn sequences_duplicates_gaps_and_epochs() {
+        let mut s = ProducerState::default();
+        assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Append);
+        s.update(&batch(1, 0, 0, 3), 0, 2);
+        assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Append);
+        s.update(&batch(1, 0, 3, 2), 3, 4);
+        // A retry of either cached batch is a duplicate with its original offsets.
+        assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Duplicate { first_offset: 0, last_offset: 2 });
+        assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Duplicate { first_offset: 3, last_offset: 4 });
+        // A gap is out of order.
+        assert_eq!(s.check(&batch(1, 0, 7, 1)).unwrap_err().code(), 45);
+        // An older epoch is fenced; a newer one must restart at 0.
+        s.update(&batch(1, 1, 0, 1), 5, 5);
+        assert_eq!(s.check(&batch(1, 0, 6, 1)).unwrap_err().code(), 47);
+        assert_eq!(s.check(&batch(1, 2, 5, 1)).unwrap_err().code(), 45);
+        assert_eq!(s.check(&batch(1, 2, 0, 1)).unwrap(), Check::Append);
+        // An unknown producer may start anywhere.
+        assert_eq!(s.check(&batch(9, 0, 42, 1)).unwrap(), Check::Append);
+    }
+
+    #[test]
+    fn sequence_wraps_around() {
+        let mut s = ProducerState::default();
+        s.update(&batch(1, 0, i32::MAX - 1, 2), 0, 1);
+        assert_eq!(batch(1, 0, i32::MAX - 1, 2).last_seq(), i32::MAX);
+        assert_eq!(s.check(&batch(1, 0, 0, 1)).unwrap(), Check::Append);
+    }
+
+    #[test]
+    fn snapshot_round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ProducerState::default();
+        for i in 0..7 {
+            s.update(&batch(1, 0, i, 1), i as i64, i as i64);
+        }
+        s.update(&batch(2, 3, 0, 5), 7, 11);
+        s.write_snapshot(dir.path(), 12).unwrap();
+        let (loaded, at) = ProducerState::load_snapshot(dir.path(), 12).unwrap().unwrap();
+        assert_eq!(at, 12);
+        assert_eq!(loaded.get(1).unwrap().batches.len(), MAX_CACHED_BATCHES);
+        assert_eq!(loaded.get(2).unwrap().epoch, 3);
+        // A snapshot beyond the log end is dropped.
+        assert!(ProducerState::load_snapshot(dir.path(), 11).unwrap().is_none());
+        s.write_snapshot(dir.path(), 12).unwrap();
+        let path = dir.path().join("00000000000000000012.snapshot");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[10] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(ProducerState::load_snapshot(dir.path(), 12).unwrap().is_none());
+    }
+}
