@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessions;
+use crate::group::{GroupConfig, GroupCoordinator, Storage};
 use crate::txn::producer_ids::ProducerIds;
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
@@ -24,6 +25,7 @@ pub struct Broker {
     pub flusher: Flusher,
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIds,
+    pub groups: GroupCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -38,7 +40,9 @@ impl Broker {
             Duration::from_millis(config.min_incremental_fetch_session_eviction_ms),
         );
         let producer_ids = ProducerIds::open(config.log_dir())?;
-        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, appended }))
+        let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
+        groups.load(&topics)?;
+        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, groups, appended }))
     }
 
     pub fn notify_appended(&self) {
@@ -60,6 +64,21 @@ impl Broker {
                 tick.tick().await;
                 let b = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || b.apply_retention()).await;
+            }
+        });
+        let broker = self.clone();
+        tokio::spawn(async move {
+            // Group timers (sessions, rebalance deadlines) run at this resolution.
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let mut last_expiry = std::time::Instant::now();
+            loop {
+                tick.tick().await;
+                let storage = Storage { topics: &broker.topics, flusher: &broker.flusher };
+                broker.groups.tick(&storage).await;
+                if last_expiry.elapsed() >= Duration::from_millis(broker.config.offsets_retention_check_interval_ms) {
+                    last_expiry = std::time::Instant::now();
+                    broker.groups.expire_offsets(&storage).await;
+                }
             }
         });
         let broker = self.clone();

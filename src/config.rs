@@ -230,6 +230,8 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
+    /// `offsets.retention.check.interval.ms`
+    pub offsets_retention_check_interval_ms: u64,
     /// `fetch.max.bytes`: the most one fetch response carries, whatever the client asks.
     pub fetch_max_bytes: usize,
     pub max_incremental_fetch_session_cache_slots: usize,
@@ -362,6 +364,7 @@ impl BrokerConfig {
             log_retention_check_interval_ms: int("log.retention.check.interval.ms", 300_000, 1)?
                 as u64,
             producer_id_expiration_ms: int("producer.id.expiration.ms", 86_400_000, 1)?,
+            offsets_retention_check_interval_ms: int("offsets.retention.check.interval.ms", 600_000, 1)? as u64,
             fetch_max_bytes: int("fetch.max.bytes", 57_671_680, 1024)? as usize,
             max_incremental_fetch_session_cache_slots: int("max.incremental.fetch.session.cache.slots", 1000, 0)? as usize,
             min_incremental_fetch_session_eviction_ms: int("min.incremental.fetch.session.eviction.ms", 120_000, 0)? as u64,

@@ -9,6 +9,7 @@ pub mod broker;
 pub mod config;
 pub mod error;
 pub mod fetch_session;
+pub mod group;
 pub mod handlers;
 pub mod log;
 pub mod metadata;

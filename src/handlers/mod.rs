@@ -5,6 +5,9 @@ mod api_versions;
 mod create_topics;
 mod delete_topics;
 mod fetch;
+mod find_coordinator;
+mod groups;
+mod offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -32,6 +35,7 @@ pub struct RequestContext {
 /// Runs the handler for `request`. `None` means no response is sent (Produce with acks=0).
 pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: DecodedRequest) -> Option<ResponseKind> {
     let version = request.version;
+    let client_id = request.header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
     Some(match request.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
         RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
@@ -39,6 +43,17 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await),
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, version)),
         RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, version)),
+        RequestKind::FindCoordinator(req) => ResponseKind::FindCoordinator(find_coordinator::handle(broker, ctx, req, version)),
+        RequestKind::JoinGroup(req) => ResponseKind::JoinGroup(groups::join(broker, ctx, req, version, &client_id).await),
+        RequestKind::SyncGroup(req) => ResponseKind::SyncGroup(groups::sync(broker, req, version).await),
+        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(groups::heartbeat(broker, req)),
+        RequestKind::LeaveGroup(req) => ResponseKind::LeaveGroup(groups::leave(broker, req, version).await),
+        RequestKind::ListGroups(req) => ResponseKind::ListGroups(groups::list(broker, req, version)),
+        RequestKind::DescribeGroups(req) => ResponseKind::DescribeGroups(groups::describe(broker, req, version)),
+        RequestKind::DeleteGroups(req) => ResponseKind::DeleteGroups(groups::delete(broker, req).await),
+        RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
+        RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
+        RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
         RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(init_producer_id::handle(broker, req)),
         RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),
         other => {

@@ -34,6 +34,11 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                 partitions.push(response.with_error_code(unknown.code()));
                 continue;
             };
+            if topic.as_ref().is_some_and(|t| t.internal) {
+                // Internal topics are written by their coordinators only, as in Kafka.
+                partitions.push(response.with_error_code(ResponseError::InvalidTopicException.code()));
+                continue;
+            }
             if !matches!(acks, -1 | 0 | 1) {
                 partitions.push(response.with_error_code(ResponseError::InvalidRequiredAcks.code()));
                 continue;

@@ -15,6 +15,19 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    // Consumer groups, classic protocol. OffsetCommit v10 / OffsetFetch v10 (topic ids) and
+    // ConsumerGroupHeartbeat (KIP-848) are not served: clients switch protocol on what they see.
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
     // Idempotent producers only; v6 (KIP-939 two-phase commit) needs transactions.
     (ApiKey::InitProducerId, 0, 5),
 ];

@@ -1,0 +1,375 @@
+//! The group coordinator: consumer groups (classic protocol) and their committed offsets.
+//!
+//! Owns: every group's state machine (`state.rs`), the committed-offset cache, and writing
+//! both to the internal `__consumer_offsets` topic (`records.rs`), whose partition for a group
+//! is Kafka's `abs(javaHashCode(group id)) % offsets.topic.num.partitions`. State changes only
+//! by what is replayed from that topic at start (`load`) plus what this process appended, so a
+//! restart rebuilds it. Invariants: an OffsetCommit is acknowledged only after its records are
+//! fsynced; the cache never holds an offset the log does not.
+
+pub mod records;
+pub mod state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+use crate::config::{BrokerConfig, Properties};
+use crate::log::flusher::Flusher;
+use crate::log::{batch, now_ms};
+use crate::metadata::{Topic, TopicRegistry};
+use records::{GroupValue, Key, MemberValue, OffsetValue};
+pub use state::{Group, GroupState, JoinRequest, JoinResult, Reply, SyncResult};
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Where the coordinator's records go.
+pub struct Storage<'a> {
+    pub topics: &'a TopicRegistry,
+    pub flusher: &'a Flusher,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    pub offsets_topic_partitions: i32,
+    pub offsets_topic_segment_bytes: i64,
+    pub initial_rebalance_delay: Duration,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub max_group_size: usize,
+    pub offset_metadata_max_bytes: usize,
+    pub offsets_retention_ms: i64,
+}
+
+impl GroupConfig {
+    pub fn from_broker(config: &BrokerConfig) -> GroupConfig {
+        let p = &config.properties;
+        let int = |k: &str, d: i64| p.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(d);
+        GroupConfig {
+            offsets_topic_partitions: int("offsets.topic.num.partitions", 50).max(1) as i32,
+            offsets_topic_segment_bytes: int("offsets.topic.segment.bytes", 104_857_600),
+            initial_rebalance_delay: Duration::from_millis(int("group.initial.rebalance.delay.ms", 3000).max(0) as u64),
+            min_session_timeout_ms: int("group.min.session.timeout.ms", 6000) as i32,
+            max_session_timeout_ms: int("group.max.session.timeout.ms", 1_800_000) as i32,
+            max_group_size: int("group.max.size", i32::MAX as i64).max(1) as usize,
+            offset_metadata_max_bytes: int("offset.metadata.max.bytes", 4096).max(0) as usize,
+            offsets_retention_ms: int("offsets.retention.minutes", 10080).saturating_mul(60_000),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Inner {
+    pub groups: HashMap<String, Group>,
+    pub offsets: HashMap<String, BTreeMap<(String, i32), OffsetValue>>,
+}
+
+pub struct GroupCoordinator {
+    pub config: GroupConfig,
+    inner: Mutex<Inner>,
+}
+
+/// Java's `String.hashCode`, which Kafka uses to place a group on a partition.
+pub fn java_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+impl GroupCoordinator {
+    pub fn new(config: GroupConfig) -> GroupCoordinator {
+        GroupCoordinator { config, inner: Mutex::new(Inner::default()) }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn partition_for(&self, group: &str) -> i32 {
+        (java_hash(group) & 0x7fff_ffff) % self.config.offsets_topic_partitions
+    }
+
+    /// The offsets topic, created on first use as Kafka does.
+    pub fn offsets_topic(&self, topics: &TopicRegistry) -> Result<Arc<Topic>, ResponseError> {
+        if let Some(topic) = topics.get(OFFSETS_TOPIC) {
+            return Ok(topic);
+        }
+        let mut overrides = Properties::new();
+        // Until log compaction exists, time and size retention must never drop committed offsets.
+        overrides.insert("retention.ms".into(), "-1".into());
+        overrides.insert("retention.bytes".into(), "-1".into());
+        overrides.insert("segment.bytes".into(), self.config.offsets_topic_segment_bytes.to_string());
+        match topics.create(OFFSETS_TOPIC, self.config.offsets_topic_partitions, overrides) {
+            Ok(topic) => Ok(topic),
+            Err(_) => topics.get(OFFSETS_TOPIC).ok_or(ResponseError::CoordinatorNotAvailable),
+        }
+    }
+
+    /// Rebuilds groups and offsets by replaying `__consumer_offsets`.
+    pub fn load(&self, topics: &TopicRegistry) -> anyhow::Result<()> {
+        let Some(topic) = topics.get(OFFSETS_TOPIC) else { return Ok(()) };
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let mut records = 0usize;
+        for partition in &topic.partitions {
+            let log = partition.log();
+            let mut offset = log.log_start_offset();
+            let end = log.log_end_offset();
+            while offset < end {
+                let bytes = log.read(offset, end, 1 << 20, true)?;
+                if bytes.is_empty() {
+                    break;
+                }
+                let mut buf = Bytes::from(bytes);
+                while !buf.is_empty() {
+                    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| anyhow::anyhow!("corrupt {OFFSETS_TOPIC} batch: {e}"))?;
+                    for record in set.records {
+                        offset = record.offset + 1;
+                        if let Some(key) = record.key.as_deref().and_then(Key::decode) {
+                            apply(&mut inner, key, record.value.as_deref(), now);
+                            records += 1;
+                        }
+                    }
+                }
+            }
+        }
+        tracing::info!(groups = inner.groups.len(), records, "group coordinator loaded {OFFSETS_TOPIC}");
+        Ok(())
+    }
+
+    /// Appends records for `group` to its offsets partition; returns (partition, end offset)
+    /// for the fsync the caller must await before acknowledging.
+    pub fn append(&self, topics: &TopicRegistry, group: &str, entries: Vec<(Key, Option<Vec<u8>>)>) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let topic = self.offsets_topic(topics)?;
+        let partition = topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let now = now_ms();
+        let records: Vec<Record> = entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, (key, value))| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: i as i32 - 1,
+                timestamp: now,
+                key: Some(Bytes::from(key.encode())),
+                value: value.map(Bytes::from),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
+            .map_err(|_| ResponseError::UnknownServerError)?;
+        let config = topic.config.clone();
+        let storage_error = |e: crate::error::LogError| {
+            tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
+            ResponseError::CoordinatorNotAvailable
+        };
+        let (bytes, summary) = batch::validate_produce(buf.to_vec(), &config, now).map_err(storage_error)?;
+        let info = partition.log().append(bytes, &summary, 0, now).map_err(storage_error)?;
+        Ok(Some((partition, info.last_offset + 1)))
+    }
+
+    /// Waits for an append to be durable.
+    pub async fn sync_to_disk(flusher: &Flusher, written: Option<(Arc<crate::log::Partition>, i64)>) -> Result<(), ResponseError> {
+        if let Some((partition, end)) = written {
+            flusher.flush(partition, end).await.map_err(|e| {
+                tracing::error!(error = %e, "fsync of {OFFSETS_TOPIC} failed");
+                ResponseError::CoordinatorNotAvailable
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Persists the metadata of every group marked dirty (after a rebalance step).
+    pub async fn persist_dirty(&self, storage: &Storage<'_>) {
+        let pending: Vec<(String, Option<Vec<u8>>)> = {
+            let mut inner = self.lock();
+            inner
+                .groups
+                .values_mut()
+                .filter(|g| g.dirty)
+                .map(|g| {
+                    g.dirty = false;
+                    (g.id.clone(), Some(group_value(g).encode()))
+                })
+                .collect()
+        };
+        for (group, value) in pending {
+            let written = self.append(storage.topics, &group, vec![(Key::Group { group: group.clone() }, value)]);
+            match written {
+                Ok(w) => {
+                    let _ = Self::sync_to_disk(storage.flusher, w).await;
+                }
+                Err(e) => tracing::error!(group = %group, error = %e, "cannot persist group metadata"),
+            }
+        }
+    }
+
+    /// Timer work for every group, then persistence of what changed.
+    pub async fn tick(&self, storage: &Storage<'_>) {
+        {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            let now_ms = now_ms();
+            for group in inner.groups.values_mut() {
+                group.tick(now, now_ms);
+            }
+        }
+        self.persist_dirty(storage).await;
+    }
+
+    /// Expires offsets of groups that have been empty for `offsets.retention.minutes` (and of
+    /// standalone committers by commit time), then removes empty groups with no offsets.
+    pub async fn expire_offsets(&self, storage: &Storage<'_>) {
+        let now = now_ms();
+        let retention = self.config.offsets_retention_ms;
+        let mut tombstones: Vec<(String, Vec<(Key, Option<Vec<u8>>)>)> = Vec::new();
+        {
+            let mut inner = self.lock();
+            let Inner { groups, offsets } = &mut *inner;
+            for (group_id, group_offsets) in offsets.iter_mut() {
+                let group = groups.get(group_id);
+                if group.is_some_and(|g| g.state != GroupState::Empty) {
+                    continue;
+                }
+                let empty_since = group.map(|g| g.state_timestamp_ms);
+                let expired: Vec<(String, i32)> = group_offsets
+                    .iter()
+                    .filter(|(_, v)| now - empty_since.unwrap_or(v.commit_timestamp).max(v.commit_timestamp) > retention)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let mut entries = Vec::new();
+                for (topic, partition) in expired {
+                    group_offsets.remove(&(topic.clone(), partition));
+                    entries.push((Key::Offset { group: group_id.clone(), topic, partition }, None));
+                }
+                if !entries.is_empty() {
+                    tombstones.push((group_id.clone(), entries));
+                }
+            }
+            offsets.retain(|_, o| !o.is_empty());
+            let dead: Vec<String> = groups
+                .values()
+                .filter(|g| g.state == GroupState::Empty && g.pending.is_empty() && !offsets.contains_key(&g.id))
+                .map(|g| g.id.clone())
+                .collect();
+            for id in dead {
+                groups.remove(&id);
+                tombstones.push((id.clone(), vec![(Key::Group { group: id }, None)]));
+            }
+        }
+        for (group, entries) in tombstones {
+            if let Ok(w) = self.append(storage.topics, &group, entries) {
+                let _ = Self::sync_to_disk(storage.flusher, w).await;
+            }
+        }
+    }
+}
+
+/// Applies one replayed record to the in-memory state.
+fn apply(inner: &mut Inner, key: Key, value: Option<&[u8]>, now: Instant) {
+    match key {
+        Key::Offset { group, topic, partition } => match value.and_then(OffsetValue::decode) {
+            Some(v) => {
+                inner.offsets.entry(group).or_default().insert((topic, partition), v);
+            }
+            None => {
+                if let Some(o) = inner.offsets.get_mut(&group) {
+                    o.remove(&(topic, partition));
+                }
+            }
+        },
+        Key::Group { group } => match value.and_then(GroupValue::decode) {
+            Some(v) => {
+                inner.groups.insert(group.clone(), restore_group(&group, v, now));
+            }
+            None => {
+                inner.groups.remove(&group);
+            }
+        },
+    }
+}
+
+fn group_value(g: &Group) -> GroupValue {
+    let protocol = g.protocol.clone().unwrap_or_default();
+    GroupValue {
+        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+        generation: g.generation,
+        protocol: g.protocol.clone(),
+        leader: g.leader.clone(),
+        state_timestamp: g.state_timestamp_ms,
+        members: g
+            .members
+            .values()
+            .map(|m| MemberValue {
+                member_id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout_ms: m.rebalance_timeout.as_millis() as i32,
+                session_timeout_ms: m.session_timeout.as_millis() as i32,
+                subscription: m.metadata_for(&protocol),
+                assignment: m.assignment.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// A group as stored: members get a fresh session to come back and heartbeat (as in Kafka after
+/// a coordinator move); those that do not are expired by the usual timers.
+fn restore_group(id: &str, v: GroupValue, now: Instant) -> Group {
+    let mut g = Group::new(id, v.state_timestamp);
+    g.generation = v.generation;
+    g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
+    g.protocol = v.protocol.clone();
+    g.leader = v.leader;
+    for m in v.members {
+        if let Some(instance) = &m.instance_id {
+            g.instances.insert(instance.clone(), m.member_id.clone());
+        }
+        let session = Duration::from_millis(m.session_timeout_ms.max(0) as u64);
+        g.members.insert(
+            m.member_id.clone(),
+            state::Member {
+                id: m.member_id,
+                instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout: session,
+                rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64),
+                protocols: vec![(v.protocol.clone().unwrap_or_default(), m.subscription)],
+                assignment: m.assignment,
+                heartbeat_deadline: now + session,
+                join_waiter: None,
+                sync_waiter: None,
+            },
+        );
+    }
+    g.state = if g.members.is_empty() { GroupState::Empty } else { GroupState::Stable };
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_matches_java() {
+        // Values from java.lang.String#hashCode.
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("a"), 97);
+        assert_eq!(java_hash("my-group"), -1_906_497_762);
+        assert_eq!(java_hash("console-consumer-12345"), 158_455_506);
+    }
+}

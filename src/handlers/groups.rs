@@ -1,0 +1,274 @@
+//! The classic group membership APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, plus
+//! ListGroups, DescribeGroups and DeleteGroups. The state machine lives in `crate::group`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
+use kafka_protocol::messages::delete_groups_response::{DeletableGroupResult, DeleteGroupsResponse};
+use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+use kafka_protocol::messages::describe_groups_response::{DescribeGroupsResponse, DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::heartbeat_request::HeartbeatRequest;
+use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
+use kafka_protocol::messages::join_group_request::JoinGroupRequest;
+use kafka_protocol::messages::join_group_response::{JoinGroupResponse, JoinGroupResponseMember};
+use kafka_protocol::messages::leave_group_request::LeaveGroupRequest;
+use kafka_protocol::messages::leave_group_response::{LeaveGroupResponse, MemberResponse};
+use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
+use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedGroup};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
+use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
+use kafka_protocol::messages::GroupId;
+
+use super::{str_bytes, RequestContext};
+use crate::broker::Broker;
+use crate::group::records::Key;
+use crate::group::{Group, GroupCoordinator, GroupState, JoinRequest, JoinResult, Reply, Storage, SyncResult};
+use crate::log::now_ms;
+
+fn storage(broker: &Broker) -> Storage<'_> {
+    Storage { topics: &broker.topics, flusher: &broker.flusher }
+}
+
+pub async fn join(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequest, version: i16, client_id: &str) -> JoinGroupResponse {
+    let group_id = req.group_id.0.as_str().to_string();
+    let cfg = &broker.groups.config;
+    let result = if group_id.is_empty() {
+        JoinResult::error(ResponseError::InvalidGroupId, req.member_id.as_str())
+    } else if req.session_timeout_ms < cfg.min_session_timeout_ms || req.session_timeout_ms > cfg.max_session_timeout_ms {
+        JoinResult::error(ResponseError::InvalidSessionTimeout, req.member_id.as_str())
+    } else {
+        let rebalance_ms = if version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms };
+        let join = JoinRequest {
+            member_id: req.member_id.as_str().to_string(),
+            instance_id: req.group_instance_id.as_ref().map(|s| s.as_str().to_string()),
+            client_id: client_id.to_string(),
+            client_host: format!("/{}", ctx.peer_addr.ip()),
+            session_timeout: Duration::from_millis(req.session_timeout_ms.max(0) as u64),
+            rebalance_timeout: Duration::from_millis(rebalance_ms.max(0) as u64),
+            protocol_type: req.protocol_type.as_str().to_string(),
+            protocols: req.protocols.iter().map(|p| (p.name.as_str().to_string(), p.metadata.clone())).collect(),
+            require_known_member_id: version >= 4,
+            new_member_id: format!("{client_id}-{}", uuid::Uuid::from_bytes(crate::metadata::random_bytes())),
+        };
+        let reply = {
+            let mut inner = broker.groups.lock();
+            let full = inner.groups.get(&group_id).is_some_and(|g| g.members.len() >= cfg.max_group_size && !g.members.contains_key(&join.member_id));
+            if full {
+                Reply::Now(JoinResult::error(ResponseError::GroupMaxSizeReached, &join.member_id))
+            } else {
+                let group = inner.groups.entry(group_id.clone()).or_insert_with(|| Group::new(&group_id, now_ms()));
+                group.join(join, Instant::now(), now_ms(), cfg.initial_rebalance_delay)
+            }
+        };
+        let result = match reply {
+            Reply::Now(r) => r,
+            Reply::Wait(rx) => rx.await.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, "")),
+        };
+        broker.groups.persist_dirty(&storage(broker)).await;
+        result
+    };
+    let mut response = JoinGroupResponse::default()
+        .with_error_code(result.error)
+        .with_generation_id(result.generation)
+        .with_protocol_name(result.protocol_name.map(|s| str_bytes(&s)))
+        .with_leader(str_bytes(&result.leader))
+        .with_member_id(str_bytes(&result.member_id))
+        .with_members(
+            result
+                .members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    let m = JoinGroupResponseMember::default().with_member_id(str_bytes(&id)).with_metadata(metadata);
+                    if version >= 5 { m.with_group_instance_id(instance.map(|s| str_bytes(&s))) } else { m }
+                })
+                .collect(),
+        );
+    if version >= 7 {
+        response = response.with_protocol_type(result.protocol_type.map(|s| str_bytes(&s)));
+    }
+    if version >= 9 {
+        response = response.with_skip_assignment(result.skip_assignment);
+    }
+    if version < 7 && response.protocol_name.is_none() {
+        // Before v7 the protocol name is not nullable.
+        response.protocol_name = Some(str_bytes(""));
+    }
+    response
+}
+
+pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+    let group_id = req.group_id.0.as_str();
+    let reply = {
+        let mut inner = broker.groups.lock();
+        match inner.groups.get_mut(group_id) {
+            None => Reply::Now(SyncResult { error: ResponseError::UnknownMemberId.code(), ..Default::default() }),
+            Some(group) => {
+                let mismatch = req.protocol_type.as_ref().is_some_and(|t| Some(t.as_str()) != group.protocol_type.as_deref())
+                    || req.protocol_name.as_ref().is_some_and(|n| Some(n.as_str()) != group.protocol.as_deref());
+                if mismatch && group.members.contains_key(req.member_id.as_str()) {
+                    Reply::Now(SyncResult { error: ResponseError::InconsistentGroupProtocol.code(), ..Default::default() })
+                } else {
+                    let assignments = req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
+                    group.sync(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id, assignments, now_ms())
+                }
+            }
+        }
+    };
+    let result = match reply {
+        Reply::Now(r) => r,
+        Reply::Wait(rx) => rx.await.unwrap_or(SyncResult { error: ResponseError::RebalanceInProgress.code(), ..Default::default() }),
+    };
+    broker.groups.persist_dirty(&storage(broker)).await;
+    let response = SyncGroupResponse::default().with_error_code(result.error).with_assignment(result.assignment);
+    if version >= 5 {
+        response.with_protocol_type(result.protocol_type.map(|s| str_bytes(&s))).with_protocol_name(result.protocol_name.map(|s| str_bytes(&s)))
+    } else {
+        response
+    }
+}
+
+pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatResponse {
+    let mut inner = broker.groups.lock();
+    let error = match inner.groups.get_mut(req.group_id.0.as_str()) {
+        None => ResponseError::UnknownMemberId.code(),
+        Some(group) => match group.heartbeat(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id, Instant::now()) {
+            Ok(()) => 0,
+            Err(e) => e.code(),
+        },
+    };
+    HeartbeatResponse::default().with_error_code(error)
+}
+
+pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    let leaving: Vec<(String, Option<String>)> = if version >= 3 {
+        req.members.iter().map(|m| (m.member_id.as_str().to_string(), m.group_instance_id.as_ref().map(|s| s.as_str().to_string()))).collect()
+    } else {
+        vec![(req.member_id.as_str().to_string(), None)]
+    };
+    let results: Vec<(String, Option<String>, i16)> = {
+        let mut inner = broker.groups.lock();
+        match inner.groups.get_mut(req.group_id.0.as_str()) {
+            None => leaving.into_iter().map(|(m, i)| (m, i, ResponseError::UnknownMemberId.code())).collect(),
+            Some(group) => leaving
+                .into_iter()
+                .map(|(m, i)| {
+                    let error = group.leave(&m, i.as_deref(), Instant::now(), now_ms()).err().map_or(0, |e| e.code());
+                    (m, i, error)
+                })
+                .collect(),
+        }
+    };
+    broker.groups.persist_dirty(&storage(broker)).await;
+    if version >= 3 {
+        let members = results
+            .into_iter()
+            .map(|(m, i, e)| MemberResponse::default().with_member_id(str_bytes(&m)).with_group_instance_id(i.map(|s| str_bytes(&s))).with_error_code(e))
+            .collect();
+        LeaveGroupResponse::default().with_members(members)
+    } else {
+        LeaveGroupResponse::default().with_error_code(results.first().map_or(0, |r| r.2))
+    }
+}
+
+pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let inner = broker.groups.lock();
+    let states: Vec<String> = req.states_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();
+    let types: Vec<String> = req.types_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();
+    let mut ids: Vec<&String> = inner.groups.keys().chain(inner.offsets.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    let groups = ids
+        .into_iter()
+        .filter_map(|id| {
+            let (state, protocol_type) = match inner.groups.get(id) {
+                Some(g) => (g.state.name(), g.protocol_type.clone().unwrap_or_default()),
+                None => (GroupState::Empty.name(), String::new()),
+            };
+            if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
+                return None;
+            }
+            if !types.is_empty() && !types.iter().any(|t| t == "classic") {
+                return None;
+            }
+            let g = ListedGroup::default().with_group_id(GroupId(str_bytes(id))).with_protocol_type(str_bytes(&protocol_type));
+            let g = if version >= 4 { g.with_group_state(str_bytes(state)) } else { g };
+            Some(if version >= 5 { g.with_group_type(str_bytes("classic")) } else { g })
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
+    let inner = broker.groups.lock();
+    let groups = req
+        .groups
+        .iter()
+        .map(|id| {
+            let described = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(i32::MIN);
+            let Some(g) = inner.groups.get(id.0.as_str()) else {
+                if inner.offsets.contains_key(id.0.as_str()) {
+                    return described.with_group_state(str_bytes("Empty"));
+                }
+                return if version >= 6 {
+                    described.with_error_code(ResponseError::GroupIdNotFound.code()).with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str())))).with_group_state(str_bytes("Dead"))
+                } else {
+                    described.with_group_state(str_bytes("Dead"))
+                };
+            };
+            let protocol = g.protocol.clone().unwrap_or_default();
+            let members = g
+                .members
+                .values()
+                .map(|m| {
+                    let d = DescribedGroupMember::default()
+                        .with_member_id(str_bytes(&m.id))
+                        .with_client_id(str_bytes(&m.client_id))
+                        .with_client_host(str_bytes(&m.client_host))
+                        .with_member_metadata(m.metadata_for(&protocol))
+                        .with_member_assignment(m.assignment.clone());
+                    if version >= 4 { d.with_group_instance_id(m.instance_id.as_ref().map(|s| str_bytes(s))) } else { d }
+                })
+                .collect();
+            described
+                .with_group_state(str_bytes(g.state.name()))
+                .with_protocol_type(str_bytes(g.protocol_type.as_deref().unwrap_or_default()))
+                .with_protocol_data(str_bytes(&protocol))
+                .with_members(members)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub async fn delete(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut results = Vec::new();
+    for id in &req.groups_names {
+        let group_id = id.0.as_str().to_string();
+        let outcome = {
+            let mut inner = broker.groups.lock();
+            let exists = inner.groups.contains_key(&group_id) || inner.offsets.contains_key(&group_id);
+            let busy = inner.groups.get(&group_id).is_some_and(|g| g.state != GroupState::Empty);
+            if !exists {
+                Err(ResponseError::GroupIdNotFound)
+            } else if busy {
+                Err(ResponseError::NonEmptyGroup)
+            } else {
+                inner.groups.remove(&group_id);
+                let offsets = inner.offsets.remove(&group_id).unwrap_or_default();
+                let mut entries: Vec<(Key, Option<Vec<u8>>)> = offsets
+                    .into_keys()
+                    .map(|(topic, partition)| (Key::Offset { group: group_id.clone(), topic, partition }, None))
+                    .collect();
+                entries.push((Key::Group { group: group_id.clone() }, None));
+                broker.groups.append(&broker.topics, &group_id, entries)
+            }
+        };
+        let error = match outcome {
+            Ok(written) => GroupCoordinator::sync_to_disk(&broker.flusher, written).await.err().map_or(0, |e| e.code()),
+            Err(e) => e.code(),
+        };
+        results.push(DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(error));
+    }
+    DeleteGroupsResponse::default().with_results(results)
+}
