@@ -224,7 +224,12 @@ class KetchBroker(Broker):
 
     def command(self) -> list[str]:
         args = [str(self.binary)]
-        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir)}
+        # Same test-speed settings as the Kafka target gets (see KafkaBroker below).
+        settings = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.data_dir),
+            "group.initial.rebalance.delay.ms": "0",
+        }
         settings.update(self.overrides)
         for k, v in settings.items():
             args += ["--override", f"{k}={v}"]

@@ -39,7 +39,10 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
                 None => Some(ResponseError::IllegalGeneration),
                 Some(g) => match g.check_member(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id_or_member_epoch) {
                     Err(e) => Some(e),
-                    Ok(()) if matches!(g.state, GroupState::PreparingRebalance | GroupState::CompletingRebalance) => Some(ResponseError::RebalanceInProgress),
+                    // As Kafka: members of the current generation may still commit while a
+                    // rebalance is being prepared (eager consumers commit in onPartitionsRevoked),
+                    // but not between JoinGroup and SyncGroup.
+                    Ok(()) if g.state == GroupState::CompletingRebalance => Some(ResponseError::RebalanceInProgress),
                     Ok(()) => None,
                 },
             }
