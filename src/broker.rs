@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessions;
 use crate::group::{GroupConfig, GroupCoordinator, Storage};
+use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
@@ -26,6 +27,7 @@ pub struct Broker {
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIds,
     pub groups: GroupCoordinator,
+    pub txns: TxnCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -42,7 +44,21 @@ impl Broker {
         let producer_ids = ProducerIds::open(config.log_dir())?;
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
-        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, groups, appended }))
+        let p = &config.properties;
+        let txns = TxnCoordinator::new(TxnConfig {
+            partitions: p.get("transaction.state.log.num.partitions").and_then(|v| v.parse().ok()).unwrap_or(50i32).max(1),
+            max_timeout_ms: p.get("transaction.max.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(900_000),
+        });
+        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, groups, txns, appended }))
+    }
+
+    pub fn txn_deps(&self) -> Deps<'_> {
+        Deps { topics: &self.topics, flusher: &self.flusher, groups: &self.groups, producer_ids: &self.producer_ids }
+    }
+
+    /// Recovery work that needs the runtime: transactions caught mid-commit are completed.
+    pub async fn recover(&self) -> anyhow::Result<()> {
+        self.txns.load(&self.txn_deps()).await
     }
 
     pub fn notify_appended(&self) {
@@ -75,6 +91,7 @@ impl Broker {
                 tick.tick().await;
                 let storage = Storage { topics: &broker.topics, flusher: &broker.flusher };
                 broker.groups.tick(&storage).await;
+                broker.txns.abort_expired(&broker.txn_deps()).await;
                 if last_expiry.elapsed() >= Duration::from_millis(broker.config.offsets_retention_check_interval_ms) {
                     last_expiry = std::time::Instant::now();
                     broker.groups.expire_offsets(&storage).await;

@@ -66,6 +66,9 @@ impl GroupConfig {
 pub struct Inner {
     pub groups: HashMap<String, Group>,
     pub offsets: HashMap<String, BTreeMap<(String, i32), OffsetValue>>,
+    /// Offsets committed inside open transactions: producer id -> group -> offsets. They become
+    /// visible when the commit marker reaches the group's offsets partition.
+    pub pending_txn: HashMap<i64, HashMap<String, BTreeMap<(String, i32), OffsetValue>>>,
 }
 
 pub struct GroupCoordinator {
@@ -114,29 +117,69 @@ impl GroupCoordinator {
         let now = Instant::now();
         let mut records = 0usize;
         for partition in &topic.partitions {
-            let log = partition.log();
-            let mut offset = log.log_start_offset();
-            let end = log.log_end_offset();
-            while offset < end {
-                let bytes = log.read(offset, end, 1 << 20, true)?;
-                if bytes.is_empty() {
-                    break;
+            replay(partition, |record| {
+                records += 1;
+                if record.control {
+                    let commit = record.key.as_deref().is_some_and(|k| k.len() >= 4 && k[3] == 1);
+                    apply_txn_end(&mut inner, record.producer_id, partition.index, self.config.offsets_topic_partitions, commit);
+                    return;
                 }
-                let mut buf = Bytes::from(bytes);
-                while !buf.is_empty() {
-                    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| anyhow::anyhow!("corrupt {OFFSETS_TOPIC} batch: {e}"))?;
-                    for record in set.records {
-                        offset = record.offset + 1;
-                        if let Some(key) = record.key.as_deref().and_then(Key::decode) {
-                            apply(&mut inner, key, record.value.as_deref(), now);
-                            records += 1;
-                        }
+                let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
+                if record.transactional {
+                    if let (Key::Offset { group, topic, partition }, Some(v)) = (&key, record.value.as_deref().and_then(OffsetValue::decode)) {
+                        inner.pending_txn.entry(record.producer_id).or_default().entry(group.clone()).or_default().insert((topic.clone(), *partition), v);
                     }
+                    return;
                 }
-            }
+                apply(&mut inner, key, record.value.as_deref(), now);
+            })?;
         }
         tracing::info!(groups = inner.groups.len(), records, "group coordinator loaded {OFFSETS_TOPIC}");
         Ok(())
+    }
+
+    /// A transaction marker reached offsets partition `partition`: publish (commit) or drop
+    /// (abort) the producer's pending offsets of the groups that live there.
+    pub fn complete_txn(&self, producer_id: i64, partition: i32, commit: bool) {
+        let mut inner = self.lock();
+        apply_txn_end(&mut inner, producer_id, partition, self.config.offsets_topic_partitions, commit);
+    }
+
+    /// Whether `group` has offsets waiting on an open transaction (OffsetFetch require_stable).
+    pub fn has_pending_txn_offsets(&self, group: &str) -> bool {
+        self.lock().pending_txn.values().any(|groups| groups.contains_key(group))
+    }
+
+    /// TxnOffsetCommit: writes the offsets as a transactional batch of `producer_id`; they stay
+    /// pending until the transaction's marker.
+    pub fn append_txn_offsets(
+        &self,
+        topics: &TopicRegistry,
+        group: &str,
+        producer_id: i64,
+        epoch: i16,
+        offsets: Vec<((String, i32), OffsetValue)>,
+    ) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
+        if offsets.is_empty() {
+            return Ok(None);
+        }
+        let topic = self.offsets_topic(topics)?;
+        let partition = topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let mut inner = self.lock();
+        let entries = offsets
+            .iter()
+            .map(|((t, p), v)| (Key::Offset { group: group.to_string(), topic: t.clone(), partition: *p }.encode(), Some(v.encode())))
+            .collect();
+        let end = append_batch(&partition, entries, Some((producer_id, epoch))).map_err(|e| {
+            tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
+            match e {
+                crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                _ => ResponseError::CoordinatorNotAvailable,
+            }
+        })?;
+        let pending = inner.pending_txn.entry(producer_id).or_default().entry(group.to_string()).or_default();
+        pending.extend(offsets);
+        Ok(Some((partition, end)))
     }
 
     /// Appends records for `group` to its offsets partition; returns (partition, end offset)
@@ -147,37 +190,11 @@ impl GroupCoordinator {
         }
         let topic = self.offsets_topic(topics)?;
         let partition = topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let now = now_ms();
-        let records: Vec<Record> = entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, (key, value))| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32 - 1,
-                timestamp: now,
-                key: Some(Bytes::from(key.encode())),
-                value: value.map(Bytes::from),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-            .map_err(|_| ResponseError::UnknownServerError)?;
-        let config = topic.config.clone();
-        let storage_error = |e: crate::error::LogError| {
+        let end = append_records(&partition, entries.into_iter().map(|(k, v)| (k.encode(), v)).collect()).map_err(|e| {
             tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
             ResponseError::CoordinatorNotAvailable
-        };
-        let (bytes, summary) = batch::validate_produce(buf.to_vec(), &config, now).map_err(storage_error)?;
-        let info = partition.log().append(bytes, &summary, 0, now).map_err(storage_error)?;
-        Ok(Some((partition, info.last_offset + 1)))
+        })?;
+        Ok(Some((partition, end)))
     }
 
     /// Waits for an append to be durable.
@@ -237,7 +254,7 @@ impl GroupCoordinator {
         let mut tombstones: Vec<(String, Vec<(Key, Option<Vec<u8>>)>)> = Vec::new();
         {
             let mut inner = self.lock();
-            let Inner { groups, offsets } = &mut *inner;
+            let Inner { groups, offsets, .. } = &mut *inner;
             for (group_id, group_offsets) in offsets.iter_mut() {
                 let group = groups.get(group_id);
                 if group.is_some_and(|g| g.state != GroupState::Empty) {
@@ -274,6 +291,81 @@ impl GroupCoordinator {
                 let _ = Self::sync_to_disk(storage.flusher, w).await;
             }
         }
+    }
+}
+
+/// Appends (key, value) records as one batch to an internal topic's partition; returns the
+/// end offset to fsync up to.
+pub fn append_records(partition: &crate::log::Partition, entries: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> Result<i64, crate::error::LogError> {
+    append_batch(partition, entries, None)
+}
+
+/// Like `append_records`, optionally as a transactional batch of (producer id, epoch).
+fn append_batch(partition: &crate::log::Partition, entries: Vec<(Vec<u8>, Option<Vec<u8>>)>, txn: Option<(i64, i16)>) -> Result<i64, crate::error::LogError> {
+    let now = now_ms();
+    let (producer_id, producer_epoch) = txn.unwrap_or((-1, -1));
+    let records: Vec<Record> = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: txn.is_some(),
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // No sequence numbers: coordinator writes are not deduplicated (as in Kafka).
+            sequence: i as i32 - 1,
+            timestamp: now,
+            key: Some(Bytes::from(key)),
+            value: value.map(Bytes::from),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
+        .map_err(|e| crate::error::LogError::InvalidRecord(e.to_string()))?;
+    let mut log = partition.log();
+    let (bytes, summary) = batch::validate_internal(buf.to_vec(), log.config(), now)?;
+    let info = log.append(bytes, &summary, 0, now)?;
+    Ok(info.last_offset + 1)
+}
+
+/// Calls `f` with every record of an internal topic's partition, oldest first.
+pub fn replay(partition: &crate::log::Partition, mut f: impl FnMut(&Record)) -> anyhow::Result<()> {
+    let log = partition.log();
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let bytes = log.read(offset, end, 1 << 20, true)?;
+        if bytes.is_empty() {
+            break;
+        }
+        let mut buf = Bytes::from(bytes);
+        while !buf.is_empty() {
+            let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| anyhow::anyhow!("corrupt batch in {}-{}: {e}", partition.topic, partition.index))?;
+            for record in &set.records {
+                offset = record.offset + 1;
+                f(record);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_txn_end(inner: &mut Inner, producer_id: i64, partition: i32, partitions: i32, commit: bool) {
+    let Some(groups) = inner.pending_txn.get_mut(&producer_id) else { return };
+    let here: Vec<String> = groups.keys().filter(|g| (java_hash(g) & 0x7fff_ffff) % partitions == partition).cloned().collect();
+    for group in here {
+        let offsets = groups.remove(&group).unwrap_or_default();
+        if commit {
+            inner.offsets.entry(group).or_default().extend(offsets);
+        }
+    }
+    if inner.pending_txn.get(&producer_id).is_some_and(|g| g.is_empty()) {
+        inner.pending_txn.remove(&producer_id);
     }
 }
 

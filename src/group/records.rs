@@ -179,6 +179,9 @@ impl Reader<'_> {
         self.0 = rest;
         Some(head)
     }
+    pub fn i8(&mut self) -> Option<i8> {
+        Some(self.take(1)?[0] as i8)
+    }
     pub fn i16(&mut self) -> Option<i16> {
         Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
     }

@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
-use kafka_protocol::messages::fetch_response::{FetchResponse, FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 
 use super::str_bytes;
 use crate::broker::Broker;
@@ -81,18 +81,19 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         })
         .collect();
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
+    let read_committed = version >= 4 && req.isolation_level == 1;
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
     let mut appends = broker.subscribe_appends();
     let results = loop {
         appends.mark_unchanged();
-        let (results, total_bytes, any_error) = read_all(&wanted, max_bytes);
+        let (results, total_bytes, any_error) = read_all(&wanted, max_bytes, read_committed);
         if total_bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline {
             break results;
         }
         match tokio::time::timeout_at(deadline, appends.changed()).await {
             Ok(Ok(())) => continue,
-            _ => break read_all(&wanted, max_bytes).0,
+            _ => break read_all(&wanted, max_bytes, read_committed).0,
         }
     };
     let sent: Vec<(Key, LastSent, bool)> = wanted
@@ -122,7 +123,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
 
 /// Reads every wanted partition once; returns the partition results, bytes gathered and whether
 /// any partition failed (errors are answered immediately, as Kafka does).
-fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, bool) {
+fn read_all(wanted: &[Wanted], max_bytes: usize, read_committed: bool) -> (Vec<PartitionData>, usize, bool) {
     let mut total = 0usize;
     let mut any_error = false;
     let mut results = Vec::with_capacity(wanted.len());
@@ -141,10 +142,23 @@ fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, 
         };
         let log = partition.log();
         let high_watermark = log.high_watermark();
+        let last_stable = log.last_stable_offset();
+        // read_committed consumers see nothing past the LSO (an open transaction's first offset).
+        let upper = if read_committed { last_stable } else { high_watermark };
         let data = data
             .with_high_watermark(high_watermark)
-            .with_last_stable_offset(high_watermark)
+            .with_last_stable_offset(last_stable)
             .with_log_start_offset(log.log_start_offset());
+        let data = if read_committed {
+            let aborted = log
+                .aborted_txns(w.fetch_offset, upper)
+                .into_iter()
+                .map(|a| AbortedTransaction::default().with_producer_id(ProducerId(a.producer_id)).with_first_offset(a.first_offset))
+                .collect();
+            data.with_aborted_transactions(Some(aborted))
+        } else {
+            data
+        };
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         // KIP-74: the first batch of the first non-empty partition is returned even if larger.
         let min_one = total == 0;
@@ -152,7 +166,7 @@ fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, 
             results.push(data.with_records(Some(Bytes::new())));
             continue;
         }
-        match log.read(w.fetch_offset, high_watermark, budget, min_one) {
+        match log.read(w.fetch_offset, upper, budget, min_one) {
             Ok(bytes) => {
                 total += bytes.len();
                 results.push(data.with_records(Some(Bytes::from(bytes))));

@@ -1,5 +1,5 @@
 //! FindCoordinator: this node coordinates every group (v0-3 one key, v4+ batched keys).
-//! Transaction coordinators are not served yet (issue 4).
+//! and every transactional id.
 
 use std::sync::Arc;
 
@@ -14,13 +14,20 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 
 const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
 
 pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
     let (host, port) = advertised_endpoint(broker, ctx);
     let node = broker.config.node_id;
     let answer = |key: &StrBytes| -> (i16, Option<String>) {
+        if req.key_type == TRANSACTION {
+            return match broker.txns.ensure_topic(&broker.topics) {
+                Ok(()) => (0, None),
+                Err(e) => (e.code(), None),
+            };
+        }
         if req.key_type != GROUP {
-            return (ResponseError::CoordinatorNotAvailable.code(), Some("transactions are not supported by this broker yet".into()));
+            return (ResponseError::InvalidRequest.code(), Some(format!("unknown coordinator key type {}", req.key_type)));
         }
         // Kafka creates the offsets topic when a group coordinator is first looked up.
         match broker.groups.offsets_topic(&broker.topics) {

@@ -35,6 +35,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                     // The leader epoch field exists from v4 on; older versions must leave it at -1.
                     let epoch = if version >= 4 { log.latest_epoch().map_or(0, |(e, _)| e) } else { -1 };
                     let found = match p.timestamp {
+                        LATEST | LATEST_TIERED if req.isolation_level == 1 => Ok(Some((log.last_stable_offset(), -1))),
                         LATEST | LATEST_TIERED => Ok(Some((log.high_watermark(), -1))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
                         EARLIEST_PENDING_UPLOAD => Ok(None),

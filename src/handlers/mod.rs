@@ -8,10 +8,10 @@ mod fetch;
 mod find_coordinator;
 mod groups;
 mod offsets;
-mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod txn;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,7 +54,14 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
-        RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(init_producer_id::handle(broker, req)),
+        RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(txn::init_producer_id(broker, req).await),
+        RequestKind::AddPartitionsToTxn(req) => ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req).await),
+        RequestKind::AddOffsetsToTxn(req) => ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, req).await),
+        RequestKind::EndTxn(req) => ResponseKind::EndTxn(txn::end_txn(broker, req).await),
+        RequestKind::TxnOffsetCommit(req) => ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, req, version).await),
+        RequestKind::DescribeTransactions(req) => ResponseKind::DescribeTransactions(txn::describe_transactions(broker, req)),
+        RequestKind::ListTransactions(req) => ResponseKind::ListTransactions(txn::list_transactions(broker, req)),
+        RequestKind::DescribeProducers(req) => ResponseKind::DescribeProducers(txn::describe_producers(broker, req)),
         RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),
         other => {
             // Unreachable in practice: versions::is_served filters unserved APIs before decoding.

@@ -14,6 +14,24 @@ use crate::log::{batch, now_ms, Partition};
 /// The leader epoch this single node writes with.
 pub const LEADER_EPOCH: i32 = 0;
 
+/// KIP-890 part 1: a transactional batch that would open a transaction in this partition is
+/// accepted only if the coordinator has the partition in that producer's ongoing transaction,
+/// so a late or stray write cannot leave a transaction hanging (and the LSO stuck) forever.
+fn verify_transactional(broker: &Broker, partition: &Partition, records: &[u8]) -> Result<(), ResponseError> {
+    if records.len() < batch::HEADER_BYTES {
+        return Ok(()); // validation reports the corrupt batch
+    }
+    let header = batch::Header::new(records);
+    if !header.is_transactional() || header.producer_id() < 0 || partition.log().has_open_txn(header.producer_id()) {
+        return Ok(());
+    }
+    if broker.txns.verify_partition(header.producer_id(), header.producer_epoch(), &partition.topic, partition.index) {
+        Ok(())
+    } else {
+        Err(ResponseError::InvalidTxnState)
+    }
+}
+
 pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut responses = Vec::with_capacity(req.topic_data.len());
@@ -53,6 +71,10 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                 partitions.push(response.with_error_code(ResponseError::InvalidRecord.code()));
                 continue;
             };
+            if let Err(e) = verify_transactional(broker, &partition, &records) {
+                partitions.push(response.with_error_code(e.code()));
+                continue;
+            }
             let now = now_ms();
             let appended = batch::validate_produce(records.to_vec(), &config, now)
                 .and_then(|(bytes, summary)| partition.log().append(bytes, &summary, LEADER_EPOCH, now));

@@ -186,9 +186,8 @@ pub fn validate_produce(
     if header.is_control() {
         return Err(LogError::InvalidRecord("clients may not write control batches".into()));
     }
-    if header.is_transactional() {
-        // Transactions are not supported yet: no transaction can be open for this producer.
-        return Err(LogError::InvalidTxnState("transactions are not supported by this broker yet".into()));
+    if header.is_transactional() && header.producer_id() < 0 {
+        return Err(LogError::InvalidRecord("a transactional batch needs a producer id".into()));
     }
     if header.producer_id() >= 0 && header.base_sequence() < 0 {
         return Err(LogError::InvalidRecord("an idempotent batch needs a base sequence".into()));
@@ -228,6 +227,20 @@ pub fn validate_produce(
             }
         }
     }
+    Ok((records, summary))
+}
+
+/// Validation for batches the broker's own coordinators write (never from the network): the
+/// same structural checks, but producer ids without sequence numbers are allowed.
+pub fn validate_internal(records: Vec<u8>, config: &TopicConfig, now_ms: i64) -> Result<(Vec<u8>, BatchSummary), LogError> {
+    let total = check_batch(&records)?;
+    let header = Header::new(&records);
+    let count = header.record_count();
+    let codec = Codec::from_id(header.compression_id())?;
+    let summary = {
+        let mut reader = compression::decompressing_reader(codec, &records[HEADER_BYTES..total])?;
+        walk_records(&mut reader, count, header.base_timestamp(), codec, config, now_ms)?
+    };
     Ok((records, summary))
 }
 
@@ -320,6 +333,57 @@ fn check_timestamp(timestamp: i64, config: &TopicConfig, now_ms: i64) -> Result<
         )));
     }
     Ok(())
+}
+
+/// For a control batch: the control type of its (single) record, 0 = abort, 1 = commit.
+pub fn control_type(batch: &[u8]) -> Option<i16> {
+    let header = Header::new(batch);
+    if !header.is_control() || header.record_count() < 1 {
+        return None;
+    }
+    let total = (header.total_bytes() as usize).min(batch.len());
+    let mut body: &[u8] = &batch[HEADER_BYTES..total];
+    let reader: &mut dyn Read = &mut body;
+    read_varint(reader).ok()?;
+    read_bytes_skip(reader, 1).ok()?;
+    read_varlong(reader).ok()?;
+    read_varint(reader).ok()?;
+    if read_varint(reader).ok()? < 4 {
+        return None;
+    }
+    let mut key = [0u8; 4];
+    reader.read_exact(&mut key).ok()?;
+    Some(i16::from_be_bytes([key[2], key[3]]))
+}
+
+/// Encodes a transaction marker (control batch) for `producer_id` at `epoch`.
+pub fn encode_marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epoch: i32, timestamp: i64) -> Vec<u8> {
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType as RecordTimestampType};
+    let mut key = Vec::with_capacity(4);
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&(commit as i16).to_be_bytes());
+    let mut value = Vec::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let record = Record {
+        transactional: true,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch: epoch,
+        timestamp_type: RecordTimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp,
+        key: Some(bytes::Bytes::from(key)),
+        value: Some(bytes::Bytes::from(value)),
+        headers: Default::default(),
+    };
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, [record].iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
+        .expect("a marker always encodes");
+    buf.to_vec()
 }
 
 /// Offset (delta) and timestamp of the first record in `batch` whose timestamp is >= `target`.

@@ -146,10 +146,15 @@ impl PartitionLog {
         };
         for segment in self.segments.iter().filter(|s| s.next_offset > from) {
             segment.for_each_header(from, |header| {
-                if let Some(producer) = header.producer_batch() {
-                    if header.base_offset() >= from {
-                        state.update(&producer, header.base_offset(), header.last_offset());
+                if header.base_offset() < from {
+                    return;
+                }
+                if header.is_control() {
+                    if let Some(kind) = batch::control_type(header.0) {
+                        state.complete_txn(header.producer_id(), header.producer_epoch(), kind == 1, header.base_offset(), header.max_timestamp());
                     }
+                } else if let Some(producer) = header.producer_batch() {
+                    state.update(&producer, header.base_offset(), header.last_offset(), header.is_transactional());
                 }
             })?;
         }
@@ -162,6 +167,39 @@ impl PartitionLog {
         &self.producers
     }
 
+    /// Whether `producer_id` has an open transaction in this partition.
+    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.producers.get(producer_id).is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// The last stable offset: below it every transaction is decided (read_committed bound).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.producers.first_unstable_offset().map_or(self.high_watermark, |f| f.min(self.high_watermark))
+    }
+
+    /// Aborted transactions a read_committed fetch from `from` must be told about.
+    pub fn aborted_txns(&self, from: i64, to: i64) -> Vec<crate::log::producer_state::AbortedTxn> {
+        self.producers.aborted_between(from, to)
+    }
+
+    /// Writes a transaction marker (commit or abort) for `producer_id`; returns its offset.
+    /// A marker from a fenced epoch is refused with INVALID_PRODUCER_EPOCH.
+    pub fn append_marker(&mut self, producer_id: i64, epoch: i16, commit: bool, coordinator_epoch: i32, leader_epoch: i32, now_ms: i64) -> Result<i64, LogError> {
+        if self.producers.get(producer_id).is_some_and(|e| epoch < e.epoch) {
+            return Err(LogError::InvalidProducerEpoch(format!("marker epoch {epoch} is fenced for producer {producer_id}")));
+        }
+        let mut marker = batch::encode_marker(producer_id, epoch, commit, coordinator_epoch, now_ms);
+        let offset = self.log_end_offset();
+        batch::set_base_offset(&mut marker, offset);
+        batch::set_leader_epoch(&mut marker, leader_epoch);
+        self.maybe_roll(marker.len() as u64, offset, now_ms)?;
+        self.segments.last_mut().expect("active segment").append(&marker, offset)?;
+        self.high_watermark = self.log_end_offset();
+        self.unflushed_messages += 1;
+        self.producers.complete_txn(producer_id, epoch, commit, offset, now_ms);
+        Ok(offset)
+    }
+
     /// Drops producers idle for longer than `expiration_ms` (`producer.id.expiration.ms`).
     pub fn expire_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         self.producers.expire(now_ms.saturating_sub(expiration_ms))
@@ -170,8 +208,12 @@ impl PartitionLog {
     /// Validates nothing: `batch` comes from `batch::validate_produce`. Assigns offsets from the
     /// log end, stamps the leader epoch, rolls the segment if needed and writes.
     pub fn append(&mut self, mut batch: Vec<u8>, summary: &BatchSummary, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, LogError> {
-        let producer = batch::Header::new(&batch).producer_batch();
-        if let Some(producer) = &producer {
+        let header = batch::Header::new(&batch);
+        let transactional = header.is_transactional();
+        let producer = header.producer_batch();
+        // Coordinator writes carry a producer id but no sequence: only client batches are
+        // checked for order and duplicates (as Kafka does for non-client origins).
+        if let Some(producer) = producer.as_ref().filter(|p| p.first_seq >= 0) {
             if let Check::Duplicate { first_offset, last_offset } = self.producers.check(producer)? {
                 // A retried batch: answer with where it already is, write nothing.
                 return Ok(AppendInfo { base_offset: first_offset, last_offset, log_append_time_ms: -1, log_start_offset: self.log_start_offset, flush_due: false });
@@ -190,7 +232,7 @@ impl PartitionLog {
         self.segments.last_mut().expect("active segment").append(&batch, offset_of_max_timestamp)?;
         assert_eq!(self.log_end_offset(), last_offset + 1, "offsets stay contiguous");
         if let Some(producer) = &producer {
-            self.producers.update(producer, base_offset, last_offset);
+            self.producers.update(producer, base_offset, last_offset, transactional);
         }
         // Single node: a write is committed as soon as it is in the log.
         self.high_watermark = self.log_end_offset();

@@ -1,15 +1,21 @@
-//! Idempotent producer state of one partition, modelled on Kafka's `ProducerStateManager`.
+//! Producer and transaction state of one partition, modelled on Kafka's `ProducerStateManager`
+//! and transaction index.
 //!
-//! Owns: per producer id, its epoch and the metadata of its last `MAX_CACHED_BATCHES` batches
-//! (sequence range and offsets), which decide whether a new batch is in sequence, a duplicate
-//! of a retried batch (answered with the original offsets, not written again), out of order
-//! (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a fenced epoch (INVALID_PRODUCER_EPOCH).
+//! Owns: per producer id, its epoch, the metadata of its last `MAX_CACHED_BATCHES` batches
+//! (sequence range and offsets) and the first offset of its open transaction, if any. These
+//! decide whether a new batch is in sequence, a duplicate of a retried batch (answered with the
+//! original offsets, not written again), out of order (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a
+//! fenced epoch (INVALID_PRODUCER_EPOCH); open transactions bound the last stable offset (LSO);
+//! aborted transactions are listed for read_committed fetches.
 //! On disk: `<offset, 20 digits>.snapshot` files in the partition directory, holding the state
-//! as of that log offset: `[u32 crc32c of the rest][u32 version=1][u32 count]` then per
-//! producer `[i64 pid][i16 epoch][i64 last timestamp][u8 n]` and n times
-//! `[i32 first seq][i32 last seq][i64 first offset][i64 last offset]`, big-endian.
-//! Invariants: the state equals what replaying every batch below `end_offset` gives; recovery
-//! loads the newest valid snapshot at or below the log end and replays the batches after it.
+//! as of that log offset: `[u32 crc32c of the rest][u32 version=2][u32 count]` then per
+//! producer `[i64 pid][i16 epoch][i64 last timestamp][i64 open txn first offset or -1][u8 n]`
+//! and n times `[i32 first seq][i32 last seq][i64 first offset][i64 last offset]`, then
+//! `[u32 aborted count]` and per aborted transaction `[i64 pid][i64 first][i64 last][i64 lso]`,
+//! big-endian.
+//! Invariants: the state equals what replaying every batch below the snapshot offset gives;
+//! recovery loads the newest valid snapshot at or below the log end and replays the batches
+//! after it.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -34,6 +40,19 @@ pub struct ProducerEntry {
     pub epoch: i16,
     pub last_timestamp: i64,
     pub batches: VecDeque<BatchMeta>,
+    /// First offset of this producer's open transaction in this partition.
+    pub txn_first_offset: Option<i64>,
+}
+
+/// A transaction that ended with an abort marker: its records must be skipped by
+/// read_committed consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// Offset of the abort marker.
+    pub last_offset: i64,
+    pub last_stable_offset: i64,
 }
 
 /// The producer fields of a batch header.
@@ -65,6 +84,7 @@ pub enum Check {
 #[derive(Debug, Default)]
 pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
+    aborted: Vec<AbortedTxn>,
 }
 
 fn in_sequence(last_seq: i32, next_first_seq: i32) -> bool {
@@ -120,11 +140,14 @@ impl ProducerState {
     }
 
     /// Records a batch now in the log at `first_offset..=last_offset` (appends and replay).
-    pub fn update(&mut self, batch: &ProducerBatch, first_offset: i64, last_offset: i64) {
+    pub fn update(&mut self, batch: &ProducerBatch, first_offset: i64, last_offset: i64, transactional: bool) {
         let entry = self.producers.entry(batch.producer_id).or_default();
         if batch.epoch != entry.epoch {
             entry.batches.clear();
             entry.epoch = batch.epoch;
+        }
+        if transactional && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(first_offset);
         }
         entry.last_timestamp = entry.last_timestamp.max(batch.max_timestamp);
         entry.batches.push_back(BatchMeta { first_seq: batch.first_seq, last_seq: batch.last_seq(), first_offset, last_offset });
@@ -133,21 +156,63 @@ impl ProducerState {
         }
     }
 
-    /// Drops producers idle since before `cutoff_ms` (`producer.id.expiration.ms`).
+    /// Applies a transaction marker at `offset`; an abort is recorded for read_committed
+    /// fetches. Returns false if the marker's epoch is fenced.
+    pub fn complete_txn(&mut self, producer_id: i64, epoch: i16, commit: bool, offset: i64, timestamp: i64) -> bool {
+        let entry = self.producers.entry(producer_id).or_default();
+        if epoch < entry.epoch {
+            return false;
+        }
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
+        if let Some(first) = entry.txn_first_offset.take() {
+            if !commit {
+                let lso = self.first_unstable_offset().unwrap_or(offset + 1).min(offset + 1);
+                self.aborted.push(AbortedTxn { producer_id, first_offset: first, last_offset: offset, last_stable_offset: lso });
+            }
+        }
+        true
+    }
+
+    /// The first offset of the oldest open transaction, if any.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.producers.values().filter_map(|e| e.txn_first_offset).min()
+    }
+
+    /// Open transactions: (producer id, first offset).
+    pub fn open_txns(&self) -> Vec<(i64, i64)> {
+        self.producers.iter().filter_map(|(id, e)| e.txn_first_offset.map(|f| (*id, f))).collect()
+    }
+
+    /// Aborted transactions that overlap `[from, to)`, for read_committed fetches.
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        self.aborted.iter().filter(|a| a.last_offset >= from && a.first_offset < to).copied().collect()
+    }
+
+    pub fn producers(&self) -> impl Iterator<Item = (&i64, &ProducerEntry)> {
+        self.producers.iter()
+    }
+
+    /// Drops producers idle since before `cutoff_ms` (`producer.id.expiration.ms`), except
+    /// those with an open transaction.
     pub fn expire(&mut self, cutoff_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers.retain(|_, e| e.last_timestamp >= cutoff_ms);
+        self.producers.retain(|_, e| e.last_timestamp >= cutoff_ms || e.txn_first_offset.is_some());
         before - self.producers.len()
     }
 
-    /// Drops producers whose every batch now lies below `log_start_offset` (retention).
+    /// Drops state wholly below `log_start_offset` (retention).
     pub fn truncate_head(&mut self, log_start_offset: i64) {
-        self.producers.retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start_offset));
+        self.producers.retain(|_, e| e.txn_first_offset.is_some() || e.batches.back().is_some_and(|b| b.last_offset >= log_start_offset));
+        self.aborted.retain(|a| a.last_offset >= log_start_offset);
     }
 
     fn encode(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(8 + self.producers.len() * 64);
-        body.extend_from_slice(&1u32.to_be_bytes());
+        body.extend_from_slice(&2u32.to_be_bytes());
         body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut ids: Vec<_> = self.producers.keys().copied().collect();
         ids.sort_unstable();
@@ -156,12 +221,19 @@ impl ProducerState {
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
             body.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            body.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
                 body.extend_from_slice(&b.last_seq.to_be_bytes());
                 body.extend_from_slice(&b.first_offset.to_be_bytes());
                 body.extend_from_slice(&b.last_offset.to_be_bytes());
+            }
+        }
+        body.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
+        for a in &self.aborted {
+            for v in [a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset] {
+                body.extend_from_slice(&v.to_be_bytes());
             }
         }
         let mut out = crc32c::crc32c(&body).to_be_bytes().to_vec();
@@ -175,12 +247,12 @@ impl ProducerState {
             return None;
         }
         let mut r = Reader(body);
-        if r.u32()? != 1 {
+        if r.u32()? != 2 {
             return None;
         }
         let count = r.u32()? as usize;
-        // Each producer takes at least 19 bytes: bound the map by what the file holds.
-        if count > body.len() / 19 {
+        // Each producer takes at least 27 bytes: bound the map by what the file holds.
+        if count > body.len() / 27 {
             return None;
         }
         let mut producers = HashMap::with_capacity(count);
@@ -188,14 +260,23 @@ impl ProducerState {
             let id = r.i64()?;
             let epoch = r.i64_16()?;
             let last_timestamp = r.i64()?;
+            let txn_first_offset = Some(r.i64()?).filter(|o| *o >= 0);
             let n = r.u8()? as usize;
             let mut batches = VecDeque::with_capacity(n.min(MAX_CACHED_BATCHES));
             for _ in 0..n {
                 batches.push_back(BatchMeta { first_seq: r.i32()?, last_seq: r.i32()?, first_offset: r.i64()?, last_offset: r.i64()? });
             }
-            producers.insert(id, ProducerEntry { epoch, last_timestamp, batches });
+            producers.insert(id, ProducerEntry { epoch, last_timestamp, batches, txn_first_offset });
         }
-        Some(ProducerState { producers })
+        let aborted_count = r.u32()? as usize;
+        if aborted_count > body.len() / 32 {
+            return None;
+        }
+        let mut aborted = Vec::with_capacity(aborted_count);
+        for _ in 0..aborted_count {
+            aborted.push(AbortedTxn { producer_id: r.i64()?, first_offset: r.i64()?, last_offset: r.i64()?, last_stable_offset: r.i64()? });
+        }
+        Some(ProducerState { producers, aborted })
     }
 
     /// Writes `<offset>.snapshot` and removes all but the newest `SNAPSHOTS_KEPT` snapshots.
@@ -284,16 +365,16 @@ mod tests {
     fn sequences_duplicates_gaps_and_epochs() {
         let mut s = ProducerState::default();
         assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Append);
-        s.update(&batch(1, 0, 0, 3), 0, 2);
+        s.update(&batch(1, 0, 0, 3), 0, 2, false);
         assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Append);
-        s.update(&batch(1, 0, 3, 2), 3, 4);
+        s.update(&batch(1, 0, 3, 2), 3, 4, false);
         // A retry of either cached batch is a duplicate with its original offsets.
         assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Duplicate { first_offset: 0, last_offset: 2 });
         assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Duplicate { first_offset: 3, last_offset: 4 });
         // A gap is out of order.
         assert_eq!(s.check(&batch(1, 0, 7, 1)).unwrap_err().code(), 45);
         // An older epoch is fenced; a newer one must restart at 0.
-        s.update(&batch(1, 1, 0, 1), 5, 5);
+        s.update(&batch(1, 1, 0, 1), 5, 5, false);
         assert_eq!(s.check(&batch(1, 0, 6, 1)).unwrap_err().code(), 47);
         assert_eq!(s.check(&batch(1, 2, 5, 1)).unwrap_err().code(), 45);
         assert_eq!(s.check(&batch(1, 2, 0, 1)).unwrap(), Check::Append);
@@ -302,9 +383,26 @@ mod tests {
     }
 
     #[test]
+    fn transactions_bound_the_lso_and_aborts_are_listed() {
+        let mut s = ProducerState::default();
+        s.update(&batch(1, 0, 0, 2), 10, 11, true);
+        s.update(&batch(2, 0, 0, 1), 12, 12, true);
+        assert_eq!(s.first_unstable_offset(), Some(10));
+        assert!(s.complete_txn(1, 0, true, 13, 0));
+        assert_eq!(s.first_unstable_offset(), Some(12));
+        assert!(s.complete_txn(2, 0, false, 14, 0));
+        assert_eq!(s.first_unstable_offset(), None);
+        assert_eq!(s.aborted_between(0, 20), vec![AbortedTxn { producer_id: 2, first_offset: 12, last_offset: 14, last_stable_offset: 15 }]);
+        assert!(s.aborted_between(15, 20).is_empty());
+        // A marker from an older epoch is refused.
+        s.update(&batch(1, 3, 0, 1), 15, 15, true);
+        assert!(!s.complete_txn(1, 2, false, 16, 0));
+    }
+
+    #[test]
     fn sequence_wraps_around() {
         let mut s = ProducerState::default();
-        s.update(&batch(1, 0, i32::MAX - 1, 2), 0, 1);
+        s.update(&batch(1, 0, i32::MAX - 1, 2), 0, 1, false);
         assert_eq!(batch(1, 0, i32::MAX - 1, 2).last_seq(), i32::MAX);
         assert_eq!(s.check(&batch(1, 0, 0, 1)).unwrap(), Check::Append);
     }
@@ -314,18 +412,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = ProducerState::default();
         for i in 0..7 {
-            s.update(&batch(1, 0, i, 1), i as i64, i as i64);
+            s.update(&batch(1, 0, i, 1), i as i64, i as i64, false);
         }
-        s.update(&batch(2, 3, 0, 5), 7, 11);
-        s.write_snapshot(dir.path(), 12).unwrap();
-        let (loaded, at) = ProducerState::load_snapshot(dir.path(), 12).unwrap().unwrap();
-        assert_eq!(at, 12);
+        s.update(&batch(2, 3, 0, 5), 7, 11, true);
+        s.update(&batch(3, 0, 0, 1), 12, 12, true);
+        assert!(s.complete_txn(3, 0, false, 13, 10));
+        s.write_snapshot(dir.path(), 14).unwrap();
+        let (loaded, at) = ProducerState::load_snapshot(dir.path(), 14).unwrap().unwrap();
+        assert_eq!(at, 14);
         assert_eq!(loaded.get(1).unwrap().batches.len(), MAX_CACHED_BATCHES);
         assert_eq!(loaded.get(2).unwrap().epoch, 3);
+        assert_eq!(loaded.first_unstable_offset(), Some(7));
+        assert_eq!(loaded.aborted_between(0, 100).len(), 1);
         // A snapshot beyond the log end is dropped.
-        assert!(ProducerState::load_snapshot(dir.path(), 11).unwrap().is_none());
-        s.write_snapshot(dir.path(), 12).unwrap();
-        let path = dir.path().join("00000000000000000012.snapshot");
+        assert!(ProducerState::load_snapshot(dir.path(), 13).unwrap().is_none());
+        s.write_snapshot(dir.path(), 14).unwrap();
+        let path = dir.path().join("00000000000000000014.snapshot");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[10] ^= 1;
         std::fs::write(&path, bytes).unwrap();

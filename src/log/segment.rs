@@ -291,7 +291,8 @@ impl Segment {
         Ok(Some(Header::new(&head).max_timestamp()))
     }
 
-    /// Calls `f` with the header of every batch whose last offset is >= `from_offset`.
+    /// Calls `f` with the header of every batch whose last offset is >= `from_offset`; control
+    /// batches (transaction markers, a few dozen bytes) are passed whole.
     pub fn for_each_header(&self, from_offset: i64, mut f: impl FnMut(&Header<'_>)) -> io::Result<()> {
         let Some(first) = self.find_batch(from_offset)? else { return Ok(()) };
         let mut position = first.position;
@@ -299,8 +300,15 @@ impl Segment {
         while position + HEADER_BYTES as u64 <= self.size {
             self.file.read_exact_at(&mut head, position)?;
             let header = Header::new(&head);
-            f(&header);
-            position += header.total_bytes() as u64;
+            let total = header.total_bytes() as u64;
+            if header.is_control() && total <= 4096 && position + total <= self.size {
+                let mut whole = vec![0u8; total as usize];
+                self.file.read_exact_at(&mut whole, position)?;
+                f(&Header::new(&whole));
+            } else {
+                f(&header);
+            }
+            position += total;
         }
         Ok(())
     }

@@ -28,8 +28,17 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
-    // Idempotent producers only; v6 (KIP-939 two-phase commit) needs transactions.
+    // Idempotence and transactions (transaction protocol version 1: no finalized
+    // `transaction.version` feature is advertised, so clients do not use KIP-890 part 2).
+    // InitProducerId v6 is KIP-939 two-phase commit; AddPartitionsToTxn v4+ are broker-only.
     (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
 ];
 
 pub const PRODUCE_MIN_ACCEPTED: i16 = 3;

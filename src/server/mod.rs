@@ -17,6 +17,7 @@ use crate::broker::Broker;
 
 /// Binds the listeners, serves until a shutdown signal, then closes the broker.
 pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
+    broker.recover().await?;
     let mut listeners = Vec::new();
     for listener in &broker.config.listeners {
         let host = if listener.host.is_empty() { "0.0.0.0" } else { listener.host.as_str() };

@@ -1,4 +1,6 @@
-//! Producer ids and, later, the transaction coordinator (issue 4). Today: the producer id
-//! allocator behind InitProducerId for idempotent (non-transactional) producers.
+//! Producer ids and transactions: the producer id allocator (idempotent and transactional
+//! producers) and the transaction coordinator with its `__transaction_state` topic.
 
+pub mod coordinator;
 pub mod producer_ids;
+pub mod records;

@@ -1,0 +1,258 @@
+//! Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+//! TxnOffsetCommit, and DescribeTransactions / ListTransactions / DescribeProducers for the
+//! `kafka-transactions` tool. The coordinator lives in `crate::txn`.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
+use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest;
+use kafka_protocol::messages::add_partitions_to_txn_response::{AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult};
+use kafka_protocol::messages::describe_producers_request::DescribeProducersRequest;
+use kafka_protocol::messages::describe_producers_response::{self as dp, DescribeProducersResponse};
+use kafka_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
+use kafka_protocol::messages::describe_transactions_response::{self as dt, DescribeTransactionsResponse};
+use kafka_protocol::messages::end_txn_request::EndTxnRequest;
+use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
+use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
+use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest;
+use kafka_protocol::messages::list_transactions_response::{self as lt, ListTransactionsResponse};
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
+use kafka_protocol::messages::txn_offset_commit_response::{TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
+use kafka_protocol::messages::{ProducerId, TopicName, TransactionalId};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::group::records::OffsetValue;
+use crate::group::{GroupCoordinator, GroupState};
+use crate::log::now_ms;
+
+fn code(r: Result<(), ResponseError>) -> i16 {
+    r.err().map_or(0, |e| e.code())
+}
+
+pub async fn init_producer_id(broker: &Arc<Broker>, req: InitProducerIdRequest) -> InitProducerIdResponse {
+    let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    let result = match &req.transactional_id {
+        // Idempotent producer: always a fresh producer id at epoch 0, as Kafka does.
+        None => broker.producer_ids.next().map(|id| (id, 0)).map_err(|_| ResponseError::KafkaStorageError),
+        Some(id) => {
+            let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+            broker.txns.init_producer_id(&broker.txn_deps(), id.0.as_str(), req.transaction_timeout_ms, expected).await
+        }
+    };
+    match result {
+        Ok((id, epoch)) => response.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        Err(e) => response.with_error_code(e.code()),
+    }
+}
+
+pub async fn add_partitions(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+    // Client versions (v0-3) only: one transaction per request.
+    let mut wanted = Vec::new();
+    let mut unknown = Vec::new();
+    for topic in &req.v3_and_below_topics {
+        for p in &topic.partitions {
+            let key = (topic.name.0.as_str().to_string(), *p);
+            if broker.topics.partition(&key.0, *p).is_some() {
+                wanted.push(key);
+            } else {
+                unknown.push(key);
+            }
+        }
+    }
+    let outcome = if unknown.is_empty() {
+        broker
+            .txns
+            .add_partitions(&broker.txn_deps(), req.v3_and_below_transactional_id.0.as_str(), req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch, wanted)
+            .await
+    } else {
+        Err(ResponseError::OperationNotAttempted)
+    };
+    let results = req
+        .v3_and_below_topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = if unknown.contains(&(topic.name.0.as_str().to_string(), *p)) { ResponseError::UnknownTopicOrPartition.code() } else { code(outcome) };
+                    AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(error)
+                })
+                .collect();
+            AddPartitionsToTxnTopicResult::default().with_name(topic.name.clone()).with_results_by_partition(partitions)
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+}
+
+pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let result = match broker.groups.offsets_topic(&broker.topics) {
+        Err(e) => Err(e),
+        Ok(_) => {
+            let partition = (crate::group::OFFSETS_TOPIC.to_string(), broker.groups.partition_for(req.group_id.0.as_str()));
+            broker.txns.add_partitions(&broker.txn_deps(), req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch, vec![partition]).await
+        }
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code(result))
+}
+
+pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse {
+    let result = broker.txns.end_txn(&broker.txn_deps(), req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch, req.committed).await;
+    if result.is_ok() {
+        broker.notify_appended();
+    }
+    EndTxnResponse::default().with_error_code(code(result)).with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
+}
+
+pub async fn txn_offset_commit(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -> TxnOffsetCommitResponse {
+    let group = req.group_id.0.as_str().to_string();
+    let mut check = broker.txns.check_offsets_producer(req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch);
+    if check.is_ok() && version >= 3 && req.generation_id >= 0 {
+        // KIP-447: the consumer's group generation is checked like an OffsetCommit's.
+        let inner = broker.groups.lock();
+        check = match inner.groups.get(&group) {
+            None => Err(ResponseError::IllegalGeneration),
+            Some(g) => g.check_member(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id).and_then(|()| {
+                if g.state == GroupState::CompletingRebalance { Err(ResponseError::RebalanceInProgress) } else { Ok(()) }
+            }),
+        };
+    }
+    let now = now_ms();
+    let mut offsets = Vec::new();
+    let mut errors: Vec<(TopicName, Vec<(i32, i16)>)> = Vec::new();
+    for topic in &req.topics {
+        let known = broker.topics.get(topic.name.0.as_str());
+        let mut parts = Vec::new();
+        for p in &topic.partitions {
+            let error = if let Err(e) = check {
+                e.code()
+            } else if !known.as_ref().is_some_and(|t| p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                offsets.push((
+                    (topic.name.0.as_str().to_string(), p.partition_index),
+                    OffsetValue {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.as_str().to_string()).unwrap_or_default(),
+                        commit_timestamp: now,
+                    },
+                ));
+                0
+            };
+            parts.push((p.partition_index, error));
+        }
+        errors.push((topic.name.clone(), parts));
+    }
+    let written = broker.groups.append_txn_offsets(&broker.topics, &group, req.producer_id.0, req.producer_epoch, offsets);
+    let storage = match written {
+        Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err(),
+        Err(e) => Some(e),
+    };
+    let topics = errors
+        .into_iter()
+        .map(|(name, parts)| {
+            let partitions = parts
+                .into_iter()
+                .map(|(p, e)| TxnOffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(if e == 0 { storage.map_or(0, |s| s.code()) } else { e }))
+                .collect();
+            TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+    let txns = broker.txns.lock();
+    let states = req
+        .transactional_ids
+        .iter()
+        .map(|id| {
+            let state = dt::TransactionState::default().with_transactional_id(id.clone());
+            let Some(m) = txns.get(id.0.as_str()) else {
+                return state.with_error_code(ResponseError::TransactionalIdNotFound.code());
+            };
+            let mut topics: Vec<dt::TopicData> = Vec::new();
+            for (topic, p) in &m.partitions {
+                match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+                    Some(t) => t.partitions.push(*p),
+                    None => topics.push(dt::TopicData::default().with_topic(TopicName(str_bytes(topic))).with_partitions(vec![*p])),
+                }
+            }
+            state
+                .with_transaction_state(str_bytes(m.state.name()))
+                .with_transaction_timeout_ms(m.timeout_ms)
+                .with_transaction_start_time_ms(m.start_ms)
+                .with_producer_id(ProducerId(m.producer_id))
+                .with_producer_epoch(m.epoch)
+                .with_topics(topics)
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> ListTransactionsResponse {
+    const KNOWN: &[&str] = &["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"];
+    let unknown: Vec<_> = req.state_filters.iter().filter(|s| !KNOWN.contains(&s.as_str())).cloned().collect();
+    let now = now_ms();
+    let txns = broker.txns.lock();
+    let mut ids: Vec<&String> = txns.keys().collect();
+    ids.sort();
+    let states = ids
+        .into_iter()
+        .filter_map(|id| {
+            let m = &txns[id];
+            let state_ok = req.state_filters.is_empty() || req.state_filters.iter().any(|s| s.as_str() == m.state.name());
+            let pid_ok = req.producer_id_filters.is_empty() || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id);
+            let duration_ok = req.duration_filter < 0 || (m.state == crate::txn::records::TxnState::Ongoing && now - m.start_ms >= req.duration_filter);
+            let pattern_ok = req.transactional_id_pattern.as_ref().is_none_or(|p| p.is_empty() || id.contains(p.as_str()));
+            (state_ok && pid_ok && duration_ok && pattern_ok).then(|| {
+                lt::TransactionState::default()
+                    .with_transactional_id(TransactionalId(str_bytes(id)))
+                    .with_producer_id(ProducerId(m.producer_id))
+                    .with_transaction_state(str_bytes(m.state.name()))
+            })
+        })
+        .collect();
+    ListTransactionsResponse::default().with_unknown_state_filters(unknown).with_transaction_states(states)
+}
+
+pub fn describe_producers(broker: &Arc<Broker>, req: DescribeProducersRequest) -> DescribeProducersResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|p| {
+                    let response = dp::PartitionResponse::default().with_partition_index(*p);
+                    let Some(partition) = broker.topics.partition(topic.name.0.as_str(), *p) else {
+                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let log = partition.log();
+                    let producers = log
+                        .producer_state()
+                        .producers()
+                        .map(|(id, e)| {
+                            dp::ProducerState::default()
+                                .with_producer_id(ProducerId(*id))
+                                .with_producer_epoch(e.epoch as i32)
+                                .with_last_sequence(e.batches.back().map_or(-1, |b| b.last_seq))
+                                .with_last_timestamp(e.last_timestamp)
+                                .with_coordinator_epoch(0)
+                                .with_current_txn_start_offset(e.txn_first_offset.unwrap_or(-1))
+                        })
+                        .collect();
+                    response.with_active_producers(producers)
+                })
+                .collect();
+            dp::TopicResponse::default().with_name(topic.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
