@@ -1,8 +1,8 @@
 """franz-go's own pkg/kgo integration tests (scripts/franz-go-kgo-suite) against the broker.
 
-Runs every pkg/kgo test except the skip list in the script (KIP-848, transactions,
+Runs every pkg/kgo test except the skip list in the script (KIP-848 and
 share groups: not implemented yet; `scripts/franz-go-kgo-suite --list-skips` prints it).
-Set KGO_SUITE_ENABLE=kip848,txn (or all) to run skipped groups as features land.
+Set KGO_SUITE_ENABLE=kip848,share (or all) to run skipped groups as features land.
 Marked slow (about 30 s of tests on real Kafka plus a one-off module download and compile):
 deselect with `-m "not slow"`. The full output is kept in the test's tmp dir (path printed).
 """
