@@ -1,6 +1,7 @@
 //! Request handlers: one file per API, each translating a decoded request into calls on the
 //! broker's state and building the response. Handlers hold no state of their own.
 
+mod admin;
 mod api_versions;
 mod create_topics;
 mod delete_topics;
@@ -54,6 +55,9 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
+        RequestKind::DescribeConfigs(req) => ResponseKind::DescribeConfigs(admin::describe_configs(broker, req, version)),
+        RequestKind::CreatePartitions(req) => ResponseKind::CreatePartitions(admin::create_partitions(broker, req)),
+        RequestKind::DescribeCluster(req) => ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version)),
         RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(txn::init_producer_id(broker, req).await),
         RequestKind::AddPartitionsToTxn(req) => ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req).await),
         RequestKind::AddOffsetsToTxn(req) => ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, req).await),

@@ -168,6 +168,38 @@ impl TopicRegistry {
         Ok(topic)
     }
 
+    /// Grows a topic to `count` partitions (never shrinks: Kafka answers INVALID_PARTITIONS).
+    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), CreateError> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        let topic = topics.get(name).cloned().ok_or_else(|| CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")))?;
+        let current = topic.partitions.len() as i32;
+        if count <= current {
+            return Err(CreateError::new(
+                ResponseError::InvalidPartitions,
+                format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}."),
+            ));
+        }
+        if count > 100_000 {
+            return Err(CreateError::new(ResponseError::InvalidPartitions, "too many partitions for one topic"));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
+        let now = now_ms();
+        let mut partitions = topic.partitions.clone();
+        for p in current..count {
+            let dir = partition_dir(&self.log_dir, name, p);
+            let log = PartitionLog::open(&dir, topic.config.clone(), now).map_err(|e| storage(e.into()))?;
+            partitions.push(Arc::new(Partition::new(name.to_string(), p, log)));
+        }
+        store::save(&self.log_dir, &store::StoredTopic { name: name.to_string(), id: topic.id, partitions: count, overrides: topic.overrides.clone() }).map_err(storage)?;
+        let grown = Topic { name: topic.name.clone(), id: topic.id, overrides: topic.overrides.clone(), config: topic.config.clone(), partitions, internal: topic.internal };
+        topics.insert(name.to_string(), Arc::new(grown));
+        tracing::info!(topic = name, from = current, to = count, "added partitions");
+        Ok(())
+    }
+
     /// Deletes a topic and its data. Returns the deleted topic, or None if it did not exist.
     pub fn delete(&self, name: &str) -> anyhow::Result<Option<Arc<Topic>>> {
         let removed = self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name);

@@ -15,6 +15,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::DescribeCluster, 0, 2),
     // Consumer groups, classic protocol. OffsetCommit v10 / OffsetFetch v10 (topic ids) and
     // ConsumerGroupHeartbeat (KIP-848) are not served: clients switch protocol on what they see.
     (ApiKey::FindCoordinator, 0, 6),
