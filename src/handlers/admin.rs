@@ -1,11 +1,18 @@
 //! Admin APIs for the Kafka CLI tools and AdminClient: DescribeConfigs (topics and this
-//! broker, with sources, synonyms, types and documentation flags), CreatePartitions (grow only)
+//! broker, with sources, synonyms and types), AlterConfigs and IncrementalAlterConfigs (topic
+//! configs: validated, persisted, applied live), CreatePartitions (grow only), DeleteRecords
 //! and DescribeCluster.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
+use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceResponse, AlterConfigsResponse};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
+use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult};
+use kafka_protocol::messages::incremental_alter_configs_request::IncrementalAlterConfigsRequest;
+use kafka_protocol::messages::incremental_alter_configs_response::{AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse, IncrementalAlterConfigsResponse};
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::{DescribeClusterBroker, DescribeClusterResponse};
@@ -175,4 +182,139 @@ pub fn describe_cluster(broker: &Arc<Broker>, ctx: &RequestContext, req: Describ
         .with_brokers(vec![DescribeClusterBroker::default().with_broker_id(node).with_host(str_bytes(&host)).with_port(port)])
         .with_cluster_authorized_operations(i32::MIN);
     if version >= 1 { response.with_endpoint_type(1) } else { response }
+}
+
+/// Applies topic config changes and runs retention at once, so that e.g. a lowered
+/// `retention.ms` deletes segments right away rather than at the next check.
+fn apply_topic_config(broker: &Arc<Broker>, name: &str, overrides: crate::config::Properties, validate_only: bool) -> Result<(), (ResponseError, String)> {
+    if broker.topics.get(name).is_none() {
+        return Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")));
+    }
+    let topic = broker.topics.alter_config(name, overrides, validate_only).map_err(|e| (e.error, e.message))?;
+    if !validate_only {
+        let now = crate::log::now_ms();
+        for partition in &topic.partitions {
+            if let Err(e) = partition.log().apply_retention(now) {
+                tracing::error!(topic = name, error = %e, "retention after config change failed");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn broker_configs_unsupported() -> (ResponseError, String) {
+    (ResponseError::InvalidRequest, "dynamic broker configs are not supported yet; set them in server.properties or with --override".to_string())
+}
+
+pub fn alter_configs(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            let outcome = match r.resource_type {
+                RESOURCE_TOPIC => {
+                    // Legacy AlterConfigs replaces the whole set of overrides.
+                    let overrides = r.configs.iter().filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))).collect();
+                    apply_topic_config(broker, r.resource_name.as_str(), overrides, req.validate_only)
+                }
+                RESOURCE_BROKER => Err(broker_configs_unsupported()),
+                _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
+            };
+            let response = AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name.clone());
+            match outcome {
+                Ok(()) => response,
+                Err((e, message)) => response.with_error_code(e.code()).with_error_message(Some(str_bytes(&message))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+pub fn incremental_alter_configs(broker: &Arc<Broker>, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            let outcome = match r.resource_type {
+                RESOURCE_TOPIC => match broker.topics.get(r.resource_name.as_str()) {
+                    None => Err((ResponseError::UnknownTopicOrPartition, "topic does not exist".to_string())),
+                    Some(topic) => {
+                        let mut overrides = topic.overrides.clone();
+                        let mut error = None;
+                        for c in &r.configs {
+                            let key = c.name.as_str().to_string();
+                            let value = c.value.as_ref().map(|v| v.as_str().to_string()).unwrap_or_default();
+                            let list = |o: &crate::config::Properties| -> Vec<String> {
+                                o.get(&key).cloned().unwrap_or_else(|| topic.config.value_of(&key)).split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()
+                            };
+                            match c.config_operation {
+                                OP_SET => {
+                                    overrides.insert(key, value);
+                                }
+                                OP_DELETE => {
+                                    overrides.remove(&key);
+                                }
+                                OP_APPEND | OP_SUBTRACT if config_type(&key) == TYPE_LIST => {
+                                    let mut items = list(&overrides);
+                                    for v in value.split(',').filter(|s| !s.is_empty()) {
+                                        if c.config_operation == OP_APPEND && !items.iter().any(|i| i == v) {
+                                            items.push(v.to_string());
+                                        } else if c.config_operation == OP_SUBTRACT {
+                                            items.retain(|i| i != v);
+                                        }
+                                    }
+                                    overrides.insert(key, items.join(","));
+                                }
+                                OP_APPEND | OP_SUBTRACT => error = Some((ResponseError::InvalidConfig, format!("{key} is not a list: APPEND and SUBTRACT do not apply"))),
+                                other => error = Some((ResponseError::InvalidRequest, format!("unknown config operation {other}"))),
+                            }
+                        }
+                        match error {
+                            Some(e) => Err(e),
+                            None => apply_topic_config(broker, r.resource_name.as_str(), overrides, req.validate_only),
+                        }
+                    }
+                },
+                RESOURCE_BROKER => Err(broker_configs_unsupported()),
+                _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
+            };
+            let response = IncrementalAlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name.clone());
+            match outcome {
+                Ok(()) => response,
+                Err((e, message)) => response.with_error_code(e.code()).with_error_message(Some(str_bytes(&message))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
+                    let Some(partition) = broker.topics.partition(t.name.0.as_str(), p.partition_index) else {
+                        return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let moved = partition.log().delete_records_before(p.offset);
+                    match moved {
+                        Ok(low) => result.with_low_watermark(low),
+                        Err(e) => result.with_error_code(e.code()),
+                    }
+                })
+                .collect();
+            DeleteRecordsTopicResult::default().with_name(t.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
 }

@@ -21,6 +21,8 @@ use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::Segment;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+/// Log start offset moved by DeleteRecords inside the first segment (one decimal number).
+const LOG_START_CHECKPOINT: &str = "log-start-offset";
 
 #[derive(Debug)]
 pub struct PartitionLog {
@@ -101,6 +103,11 @@ impl PartitionLog {
             producers: ProducerState::default(),
         };
         log.load_epochs()?;
+        if let Ok(text) = std::fs::read_to_string(log.dir.join(LOG_START_CHECKPOINT)) {
+            if let Ok(start) = text.trim().parse::<i64>() {
+                log.log_start_offset = start.clamp(log.log_start_offset, log.log_end_offset());
+            }
+        }
         log.rebuild_producer_state()?;
         Ok(log)
     }
@@ -338,6 +345,27 @@ impl PartitionLog {
             .map(|s| (s.offset_of_max_timestamp, s.max_timestamp))
     }
 
+    /// DeleteRecords: moves the log start offset to `offset` (-1: the high watermark), deleting
+    /// the segments wholly below it. Returns the new log start offset.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        let target = if offset == -1 { self.high_watermark } else { offset };
+        if target < 0 || target > self.high_watermark {
+            return Err(LogError::OffsetOutOfRange { offset: target, start: self.log_start_offset, end: self.high_watermark });
+        }
+        if target <= self.log_start_offset {
+            return Ok(self.log_start_offset);
+        }
+        write_atomically(&self.dir.join(LOG_START_CHECKPOINT), format!("{target}\n").as_bytes())?;
+        self.log_start_offset = target;
+        let whole = self.segments.iter().take_while(|s| s.next_offset <= target && !s.is_empty()).count();
+        let deletable = whole.min(self.segments.len() - 1);
+        for segment in self.segments.drain(..deletable).collect::<Vec<_>>() {
+            segment.delete()?;
+        }
+        self.producers.truncate_head(self.log_start_offset);
+        Ok(self.log_start_offset)
+    }
+
     /// Deletes whole segments past `retention.ms` / `retention.bytes`; returns how many.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
         let retention_ms = self.config.retention_ms;
@@ -369,7 +397,7 @@ impl PartitionLog {
             self.roll()?;
         }
         let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
-        self.log_start_offset = self.segments[0].base_offset;
+        self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
         self.producers.truncate_head(self.log_start_offset);
         // Keep the epoch in force at the new log start (its start clamped), drop older ones.
         let first_kept = self.epochs.partition_point(|(_, start)| *start <= self.log_start_offset).saturating_sub(1);

@@ -200,6 +200,25 @@ impl TopicRegistry {
         Ok(())
     }
 
+    /// Replaces a topic's config overrides (validated, persisted, applied to every partition).
+    pub fn alter_config(&self, name: &str, overrides: Properties, validate_only: bool) -> Result<Arc<Topic>, CreateError> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        let topic = topics.get(name).cloned().ok_or_else(|| CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")))?;
+        let config = self.defaults.with_overrides(&overrides).map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))?;
+        if validate_only {
+            return Ok(topic);
+        }
+        store::save(&self.log_dir, &store::StoredTopic { name: name.to_string(), id: topic.id, partitions: topic.partitions.len() as i32, overrides: overrides.clone() })
+            .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+        for partition in &topic.partitions {
+            partition.log().set_config(config.clone());
+        }
+        let altered = Arc::new(Topic { name: topic.name.clone(), id: topic.id, overrides, config, partitions: topic.partitions.clone(), internal: topic.internal });
+        topics.insert(name.to_string(), altered.clone());
+        tracing::info!(topic = name, "altered topic config");
+        Ok(altered)
+    }
+
     /// Deletes a topic and its data. Returns the deleted topic, or None if it did not exist.
     pub fn delete(&self, name: &str) -> anyhow::Result<Option<Arc<Topic>>> {
         let removed = self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name);

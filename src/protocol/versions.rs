@@ -17,6 +17,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
     // Consumer groups, classic protocol. OffsetCommit v10 / OffsetFetch v10 (topic ids) and
     // ConsumerGroupHeartbeat (KIP-848) are not served: clients switch protocol on what they see.
