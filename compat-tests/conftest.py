@@ -490,6 +490,8 @@ def _kafka_format_template(libs: Path) -> Path:
             f"log.dirs={data}\n"
         )
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        while cluster_id.startswith("-"):  # argparse would take "-t -abc" for an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         cmd = [
             os.environ.get("JAVA", "java"),
             f"-Dlog4j2.configurationFile={libs / 'log4j2.properties'}",

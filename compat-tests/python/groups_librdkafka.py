@@ -231,8 +231,6 @@ def run(args):
     ok(f"topic {topic} with {PARTITIONS} partitions; group {group}; assignor {args.assignor}")
 
     prod = Producing(args, topic, errors)
-    first = prod.produce(400)
-    ok(f"produced {len(first)} records")
 
     m1 = Member("m1", args, group, topic, errors)
     m2 = Member("m2", args, group, topic, errors)
@@ -249,6 +247,9 @@ def run(args):
         return total == PARTITIONS and len(union) == PARTITIONS and max(sizes) - min(sizes) <= 1 and min(sizes) > 0
 
     wait_until("two members share 4 partitions (disjoint, 2 each)", lambda: balanced(both), both)
+    # produced once both are in: each member consumes (and commits) its own partitions
+    first = prod.produce(400)
+    ok(f"both members in; produced {len(first)} records")
     wait_until("the first 400 records consumed", lambda: consumed_indexes(everyone) >= set(first), both)
     # still balanced once everything settled
     for _ in range(5):
@@ -258,6 +259,11 @@ def run(args):
         fail("assignment changed after it looked stable:\n" + "\n".join(m.state() for m in both))
     ok(f"two members: m1={m1.assignment()} m2={m2.assignment()}; first records consumed "
        f"(m1 {len(m1.consumed)}, m2 {len(m2.consumed)})")
+    for m in both:
+        other = sorted({p for (p, _, _) in m.consumed} - set(m.assignment()))
+        if other or not m.consumed:
+            fail(f"{m.name} owns {m.assignment()} but consumed {len(m.consumed)} records, from partitions "
+                 f"{sorted({p for (p, _, _) in m.consumed})}")
 
     # describe while both are members
     desc = admin.describe_consumer_groups([group])[group].result(timeout=30)

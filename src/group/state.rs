@@ -329,7 +329,6 @@ impl Group {
         if let Some(w) = old.sync_waiter.take() {
             let _ = w.send(SyncResult { error: ResponseError::FencedInstanceId.code(), ..Default::default() });
         }
-        let same_protocols = old.protocols == req.protocols;
         let assignment = old.assignment.clone();
         let (unused_tx, _) = oneshot::channel();
         self.add_member(&req, new_id.clone(), now, unused_tx);
@@ -339,10 +338,13 @@ impl Group {
         if self.leader.as_deref() == Some(old_id) {
             self.leader = Some(new_id.clone());
         }
+        // As Kafka: only a change of the group's selected protocol forces a rebalance (the
+        // subscription bytes of a restarted consumer always differ: no owned partitions).
+        let protocol_unchanged = self.protocol.is_some() && self.select_protocol() == self.protocol;
         match self.state {
-            GroupState::Stable if same_protocols => {
-                // KIP-345: a static member coming back unchanged keeps its assignment with no
-                // rebalance; a returning leader is told to skip assigning (KIP-814).
+            GroupState::Stable if protocol_unchanged => {
+                // KIP-345: a static member coming back keeps its assignment with no rebalance;
+                // a returning leader is told to skip assigning (KIP-814).
                 let mut result = self.join_result(&new_id);
                 result.skip_assignment = self.leader.as_deref() == Some(new_id.as_str());
                 self.dirty = true;
@@ -394,8 +396,8 @@ impl Group {
         self.rebalance_deadline = None;
         self.dirty = true;
         if self.members.is_empty() {
+            // Kafka keeps the protocol type of an emptied group ("consumer" stays a consumer group).
             self.protocol = None;
-            self.protocol_type = None;
             self.leader = None;
             self.set_state(GroupState::Empty, now_ms);
             return;

@@ -674,8 +674,6 @@ public final class GroupScenario {
         try (Admin admin = Admin.create(adminProps(bootstrap));
              Producer producer = new Producer(bootstrap, topic, partitions)) {
             createTopic(admin, topic, partitions);
-            List<Integer> phaseA = producer.produceSync(600);
-            step("produced %d records (100 per partition)", phaseA.size());
 
             List<Member> all = new ArrayList<>();
             java.util.function.Function<String, Member> newMember = name -> {
@@ -691,8 +689,20 @@ public final class GroupScenario {
                 m.start();
             }
             waitBalanced("three members", List.of(m1, m2, m3), topic, partitions);
+            // produced once all three are in: each consumes and commits its own partitions
+            List<Integer> phaseA = producer.produceSync(600);
+            step("produced %d records (100 per partition)", phaseA.size());
             waitConsumed("initial records", all, phaseA);
-            step("the first %d records consumed", phaseA.size());
+            for (Member m : List.of(m1, m2, m3)) {
+                Set<Integer> from;
+                synchronized (m.consumed) {
+                    from = m.consumed.stream().map(Consumed::partition).collect(Collectors.toCollection(TreeSet::new));
+                }
+                Set<Integer> owned = m.assignment.stream().map(TopicPartition::partition).collect(Collectors.toSet());
+                check(owned.equals(from), "%s owns %s but consumed from partitions %s", m.name, partsOf(m.assignment),
+                        from);
+            }
+            step("the first %d records consumed, each member from its own partitions", phaseA.size());
 
             // ---- describeConsumerGroups agrees with the members
             final ConsumerGroupDescription d0 = describe(admin, group);
