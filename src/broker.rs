@@ -48,6 +48,7 @@ impl Broker {
         let txns = TxnCoordinator::new(TxnConfig {
             partitions: p.get("transaction.state.log.num.partitions").and_then(|v| v.parse().ok()).unwrap_or(50i32).max(1),
             max_timeout_ms: p.get("transaction.max.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(900_000),
+            id_expiration_ms: p.get("transactional.id.expiration.ms").and_then(|v| v.parse().ok()).unwrap_or(604_800_000),
         });
         Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, groups, txns, appended }))
     }
@@ -95,6 +96,7 @@ impl Broker {
                 if last_expiry.elapsed() >= Duration::from_millis(broker.config.offsets_retention_check_interval_ms) {
                     last_expiry = std::time::Instant::now();
                     broker.groups.expire_offsets(&storage).await;
+                    broker.txns.expire_ids(&broker.txn_deps()).await;
                 }
             }
         });

@@ -379,6 +379,9 @@ fn apply(inner: &mut Inner, key: Key, value: Option<&[u8]>, now: Instant) {
             None => {
                 if let Some(o) = inner.offsets.get_mut(&group) {
                     o.remove(&(topic, partition));
+                    if o.is_empty() {
+                        inner.offsets.remove(&group);
+                    }
                 }
             }
         },
@@ -455,6 +458,40 @@ fn restore_group(id: &str, v: GroupValue, now: Instant) -> Group {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn expired_offsets_and_empty_groups_are_tombstoned_and_stay_gone_after_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut props = crate::config::Properties::new();
+        props.insert("log.dirs".into(), dir.path().display().to_string());
+        props.insert("offsets.topic.num.partitions".into(), "3".into());
+        let config = BrokerConfig::from_properties(props).unwrap();
+        let topics = TopicRegistry::open(&config).unwrap();
+        let flusher = Flusher::start();
+        let storage = Storage { topics: &topics, flusher: &flusher };
+        let mut group_config = GroupConfig::from_broker(&config);
+        group_config.offsets_retention_ms = 60_000;
+        let coordinator = GroupCoordinator::new(group_config.clone());
+        let old = OffsetValue { offset: 5, leader_epoch: 0, metadata: "m".into(), commit_timestamp: now_ms() - 120_000 };
+        let fresh = OffsetValue { offset: 9, leader_epoch: 0, metadata: String::new(), commit_timestamp: now_ms() };
+        for (group, value) in [("old-group", old), ("fresh-group", fresh)] {
+            let key = Key::Offset { group: group.into(), topic: "t".into(), partition: 0 };
+            let written = coordinator.append(&topics, group, vec![(key, Some(value.encode()))]).unwrap();
+            GroupCoordinator::sync_to_disk(&flusher, written).await.unwrap();
+            coordinator.lock().offsets.entry(group.into()).or_default().insert(("t".into(), 0), value);
+        }
+        coordinator.expire_offsets(&storage).await;
+        {
+            let inner = coordinator.lock();
+            assert!(!inner.offsets.contains_key("old-group"), "offsets older than the retention expire");
+            assert_eq!(inner.offsets["fresh-group"][&("t".to_string(), 0)].offset, 9);
+        }
+        let reloaded = GroupCoordinator::new(group_config);
+        reloaded.load(&topics).unwrap();
+        let inner = reloaded.lock();
+        assert!(!inner.offsets.contains_key("old-group"), "the tombstone is replayed");
+        assert_eq!(inner.offsets["fresh-group"][&("t".to_string(), 0)].offset, 9);
+    }
 
     #[test]
     fn java_hash_matches_java() {

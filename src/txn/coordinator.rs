@@ -53,6 +53,8 @@ impl TxnMeta {
 pub struct TxnConfig {
     pub partitions: i32,
     pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: ids idle this long (no open transaction) are forgotten.
+    pub id_expiration_ms: i64,
 }
 
 /// What the coordinator needs from the rest of the broker.
@@ -311,6 +313,27 @@ impl TxnCoordinator {
         let txns = self.lock();
         let meta = txns.get(id).ok_or(ResponseError::InvalidProducerIdMapping)?;
         fenced_or_mapping(meta, producer_id, epoch)
+    }
+
+    /// Forgets transactional ids idle for `transactional.id.expiration.ms` (tombstones them).
+    pub async fn expire_ids(&self, deps: &Deps<'_>) {
+        let now = now_ms();
+        let idle: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, m)| matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort) && now - m.last_update_ms > self.config.id_expiration_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            let _op = self.ops.lock().await;
+            let Ok(partition) = self.state_partition(deps.topics, &id) else { continue };
+            if let Ok(end) = crate::group::append_records(&partition, vec![(encode_key(&id), None)]) {
+                if deps.flusher.flush(partition, end).await.is_ok() {
+                    self.lock().remove(&id);
+                    tracing::info!(transactional_id = %id, "transactional id expired");
+                }
+            }
+        }
     }
 
     /// Aborts transactions open longer than their timeout, fencing their producers.
