@@ -145,9 +145,10 @@ impl GroupCoordinator {
         apply_txn_end(&mut inner, producer_id, partition, self.config.offsets_topic_partitions, commit);
     }
 
-    /// Whether `group` has offsets waiting on an open transaction (OffsetFetch require_stable).
-    pub fn has_pending_txn_offsets(&self, group: &str) -> bool {
-        self.lock().pending_txn.values().any(|groups| groups.contains_key(group))
+    /// Partitions of `group` with offsets waiting on an open transaction (OffsetFetch with
+    /// require_stable answers UNSTABLE_OFFSET_COMMIT for them).
+    pub fn pending_txn_partitions(&self, group: &str) -> std::collections::HashSet<(String, i32)> {
+        self.lock().pending_txn.values().filter_map(|groups| groups.get(group)).flat_map(|o| o.keys().cloned()).collect()
     }
 
     /// TxnOffsetCommit: writes the offsets as a transactional batch of `producer_id`; they stay

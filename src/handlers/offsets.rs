@@ -159,6 +159,7 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
             .iter()
             .map(|g| {
                 let wanted = g.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect());
+                let unstable = if req.require_stable { broker.groups.pending_txn_partitions(g.group_id.0.as_str()) } else { Default::default() };
                 let topics = committed(broker, g.group_id.0.as_str(), wanted)
                     .into_iter()
                     .map(|(topic, parts)| {
@@ -166,11 +167,11 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
                         let partitions = parts
                             .into_iter()
                             .map(|(p, offset, epoch, metadata)| {
-                                OffsetFetchResponsePartitions::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(epoch)
-                                    .with_metadata(Some(str_bytes(&metadata)))
+                                let r = OffsetFetchResponsePartitions::default().with_partition_index(p);
+                                if unstable.contains(&(topic.clone(), p)) {
+                                    return r.with_committed_offset(-1).with_committed_leader_epoch(-1).with_error_code(ResponseError::UnstableOffsetCommit.code());
+                                }
+                                r.with_committed_offset(offset).with_committed_leader_epoch(epoch).with_metadata(Some(str_bytes(&metadata)))
                             })
                             .collect();
                         let t = OffsetFetchResponseTopics::default().with_name(TopicName(str_bytes(&topic))).with_partitions(partitions);
@@ -183,12 +184,16 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
         return OffsetFetchResponse::default().with_groups(groups);
     }
     let wanted = req.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect());
+    let unstable = if version >= 7 && req.require_stable { broker.groups.pending_txn_partitions(req.group_id.0.as_str()) } else { Default::default() };
     let topics = committed(broker, req.group_id.0.as_str(), wanted)
         .into_iter()
         .map(|(topic, parts)| {
             let partitions = parts
                 .into_iter()
                 .map(|(p, offset, epoch, metadata)| {
+                    if unstable.contains(&(topic.clone(), p)) {
+                        return OffsetFetchResponsePartition::default().with_partition_index(p).with_committed_offset(-1).with_error_code(ResponseError::UnstableOffsetCommit.code());
+                    }
                     let r = OffsetFetchResponsePartition::default().with_partition_index(p).with_committed_offset(offset).with_metadata(Some(str_bytes(&metadata)));
                     if version >= 5 { r.with_committed_leader_epoch(epoch) } else { r }
                 })

@@ -198,6 +198,14 @@ pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequ
 pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> ListTransactionsResponse {
     const KNOWN: &[&str] = &["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"];
     let unknown: Vec<_> = req.state_filters.iter().filter(|s| !KNOWN.contains(&s.as_str())).cloned().collect();
+    // ListTransactions v2: a Java regular expression that must match the whole id.
+    let pattern = match req.transactional_id_pattern.as_ref().filter(|p| !p.is_empty()) {
+        None => None,
+        Some(p) => match regex::Regex::new(&format!("^(?:{})$", p.as_str())) {
+            Ok(re) => Some(re),
+            Err(_) => return ListTransactionsResponse::default().with_error_code(ResponseError::InvalidRegularExpression.code()),
+        },
+    };
     let now = now_ms();
     let txns = broker.txns.lock();
     let mut ids: Vec<&String> = txns.keys().collect();
@@ -209,7 +217,7 @@ pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> 
             let state_ok = req.state_filters.is_empty() || req.state_filters.iter().any(|s| s.as_str() == m.state.name());
             let pid_ok = req.producer_id_filters.is_empty() || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id);
             let duration_ok = req.duration_filter < 0 || (m.state == crate::txn::records::TxnState::Ongoing && now - m.start_ms >= req.duration_filter);
-            let pattern_ok = req.transactional_id_pattern.as_ref().is_none_or(|p| p.is_empty() || id.contains(p.as_str()));
+            let pattern_ok = pattern.as_ref().is_none_or(|re| re.is_match(id));
             (state_ok && pid_ok && duration_ok && pattern_ok).then(|| {
                 lt::TransactionState::default()
                     .with_transactional_id(TransactionalId(str_bytes(id)))
