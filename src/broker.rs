@@ -13,11 +13,11 @@ use tokio::sync::watch;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessions;
 use crate::group::{GroupConfig, GroupCoordinator, Storage};
-use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
-use crate::txn::producer_ids::ProducerIds;
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
 use crate::metadata::TopicRegistry;
+use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
+use crate::txn::producer_ids::ProducerIds;
 
 pub struct Broker {
     pub config: BrokerConfig,
@@ -46,11 +46,28 @@ impl Broker {
         groups.load(&topics)?;
         let p = &config.properties;
         let txns = TxnCoordinator::new(TxnConfig {
-            partitions: p.get("transaction.state.log.num.partitions").and_then(|v| v.parse().ok()).unwrap_or(50i32).max(1),
+            partitions: p
+                .get("transaction.state.log.num.partitions")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(50i32)
+                .max(1),
             max_timeout_ms: p.get("transaction.max.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(900_000),
-            id_expiration_ms: p.get("transactional.id.expiration.ms").and_then(|v| v.parse().ok()).unwrap_or(604_800_000),
+            id_expiration_ms: p
+                .get("transactional.id.expiration.ms")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(604_800_000),
         });
-        Ok(Arc::new(Broker { config, cluster_id, topics, flusher: Flusher::start(), fetch_sessions, producer_ids, groups, txns, appended }))
+        Ok(Arc::new(Broker {
+            config,
+            cluster_id,
+            topics,
+            flusher: Flusher::start(),
+            fetch_sessions,
+            producer_ids,
+            groups,
+            txns,
+            appended,
+        }))
     }
 
     pub fn txn_deps(&self) -> Deps<'_> {

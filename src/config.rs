@@ -43,9 +43,7 @@ pub fn parse_properties(text: &str) -> Result<Properties, ConfigError> {
 
 /// Splits one `key=value` (or `key: value`) pair; also used for `--override` arguments.
 pub fn split_property(entry: &str) -> Result<(String, String), ConfigError> {
-    let at = entry
-        .find(['=', ':'])
-        .ok_or_else(|| ConfigError::Syntax(entry.to_string()))?;
+    let at = entry.find(['=', ':']).ok_or_else(|| ConfigError::Syntax(entry.to_string()))?;
     let key = entry[..at].trim();
     if key.is_empty() {
         return Err(ConfigError::Syntax(entry.to_string()));
@@ -186,9 +184,7 @@ impl TopicConfig {
             "retention.bytes" => self.retention_bytes = parse_i64_min(key, value, -1)?,
             "segment.bytes" => self.segment_bytes = parse_i64_min(key, value, 14)? as u64,
             "segment.ms" => self.segment_ms = parse_i64_min(key, value, 1)?,
-            "index.interval.bytes" => {
-                self.index_interval_bytes = parse_i64_min(key, value, 0)? as u64
-            }
+            "index.interval.bytes" => self.index_interval_bytes = parse_i64_min(key, value, 0)? as u64,
             "max.message.bytes" => self.max_message_bytes = parse_i64_min(key, value, 0)? as usize,
             "message.timestamp.type" => {
                 self.message_timestamp_type = match value {
@@ -197,12 +193,8 @@ impl TopicConfig {
                     _ => return Err(ConfigError::invalid(key, value)),
                 }
             }
-            "message.timestamp.before.max.ms" => {
-                self.message_timestamp_before_max_ms = parse_i64_min(key, value, 0)?
-            }
-            "message.timestamp.after.max.ms" => {
-                self.message_timestamp_after_max_ms = parse_i64_min(key, value, 0)?
-            }
+            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms = parse_i64_min(key, value, 0)?,
+            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms = parse_i64_min(key, value, 0)?,
             "flush.messages" => self.flush_messages = parse_i64_min(key, value, 1)?,
             "flush.ms" => self.flush_ms = parse_i64_min(key, value, 0)?,
             "min.insync.replicas" => self.min_insync_replicas = parse_i64_min(key, value, 1)? as i32,
@@ -256,14 +248,10 @@ impl Listener {
     fn parse_list(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
         let mut out = Vec::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (name, rest) = item
-                .split_once("://")
-                .ok_or_else(|| ConfigError::invalid(key, value))?;
+            let (name, rest) = item.split_once("://").ok_or_else(|| ConfigError::invalid(key, value))?;
             let at = rest.rfind(':').ok_or_else(|| ConfigError::invalid(key, value))?;
             let host = rest[..at].trim_start_matches('[').trim_end_matches(']');
-            let port = rest[at + 1..]
-                .parse::<u16>()
-                .map_err(|_| ConfigError::invalid(key, value))?;
+            let port = rest[at + 1..].parse::<u16>().map_err(|_| ConfigError::invalid(key, value))?;
             out.push(Listener { name: name.to_string(), host: host.to_string(), port });
         }
         if out.is_empty() {
@@ -361,13 +349,14 @@ impl BrokerConfig {
             auto_create_topics_enable: boolean("auto.create.topics.enable", true)?,
             delete_topic_enable: boolean("delete.topic.enable", true)?,
             socket_request_max_bytes: int("socket.request.max.bytes", 104_857_600, 1024)? as usize,
-            log_retention_check_interval_ms: int("log.retention.check.interval.ms", 300_000, 1)?
-                as u64,
+            log_retention_check_interval_ms: int("log.retention.check.interval.ms", 300_000, 1)? as u64,
             producer_id_expiration_ms: int("producer.id.expiration.ms", 86_400_000, 1)?,
             offsets_retention_check_interval_ms: int("offsets.retention.check.interval.ms", 600_000, 1)? as u64,
             fetch_max_bytes: int("fetch.max.bytes", 57_671_680, 1024)? as usize,
-            max_incremental_fetch_session_cache_slots: int("max.incremental.fetch.session.cache.slots", 1000, 0)? as usize,
-            min_incremental_fetch_session_eviction_ms: int("min.incremental.fetch.session.eviction.ms", 120_000, 0)? as u64,
+            max_incremental_fetch_session_cache_slots: int("max.incremental.fetch.session.cache.slots", 1000, 0)?
+                as usize,
+            min_incremental_fetch_session_eviction_ms: int("min.incremental.fetch.session.eviction.ms", 120_000, 0)?
+                as u64,
             ketch_acks_all_fsync: boolean("ketch.acks.all.fsync", true)?,
             topic_defaults,
             properties: props,
@@ -394,8 +383,9 @@ mod tests {
 
     #[test]
     fn properties_file_syntax() {
-        let props = parse_properties("# c\nnum.partitions=3\nlog.dirs : /tmp/x\nlisteners=PLAINTEXT://a:1,\\\n  X://b:2\n")
-            .unwrap();
+        let props =
+            parse_properties("# c\nnum.partitions=3\nlog.dirs : /tmp/x\nlisteners=PLAINTEXT://a:1,\\\n  X://b:2\n")
+                .unwrap();
         let config = BrokerConfig::from_properties(props).unwrap();
         assert_eq!(config.num_partitions, 3);
         assert_eq!(config.log_dir(), &PathBuf::from("/tmp/x"));

@@ -69,7 +69,13 @@ impl FetchSessions {
 
     /// Resolves a request: `requested` are the partitions in it (in order), `forgotten` those
     /// it asks the session to drop.
-    pub fn plan(&self, session_id: i32, epoch: i32, requested: Vec<(Key, Wanted)>, forgotten: Vec<Key>) -> Result<Plan, ResponseError> {
+    pub fn plan(
+        &self,
+        session_id: i32,
+        epoch: i32,
+        requested: Vec<(Key, Wanted)>,
+        forgotten: Vec<Key>,
+    ) -> Result<Plan, ResponseError> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         if session_id == 0 {
@@ -149,7 +155,11 @@ impl FetchSessions {
 }
 
 fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX { 1 } else { epoch + 1 }
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
 }
 
 #[cfg(test)]
@@ -169,14 +179,21 @@ mod tests {
         let full = cache.plan(0, 0, vec![(key(0), want(0)), (key(1), want(0))], vec![]).unwrap();
         assert!(full.session_id > 0 && !full.incremental);
         let id = full.session_id;
-        let shown = cache.record_sent(id, &[(key(0), LastSent::default(), false), (key(1), LastSent::default(), false)]);
+        let shown =
+            cache.record_sent(id, &[(key(0), LastSent::default(), false), (key(1), LastSent::default(), false)]);
         assert_eq!(shown, vec![true, true]);
         // Incremental: only partition 1's offset changes, partition 0 is still fetched.
         let inc = cache.plan(id, 1, vec![(key(1), want(5))], vec![]).unwrap();
         assert!(inc.incremental);
         assert_eq!(inc.partitions.len(), 2);
         assert_eq!(inc.partitions[1].1.fetch_offset, 5);
-        let shown = cache.record_sent(id, &[(key(0), LastSent::default(), false), (key(1), LastSent { high_watermark: 9, log_start_offset: 0 }, false)]);
+        let shown = cache.record_sent(
+            id,
+            &[
+                (key(0), LastSent::default(), false),
+                (key(1), LastSent { high_watermark: 9, log_start_offset: 0 }, false),
+            ],
+        );
         assert_eq!(shown, vec![false, true]);
         // Wrong epoch and unknown session are refused.
         assert_eq!(cache.plan(id, 1, vec![], vec![]).unwrap_err(), ResponseError::InvalidFetchSessionEpoch);

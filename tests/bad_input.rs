@@ -49,7 +49,10 @@ fn hostile_frames_close_only_their_connection() {
         ("produce v2 (advertised, refused)", raw(0, 2, &[0, 1, 0, 0, 0, 0, 0, 0, 0, 0])),
         // CVE-2022-34917 class: a 5-byte Metadata v4 body claiming 2^31 topics.
         ("huge array count", raw(3, 4, &[0x7f, 0xff, 0xff, 0xff, 0x00])),
-        ("huge nested count", raw(0, 3, &[0xff, 0xff, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b't', 0x7f, 0xff, 0xff, 0xff])),
+        (
+            "huge nested count",
+            raw(0, 3, &[0xff, 0xff, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b't', 0x7f, 0xff, 0xff, 0xff]),
+        ),
         ("truncated metadata", raw(3, 1, &[0, 0, 0, 2, 0, 5, b'a'])),
     ];
     for (name, bytes) in cases {
@@ -102,14 +105,23 @@ fn batch(value: &str) -> Bytes {
         headers: Default::default(),
     };
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, [record].iter(), &RecordEncodeOptions { version: 2, compression: Compression::None }).unwrap();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
     buf.freeze()
 }
 
 fn produce(s: &mut std::net::TcpStream, records: Bytes) -> (i16, i64) {
-    let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![TopicProduceData::default()
-        .with_name(TopicName(StrBytes::from_static_str("t")))
-        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])]);
+    let request =
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])]);
     match call(s, ApiKey::Produce, 9, RequestKind::Produce(request)) {
         ResponseKind::Produce(r) => {
             let p = &r.responses[0].partition_responses[0];

@@ -99,13 +99,20 @@ fn segments_roll_and_survive_reopen_with_rebuilt_indexes() {
     for i in 0..20 {
         append(&mut log, &["value-value-value", "v2"], NOW + i, NOW);
     }
-    let segments = std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count();
+    let segments = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+        .count();
     assert!(segments > 3, "expected several segments, got {segments}");
     let before: Vec<_> = (0..40).map(|o| batches(&log.read(o, 40, 1 << 20, true).unwrap())[0]).collect();
     log.close().unwrap();
     drop(log);
     // Corrupt one index and delete another: both must be rebuilt from the log.
-    let mut indexes: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "index")).collect();
+    let mut indexes: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "index"))
+        .collect();
     indexes.sort();
     std::fs::write(&indexes[0], [1, 2, 3]).unwrap();
     std::fs::remove_file(&indexes[1]).unwrap();

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 use crate::config::{BrokerConfig, Properties};
 use crate::log::flusher::Flusher;
@@ -121,13 +123,27 @@ impl GroupCoordinator {
                 records += 1;
                 if record.control {
                     let commit = record.key.as_deref().is_some_and(|k| k.len() >= 4 && k[3] == 1);
-                    apply_txn_end(&mut inner, record.producer_id, partition.index, self.config.offsets_topic_partitions, commit);
+                    apply_txn_end(
+                        &mut inner,
+                        record.producer_id,
+                        partition.index,
+                        self.config.offsets_topic_partitions,
+                        commit,
+                    );
                     return;
                 }
                 let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
                 if record.transactional {
-                    if let (Key::Offset { group, topic, partition }, Some(v)) = (&key, record.value.as_deref().and_then(OffsetValue::decode)) {
-                        inner.pending_txn.entry(record.producer_id).or_default().entry(group.clone()).or_default().insert((topic.clone(), *partition), v);
+                    if let (Key::Offset { group, topic, partition }, Some(v)) =
+                        (&key, record.value.as_deref().and_then(OffsetValue::decode))
+                    {
+                        inner
+                            .pending_txn
+                            .entry(record.producer_id)
+                            .or_default()
+                            .entry(group.clone())
+                            .or_default()
+                            .insert((topic.clone(), *partition), v);
                     }
                     return;
                 }
@@ -148,7 +164,12 @@ impl GroupCoordinator {
     /// Partitions of `group` with offsets waiting on an open transaction (OffsetFetch with
     /// require_stable answers UNSTABLE_OFFSET_COMMIT for them).
     pub fn pending_txn_partitions(&self, group: &str) -> std::collections::HashSet<(String, i32)> {
-        self.lock().pending_txn.values().filter_map(|groups| groups.get(group)).flat_map(|o| o.keys().cloned()).collect()
+        self.lock()
+            .pending_txn
+            .values()
+            .filter_map(|groups| groups.get(group))
+            .flat_map(|o| o.keys().cloned())
+            .collect()
     }
 
     /// TxnOffsetCommit: writes the offsets as a transactional batch of `producer_id`; they stay
@@ -165,11 +186,17 @@ impl GroupCoordinator {
             return Ok(None);
         }
         let topic = self.offsets_topic(topics)?;
-        let partition = topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let partition = topic
+            .partitions
+            .get(self.partition_for(group) as usize)
+            .cloned()
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
         let mut inner = self.lock();
         let entries = offsets
             .iter()
-            .map(|((t, p), v)| (Key::Offset { group: group.to_string(), topic: t.clone(), partition: *p }.encode(), Some(v.encode())))
+            .map(|((t, p), v)| {
+                (Key::Offset { group: group.to_string(), topic: t.clone(), partition: *p }.encode(), Some(v.encode()))
+            })
             .collect();
         let end = append_batch(&partition, entries, Some((producer_id, epoch))).map_err(|e| {
             tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
@@ -185,21 +212,34 @@ impl GroupCoordinator {
 
     /// Appends records for `group` to its offsets partition; returns (partition, end offset)
     /// for the fsync the caller must await before acknowledging.
-    pub fn append(&self, topics: &TopicRegistry, group: &str, entries: Vec<(Key, Option<Vec<u8>>)>) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
+    pub fn append(
+        &self,
+        topics: &TopicRegistry,
+        group: &str,
+        entries: Vec<(Key, Option<Vec<u8>>)>,
+    ) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
         if entries.is_empty() {
             return Ok(None);
         }
         let topic = self.offsets_topic(topics)?;
-        let partition = topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let end = append_records(&partition, entries.into_iter().map(|(k, v)| (k.encode(), v)).collect()).map_err(|e| {
-            tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
-            ResponseError::CoordinatorNotAvailable
-        })?;
+        let partition = topic
+            .partitions
+            .get(self.partition_for(group) as usize)
+            .cloned()
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let end =
+            append_records(&partition, entries.into_iter().map(|(k, v)| (k.encode(), v)).collect()).map_err(|e| {
+                tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
+                ResponseError::CoordinatorNotAvailable
+            })?;
         Ok(Some((partition, end)))
     }
 
     /// Waits for an append to be durable.
-    pub async fn sync_to_disk(flusher: &Flusher, written: Option<(Arc<crate::log::Partition>, i64)>) -> Result<(), ResponseError> {
+    pub async fn sync_to_disk(
+        flusher: &Flusher,
+        written: Option<(Arc<crate::log::Partition>, i64)>,
+    ) -> Result<(), ResponseError> {
         if let Some((partition, end)) = written {
             flusher.flush(partition, end).await.map_err(|e| {
                 tracing::error!(error = %e, "fsync of {OFFSETS_TOPIC} failed");
@@ -264,7 +304,9 @@ impl GroupCoordinator {
                 let empty_since = group.map(|g| g.state_timestamp_ms);
                 let expired: Vec<(String, i32)> = group_offsets
                     .iter()
-                    .filter(|(_, v)| now - empty_since.unwrap_or(v.commit_timestamp).max(v.commit_timestamp) > retention)
+                    .filter(|(_, v)| {
+                        now - empty_since.unwrap_or(v.commit_timestamp).max(v.commit_timestamp) > retention
+                    })
                     .map(|(k, _)| k.clone())
                     .collect();
                 let mut entries = Vec::new();
@@ -297,12 +339,19 @@ impl GroupCoordinator {
 
 /// Appends (key, value) records as one batch to an internal topic's partition; returns the
 /// end offset to fsync up to.
-pub fn append_records(partition: &crate::log::Partition, entries: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> Result<i64, crate::error::LogError> {
+pub fn append_records(
+    partition: &crate::log::Partition,
+    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+) -> Result<i64, crate::error::LogError> {
     append_batch(partition, entries, None)
 }
 
 /// Like `append_records`, optionally as a transactional batch of (producer id, epoch).
-fn append_batch(partition: &crate::log::Partition, entries: Vec<(Vec<u8>, Option<Vec<u8>>)>, txn: Option<(i64, i16)>) -> Result<i64, crate::error::LogError> {
+fn append_batch(
+    partition: &crate::log::Partition,
+    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    txn: Option<(i64, i16)>,
+) -> Result<i64, crate::error::LogError> {
     let now = now_ms();
     let (producer_id, producer_epoch) = txn.unwrap_or((-1, -1));
     let records: Vec<Record> = entries
@@ -326,8 +375,12 @@ fn append_batch(partition: &crate::log::Partition, entries: Vec<(Vec<u8>, Option
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .map_err(|e| crate::error::LogError::InvalidRecord(e.to_string()))?;
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .map_err(|e| crate::error::LogError::InvalidRecord(e.to_string()))?;
     let mut log = partition.log();
     let (bytes, summary) = batch::validate_internal(buf.to_vec(), log.config(), now)?;
     let info = log.append(bytes, &summary, 0, now)?;
@@ -346,7 +399,8 @@ pub fn replay(partition: &crate::log::Partition, mut f: impl FnMut(&Record)) -> 
         }
         let mut buf = Bytes::from(bytes);
         while !buf.is_empty() {
-            let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| anyhow::anyhow!("corrupt batch in {}-{}: {e}", partition.topic, partition.index))?;
+            let set = RecordBatchDecoder::decode(&mut buf)
+                .map_err(|e| anyhow::anyhow!("corrupt batch in {}-{}: {e}", partition.topic, partition.index))?;
             for record in &set.records {
                 offset = record.offset + 1;
                 f(record);
@@ -358,7 +412,8 @@ pub fn replay(partition: &crate::log::Partition, mut f: impl FnMut(&Record)) -> 
 
 fn apply_txn_end(inner: &mut Inner, producer_id: i64, partition: i32, partitions: i32, commit: bool) {
     let Some(groups) = inner.pending_txn.get_mut(&producer_id) else { return };
-    let here: Vec<String> = groups.keys().filter(|g| (java_hash(g) & 0x7fff_ffff) % partitions == partition).cloned().collect();
+    let here: Vec<String> =
+        groups.keys().filter(|g| (java_hash(g) & 0x7fff_ffff) % partitions == partition).cloned().collect();
     for group in here {
         let offsets = groups.remove(&group).unwrap_or_default();
         if commit {
@@ -473,7 +528,8 @@ mod tests {
         let mut group_config = GroupConfig::from_broker(&config);
         group_config.offsets_retention_ms = 60_000;
         let coordinator = GroupCoordinator::new(group_config.clone());
-        let old = OffsetValue { offset: 5, leader_epoch: 0, metadata: "m".into(), commit_timestamp: now_ms() - 120_000 };
+        let old =
+            OffsetValue { offset: 5, leader_epoch: 0, metadata: "m".into(), commit_timestamp: now_ms() - 120_000 };
         let fresh = OffsetValue { offset: 9, leader_epoch: 0, metadata: String::new(), commit_timestamp: now_ms() };
         for (group, value) in [("old-group", old), ("fresh-group", fresh)] {
             let key = Key::Offset { group: group.into(), topic: "t".into(), partition: 0 };

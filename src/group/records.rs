@@ -161,7 +161,16 @@ impl GroupValue {
             let session_timeout_ms = r.i32()?;
             let subscription = r.bytes()?;
             let assignment = r.bytes()?;
-            members.push(MemberValue { member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, subscription, assignment });
+            members.push(MemberValue {
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                subscription,
+                assignment,
+            });
         }
         Some(GroupValue { protocol_type, generation, protocol, leader, state_timestamp, members })
     }

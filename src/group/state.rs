@@ -190,14 +190,16 @@ impl Group {
         if self.state == GroupState::CompletingRebalance {
             for member in self.members.values_mut() {
                 if let Some(waiter) = member.sync_waiter.take() {
-                    let _ = waiter.send(SyncResult { error: ResponseError::RebalanceInProgress.code(), ..Default::default() });
+                    let _ = waiter
+                        .send(SyncResult { error: ResponseError::RebalanceInProgress.code(), ..Default::default() });
                 }
             }
         }
         let from_empty = self.state == GroupState::Empty;
         let deadline = now + self.max_rebalance_timeout();
         self.rebalance_deadline = Some(deadline);
-        self.initial_delay_until = (from_empty && !initial_delay.is_zero()).then(|| (now + initial_delay).min(deadline));
+        self.initial_delay_until =
+            (from_empty && !initial_delay.is_zero()).then(|| (now + initial_delay).min(deadline));
         self.sync_deadline = None;
         self.set_state(GroupState::PreparingRebalance, now_ms);
     }
@@ -240,7 +242,10 @@ impl Group {
             member_id: member_id.to_string(),
             skip_assignment: false,
             members: if is_leader {
-                self.members.values().map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&protocol))).collect()
+                self.members
+                    .values()
+                    .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&protocol)))
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -386,7 +391,8 @@ impl Group {
         if !(all_joined && delay_over) && !deadline_passed {
             return;
         }
-        let stragglers: Vec<String> = self.members.values().filter(|m| m.join_waiter.is_none()).map(|m| m.id.clone()).collect();
+        let stragglers: Vec<String> =
+            self.members.values().filter(|m| m.join_waiter.is_none()).map(|m| m.id.clone()).collect();
         for id in stragglers {
             tracing::info!(group = %self.id, member = %id, "member did not rejoin in time; removed");
             self.drop_member(&id);
@@ -422,7 +428,12 @@ impl Group {
     }
 
     /// Checks identity for SyncGroup, Heartbeat and OffsetCommit.
-    pub fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), ResponseError> {
+    pub fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
         if let Some(instance) = instance_id {
             if self.instances.get(instance).is_some_and(|current| current != member_id) {
                 return Err(ResponseError::FencedInstanceId);
@@ -437,7 +448,14 @@ impl Group {
         Ok(())
     }
 
-    pub fn sync(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, assignments: Vec<(String, Bytes)>, now_ms: i64) -> Reply<SyncResult> {
+    pub fn sync(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+        now_ms: i64,
+    ) -> Reply<SyncResult> {
         let fail = |e: ResponseError| Reply::Now(SyncResult { error: e.code(), ..Default::default() });
         if let Err(e) = self.check_member(member_id, instance_id, generation) {
             return fail(e);
@@ -481,7 +499,13 @@ impl Group {
         }
     }
 
-    pub fn heartbeat(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, now: Instant) -> Result<(), ResponseError> {
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: Instant,
+    ) -> Result<(), ResponseError> {
         if self.state == GroupState::Empty {
             return Err(ResponseError::UnknownMemberId);
         }
@@ -495,7 +519,13 @@ impl Group {
     }
 
     /// LeaveGroup for one member (by member id, or by instance id for static members).
-    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: Instant, now_ms: i64) -> Result<(), ResponseError> {
+    pub fn leave(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: Instant,
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
         let id = match instance_id {
             Some(instance) => {
                 let current = self.instances.get(instance).cloned().ok_or(ResponseError::UnknownMemberId)?;
@@ -557,7 +587,8 @@ impl Group {
         }
         if self.state == GroupState::CompletingRebalance && self.sync_deadline.is_some_and(|d| d <= now) {
             // The leader never sent the assignment: members that did not sync are dropped.
-            let unsynced: Vec<String> = self.members.values().filter(|m| m.sync_waiter.is_none()).map(|m| m.id.clone()).collect();
+            let unsynced: Vec<String> =
+                self.members.values().filter(|m| m.sync_waiter.is_none()).map(|m| m.id.clone()).collect();
             for id in unsynced {
                 tracing::info!(group = %self.id, member = %id, "no SyncGroup before the rebalance timeout; removed");
                 self.drop_member(&id);
@@ -571,7 +602,8 @@ impl Group {
     pub fn subscribed(&self, topic: &str) -> bool {
         let protocol = self.protocol.clone().unwrap_or_default();
         self.members.values().any(|m| {
-            super::records::subscribed_topics(&m.metadata_for(&protocol)).is_none_or(|topics| topics.iter().any(|t| t == topic))
+            super::records::subscribed_topics(&m.metadata_for(&protocol))
+                .is_none_or(|topics| topics.iter().any(|t| t == topic))
         })
     }
 }

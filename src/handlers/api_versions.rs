@@ -8,7 +8,9 @@ use crate::protocol::versions::SERVED;
 fn table() -> Vec<ApiVersion> {
     SERVED
         .iter()
-        .map(|(key, min, max)| ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max))
+        .map(|(key, min, max)| {
+            ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
+        })
         .collect()
 }
 

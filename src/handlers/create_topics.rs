@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse,
+};
 
 use super::str_bytes;
 use crate::broker::Broker;
@@ -21,20 +23,33 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> C
 
 fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, version: i16) -> CreatableTopicResult {
     let name = topic.name.0.as_str().to_string();
-    let result = CreatableTopicResult::default().with_name(topic.name.clone()).with_num_partitions(-1).with_replication_factor(-1);
+    let result = CreatableTopicResult::default()
+        .with_name(topic.name.clone())
+        .with_num_partitions(-1)
+        .with_replication_factor(-1);
     let fail = |error: ResponseError, message: String| {
         result.clone().with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
     };
     let node_id = broker.config.node_id;
     let mut partitions = if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
-    let replication_factor = if topic.replication_factor == -1 { broker.config.default_replication_factor } else { topic.replication_factor };
+    let replication_factor = if topic.replication_factor == -1 {
+        broker.config.default_replication_factor
+    } else {
+        topic.replication_factor
+    };
     if !topic.assignments.is_empty() {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            return fail(ResponseError::InvalidRequest, "both assignments and num_partitions/replication_factor were set".into());
+            return fail(
+                ResponseError::InvalidRequest,
+                "both assignments and num_partitions/replication_factor were set".into(),
+            );
         }
         for (i, a) in topic.assignments.iter().enumerate() {
             if a.partition_index != i as i32 || a.broker_ids.len() != 1 || a.broker_ids[0].0 != node_id {
-                return fail(ResponseError::InvalidReplicaAssignment, format!("only broker {node_id} exists; assignments must name it once per partition, in order"));
+                return fail(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!("only broker {node_id} exists; assignments must name it once per partition, in order"),
+                );
             }
         }
         partitions = topic.assignments.len() as i32;
@@ -49,7 +64,9 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, versi
             Some(value) => {
                 overrides.insert(config.name.as_str().to_string(), value.as_str().to_string());
             }
-            None => return fail(ResponseError::InvalidConfig, format!("null value for config {}", config.name.as_str())),
+            None => {
+                return fail(ResponseError::InvalidConfig, format!("null value for config {}", config.name.as_str()))
+            }
         }
     }
     let outcome = if validate_only {

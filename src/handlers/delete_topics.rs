@@ -23,9 +23,12 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> D
                 Some(name) => broker.topics.get(name),
                 None => broker.topics.get_by_id(id),
             };
-            let result = DeletableTopicResult::default().with_name(name.as_deref().map(|n| TopicName(str_bytes(n)))).with_topic_id(id);
+            let result = DeletableTopicResult::default()
+                .with_name(name.as_deref().map(|n| TopicName(str_bytes(n))))
+                .with_topic_id(id);
             let Some(topic) = topic else {
-                let error = if name.is_some() { ResponseError::UnknownTopicOrPartition } else { ResponseError::UnknownTopicId };
+                let error =
+                    if name.is_some() { ResponseError::UnknownTopicOrPartition } else { ResponseError::UnknownTopicId };
                 return result.with_error_code(error.code());
             };
             let result = result.with_name(Some(TopicName(str_bytes(&topic.name)))).with_topic_id(topic.id);
@@ -34,7 +37,9 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> D
             }
             match broker.topics.delete(&topic.name) {
                 Ok(_) => result,
-                Err(e) => result.with_error_code(ResponseError::KafkaStorageError.code()).with_error_message(Some(str_bytes(&e.to_string()))),
+                Err(e) => result
+                    .with_error_code(ResponseError::KafkaStorageError.code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
             }
         })
         .collect();

@@ -10,7 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
-use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 
 use super::str_bytes;
@@ -83,7 +85,8 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let read_committed = version >= 4 && req.isolation_level == 1;
     let min_bytes = req.min_bytes.max(0) as usize;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
     let mut appends = broker.subscribe_appends();
     let results = loop {
         appends.mark_unchanged();
@@ -104,21 +107,34 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             (w.key.clone(), LastSent { high_watermark: d.high_watermark, log_start_offset: d.log_start_offset }, news)
         })
         .collect();
-    let shown = if plan.session_id != 0 { broker.fetch_sessions.record_sent(plan.session_id, &sent) } else { vec![true; sent.len()] };
+    let shown = if plan.session_id != 0 {
+        broker.fetch_sessions.record_sent(plan.session_id, &sent)
+    } else {
+        vec![true; sent.len()]
+    };
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     for ((w, data), show) in wanted.iter().zip(results).zip(shown) {
         if plan.incremental && !show {
             continue;
         }
-        let same_topic = topics.last().is_some_and(|t| if by_id { t.topic_id == w.key.1 } else { t.topic.0.as_str() == w.key.0 });
+        let same_topic =
+            topics.last().is_some_and(|t| if by_id { t.topic_id == w.key.1 } else { t.topic.0.as_str() == w.key.0 });
         if !same_topic {
             let topic = FetchableTopicResponse::default();
-            topics.push(if by_id { topic.with_topic_id(w.key.1) } else { topic.with_topic(TopicName(str_bytes(&w.key.0))) });
+            topics.push(if by_id {
+                topic.with_topic_id(w.key.1)
+            } else {
+                topic.with_topic(TopicName(str_bytes(&w.key.0)))
+            });
         }
         topics.last_mut().expect("pushed above").partitions.push(data);
     }
     let response = FetchResponse::default().with_responses(topics);
-    if version >= 7 { response.with_session_id(plan.session_id) } else { response }
+    if version >= 7 {
+        response.with_session_id(plan.session_id)
+    } else {
+        response
+    }
 }
 
 /// Reads every wanted partition once; returns the partition results, bytes gathered and whether
@@ -153,7 +169,11 @@ fn read_all(wanted: &[Wanted], max_bytes: usize, read_committed: bool) -> (Vec<P
             let aborted = log
                 .aborted_txns(w.fetch_offset, upper)
                 .into_iter()
-                .map(|a| AbortedTransaction::default().with_producer_id(ProducerId(a.producer_id)).with_first_offset(a.first_offset))
+                .map(|a| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(a.producer_id))
+                        .with_first_offset(a.first_offset)
+                })
                 .collect();
             data.with_aborted_transactions(Some(aborted))
         } else {

@@ -16,7 +16,12 @@ use crate::broker::Broker;
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
-pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+pub fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
     let (host, port) = advertised_endpoint(broker, ctx);
     let node = broker.config.node_id;
     let answer = |key: &StrBytes| -> (i16, Option<String>) {
@@ -27,7 +32,10 @@ pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FindCoordinatorRe
             };
         }
         if req.key_type != GROUP {
-            return (ResponseError::InvalidRequest.code(), Some(format!("unknown coordinator key type {}", req.key_type)));
+            return (
+                ResponseError::InvalidRequest.code(),
+                Some(format!("unknown coordinator key type {}", req.key_type)),
+            );
         }
         // Kafka creates the offsets topic when a group coordinator is first looked up.
         match broker.groups.offsets_topic(&broker.topics) {
@@ -44,7 +52,10 @@ pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FindCoordinatorRe
             .iter()
             .map(|key| {
                 let (error, message) = answer(key);
-                let c = Coordinator::default().with_key(key.clone()).with_error_code(error).with_error_message(message.as_deref().map(str_bytes));
+                let c = Coordinator::default()
+                    .with_key(key.clone())
+                    .with_error_code(error)
+                    .with_error_message(message.as_deref().map(str_bytes));
                 if error == 0 {
                     c.with_node_id(BrokerId(node)).with_host(str_bytes(&host)).with_port(port)
                 } else {

@@ -8,7 +8,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::delete_groups_response::{DeletableGroupResult, DeleteGroupsResponse};
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
-use kafka_protocol::messages::describe_groups_response::{DescribeGroupsResponse, DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::describe_groups_response::{
+    DescribeGroupsResponse, DescribedGroup, DescribedGroupMember,
+};
 use kafka_protocol::messages::heartbeat_request::HeartbeatRequest;
 use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
 use kafka_protocol::messages::join_group_request::JoinGroupRequest;
@@ -31,12 +33,19 @@ fn storage(broker: &Broker) -> Storage<'_> {
     Storage { topics: &broker.topics, flusher: &broker.flusher }
 }
 
-pub async fn join(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequest, version: i16, client_id: &str) -> JoinGroupResponse {
+pub async fn join(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+    version: i16,
+    client_id: &str,
+) -> JoinGroupResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let cfg = &broker.groups.config;
     let result = if group_id.is_empty() {
         JoinResult::error(ResponseError::InvalidGroupId, req.member_id.as_str())
-    } else if req.session_timeout_ms < cfg.min_session_timeout_ms || req.session_timeout_ms > cfg.max_session_timeout_ms {
+    } else if req.session_timeout_ms < cfg.min_session_timeout_ms || req.session_timeout_ms > cfg.max_session_timeout_ms
+    {
         JoinResult::error(ResponseError::InvalidSessionTimeout, req.member_id.as_str())
     } else {
         let rebalance_ms = if version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms };
@@ -54,7 +63,10 @@ pub async fn join(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequ
         };
         let reply = {
             let mut inner = broker.groups.lock();
-            let full = inner.groups.get(&group_id).is_some_and(|g| g.members.len() >= cfg.max_group_size && !g.members.contains_key(&join.member_id));
+            let full = inner
+                .groups
+                .get(&group_id)
+                .is_some_and(|g| g.members.len() >= cfg.max_group_size && !g.members.contains_key(&join.member_id));
             if full {
                 Reply::Now(JoinResult::error(ResponseError::GroupMaxSizeReached, &join.member_id))
             } else {
@@ -81,7 +93,11 @@ pub async fn join(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequ
                 .into_iter()
                 .map(|(id, instance, metadata)| {
                     let m = JoinGroupResponseMember::default().with_member_id(str_bytes(&id)).with_metadata(metadata);
-                    if version >= 5 { m.with_group_instance_id(instance.map(|s| str_bytes(&s))) } else { m }
+                    if version >= 5 {
+                        m.with_group_instance_id(instance.map(|s| str_bytes(&s)))
+                    } else {
+                        m
+                    }
                 })
                 .collect(),
         );
@@ -105,25 +121,43 @@ pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> 
         match inner.groups.get_mut(group_id) {
             None => Reply::Now(SyncResult { error: ResponseError::UnknownMemberId.code(), ..Default::default() }),
             Some(group) => {
-                let mismatch = req.protocol_type.as_ref().is_some_and(|t| Some(t.as_str()) != group.protocol_type.as_deref())
-                    || req.protocol_name.as_ref().is_some_and(|n| Some(n.as_str()) != group.protocol.as_deref());
+                let mismatch =
+                    req.protocol_type.as_ref().is_some_and(|t| Some(t.as_str()) != group.protocol_type.as_deref())
+                        || req.protocol_name.as_ref().is_some_and(|n| Some(n.as_str()) != group.protocol.as_deref());
                 if mismatch && group.members.contains_key(req.member_id.as_str()) {
-                    Reply::Now(SyncResult { error: ResponseError::InconsistentGroupProtocol.code(), ..Default::default() })
+                    Reply::Now(SyncResult {
+                        error: ResponseError::InconsistentGroupProtocol.code(),
+                        ..Default::default()
+                    })
                 } else {
-                    let assignments = req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
-                    group.sync(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id, assignments, now_ms())
+                    let assignments = req
+                        .assignments
+                        .iter()
+                        .map(|a| (a.member_id.as_str().to_string(), a.assignment.clone()))
+                        .collect();
+                    group.sync(
+                        req.member_id.as_str(),
+                        req.group_instance_id.as_ref().map(|s| s.as_str()),
+                        req.generation_id,
+                        assignments,
+                        now_ms(),
+                    )
                 }
             }
         }
     };
     let result = match reply {
         Reply::Now(r) => r,
-        Reply::Wait(rx) => rx.await.unwrap_or(SyncResult { error: ResponseError::RebalanceInProgress.code(), ..Default::default() }),
+        Reply::Wait(rx) => {
+            rx.await.unwrap_or(SyncResult { error: ResponseError::RebalanceInProgress.code(), ..Default::default() })
+        }
     };
     broker.groups.persist_dirty(&storage(broker)).await;
     let response = SyncGroupResponse::default().with_error_code(result.error).with_assignment(result.assignment);
     if version >= 5 {
-        response.with_protocol_type(result.protocol_type.map(|s| str_bytes(&s))).with_protocol_name(result.protocol_name.map(|s| str_bytes(&s)))
+        response
+            .with_protocol_type(result.protocol_type.map(|s| str_bytes(&s)))
+            .with_protocol_name(result.protocol_name.map(|s| str_bytes(&s)))
     } else {
         response
     }
@@ -133,7 +167,12 @@ pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatRespon
     let mut inner = broker.groups.lock();
     let error = match inner.groups.get_mut(req.group_id.0.as_str()) {
         None => ResponseError::UnknownMemberId.code(),
-        Some(group) => match group.heartbeat(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id, Instant::now()) {
+        Some(group) => match group.heartbeat(
+            req.member_id.as_str(),
+            req.group_instance_id.as_ref().map(|s| s.as_str()),
+            req.generation_id,
+            Instant::now(),
+        ) {
             Ok(()) => 0,
             Err(e) => e.code(),
         },
@@ -143,7 +182,10 @@ pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatRespon
 
 pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
     let leaving: Vec<(String, Option<String>)> = if version >= 3 {
-        req.members.iter().map(|m| (m.member_id.as_str().to_string(), m.group_instance_id.as_ref().map(|s| s.as_str().to_string()))).collect()
+        req.members
+            .iter()
+            .map(|m| (m.member_id.as_str().to_string(), m.group_instance_id.as_ref().map(|s| s.as_str().to_string())))
+            .collect()
     } else {
         vec![(req.member_id.as_str().to_string(), None)]
     };
@@ -164,7 +206,12 @@ pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -
     if version >= 3 {
         let members = results
             .into_iter()
-            .map(|(m, i, e)| MemberResponse::default().with_member_id(str_bytes(&m)).with_group_instance_id(i.map(|s| str_bytes(&s))).with_error_code(e))
+            .map(|(m, i, e)| {
+                MemberResponse::default()
+                    .with_member_id(str_bytes(&m))
+                    .with_group_instance_id(i.map(|s| str_bytes(&s)))
+                    .with_error_code(e)
+            })
             .collect();
         LeaveGroupResponse::default().with_members(members)
     } else {
@@ -192,7 +239,9 @@ pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListG
             if !types.is_empty() && !types.iter().any(|t| t == "classic") {
                 return None;
             }
-            let g = ListedGroup::default().with_group_id(GroupId(str_bytes(id))).with_protocol_type(str_bytes(&protocol_type));
+            let g = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(id)))
+                .with_protocol_type(str_bytes(&protocol_type));
             let g = if version >= 4 { g.with_group_state(str_bytes(state)) } else { g };
             Some(if version >= 5 { g.with_group_type(str_bytes("classic")) } else { g })
         })
@@ -212,7 +261,10 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) 
                     return described.with_group_state(str_bytes("Empty"));
                 }
                 return if version >= 6 {
-                    described.with_error_code(ResponseError::GroupIdNotFound.code()).with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str())))).with_group_state(str_bytes("Dead"))
+                    described
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str()))))
+                        .with_group_state(str_bytes("Dead"))
                 } else {
                     described.with_group_state(str_bytes("Dead"))
                 };
@@ -228,7 +280,11 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) 
                         .with_client_host(str_bytes(&m.client_host))
                         .with_member_metadata(m.metadata_for(&protocol))
                         .with_member_assignment(m.assignment.clone());
-                    if version >= 4 { d.with_group_instance_id(m.instance_id.as_ref().map(|s| str_bytes(s))) } else { d }
+                    if version >= 4 {
+                        d.with_group_instance_id(m.instance_id.as_ref().map(|s| str_bytes(s)))
+                    } else {
+                        d
+                    }
                 })
                 .collect();
             described

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_request::ListOffsetsRequest;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
 
 use crate::broker::Broker;
 
@@ -24,7 +26,11 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                 .partitions
                 .iter()
                 .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1).with_leader_epoch(-1);
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
                     let Some(partition) = broker.topics.partition(topic.name.0.as_str(), p.partition_index) else {
                         return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
@@ -44,7 +50,9 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                         _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                     };
                     match found {
-                        Ok(Some((offset, timestamp))) => response.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(epoch),
+                        Ok(Some((offset, timestamp))) => {
+                            response.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(epoch)
+                        }
                         Ok(None) => response,
                         Err(e) => response.with_error_code(e.code()),
                     }

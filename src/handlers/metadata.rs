@@ -26,7 +26,10 @@ pub fn advertised_endpoint(broker: &Broker, ctx: &RequestContext) -> (String, i3
 pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest, version: i16) -> MetadataResponse {
     let node_id = broker.config.node_id;
     let (host, port) = advertised_endpoint(broker, ctx);
-    let brokers = vec![MetadataResponseBroker::default().with_node_id(BrokerId(node_id)).with_host(str_bytes(&host)).with_port(port)];
+    let brokers = vec![MetadataResponseBroker::default()
+        .with_node_id(BrokerId(node_id))
+        .with_host(str_bytes(&host))
+        .with_port(port)];
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested = match req.topics {
         None => None,

@@ -8,9 +8,9 @@ mod delete_topics;
 mod fetch;
 mod find_coordinator;
 mod groups;
-mod offsets;
 mod list_offsets;
 mod metadata;
+mod offsets;
 mod produce;
 mod txn;
 
@@ -44,8 +44,12 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await),
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, version)),
         RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, version)),
-        RequestKind::FindCoordinator(req) => ResponseKind::FindCoordinator(find_coordinator::handle(broker, ctx, req, version)),
-        RequestKind::JoinGroup(req) => ResponseKind::JoinGroup(groups::join(broker, ctx, req, version, &client_id).await),
+        RequestKind::FindCoordinator(req) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(broker, ctx, req, version))
+        }
+        RequestKind::JoinGroup(req) => {
+            ResponseKind::JoinGroup(groups::join(broker, ctx, req, version, &client_id).await)
+        }
         RequestKind::SyncGroup(req) => ResponseKind::SyncGroup(groups::sync(broker, req, version).await),
         RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(groups::heartbeat(broker, req)),
         RequestKind::LeaveGroup(req) => ResponseKind::LeaveGroup(groups::leave(broker, req, version).await),
@@ -55,18 +59,30 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
-        RequestKind::DescribeConfigs(req) => ResponseKind::DescribeConfigs(admin::describe_configs(broker, req, version)),
+        RequestKind::DescribeConfigs(req) => {
+            ResponseKind::DescribeConfigs(admin::describe_configs(broker, req, version))
+        }
         RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(admin::alter_configs(broker, req)),
-        RequestKind::IncrementalAlterConfigs(req) => ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, req)),
+        RequestKind::IncrementalAlterConfigs(req) => {
+            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, req))
+        }
         RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, req)),
         RequestKind::CreatePartitions(req) => ResponseKind::CreatePartitions(admin::create_partitions(broker, req)),
-        RequestKind::DescribeCluster(req) => ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version)),
+        RequestKind::DescribeCluster(req) => {
+            ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version))
+        }
         RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(txn::init_producer_id(broker, req).await),
-        RequestKind::AddPartitionsToTxn(req) => ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req).await),
+        RequestKind::AddPartitionsToTxn(req) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req).await)
+        }
         RequestKind::AddOffsetsToTxn(req) => ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, req).await),
         RequestKind::EndTxn(req) => ResponseKind::EndTxn(txn::end_txn(broker, req).await),
-        RequestKind::TxnOffsetCommit(req) => ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, req, version).await),
-        RequestKind::DescribeTransactions(req) => ResponseKind::DescribeTransactions(txn::describe_transactions(broker, req)),
+        RequestKind::TxnOffsetCommit(req) => {
+            ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, req, version).await)
+        }
+        RequestKind::DescribeTransactions(req) => {
+            ResponseKind::DescribeTransactions(txn::describe_transactions(broker, req))
+        }
         RequestKind::ListTransactions(req) => ResponseKind::ListTransactions(txn::list_transactions(broker, req)),
         RequestKind::DescribeProducers(req) => ResponseKind::DescribeProducers(txn::describe_producers(broker, req)),
         RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),

@@ -4,13 +4,17 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
-use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::offset_delete_request::OffsetDeleteRequest;
-use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
+    OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{GroupId, TopicName};
 
@@ -37,7 +41,11 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
         } else {
             match group {
                 None => Some(ResponseError::IllegalGeneration),
-                Some(g) => match g.check_member(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id_or_member_epoch) {
+                Some(g) => match g.check_member(
+                    req.member_id.as_str(),
+                    req.group_instance_id.as_ref().map(|s| s.as_str()),
+                    req.generation_id_or_member_epoch,
+                ) {
                     Err(e) => Some(e),
                     // As Kafka: members of the current generation may still commit while a
                     // rebalance is being prepared (eager consumers commit in onPartitionsRevoked),
@@ -56,9 +64,16 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
             .map(|p| {
                 let result = if let Some(e) = group_error {
                     Err(e)
-                } else if !known.as_ref().is_some_and(|t| p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()) {
+                } else if !known
+                    .as_ref()
+                    .is_some_and(|t| p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len())
+                {
                     Err(ResponseError::UnknownTopicOrPartition)
-                } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > broker.groups.config.offset_metadata_max_bytes) {
+                } else if p
+                    .committed_metadata
+                    .as_ref()
+                    .is_some_and(|m| m.len() > broker.groups.config.offset_metadata_max_bytes)
+                {
                     Err(ResponseError::OffsetMetadataTooLarge)
                 } else {
                     Ok(OffsetValue {
@@ -77,7 +92,10 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
     for (topic, parts) in &outcome {
         for (p, r) in parts {
             if let Ok(v) = r {
-                entries.push((Key::Offset { group: group_id.clone(), topic: topic.0.as_str().to_string(), partition: *p }, Some(v.encode())));
+                entries.push((
+                    Key::Offset { group: group_id.clone(), topic: topic.0.as_str().to_string(), partition: *p },
+                    Some(v.encode()),
+                ));
             }
         }
     }
@@ -121,7 +139,11 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
 }
 
 /// (topic, partition, offset, leader epoch, metadata) for a group, optionally filtered.
-fn committed(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Vec<(String, Vec<(i32, i64, i32, String)>)> {
+fn committed(
+    broker: &Broker,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> Vec<(String, Vec<(i32, i64, i32, String)>)> {
     let inner = broker.groups.lock();
     let offsets = inner.offsets.get(group);
     let lookup = |topic: &str, p: i32| offsets.and_then(|o| o.get(&(topic.to_string(), p)));
@@ -158,8 +180,14 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
             .groups
             .iter()
             .map(|g| {
-                let wanted = g.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect());
-                let unstable = if req.require_stable { broker.groups.pending_txn_partitions(g.group_id.0.as_str()) } else { Default::default() };
+                let wanted = g.topics.as_ref().map(|ts| {
+                    ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect()
+                });
+                let unstable = if req.require_stable {
+                    broker.groups.pending_txn_partitions(g.group_id.0.as_str())
+                } else {
+                    Default::default()
+                };
                 let topics = committed(broker, g.group_id.0.as_str(), wanted)
                     .into_iter()
                     .map(|(topic, parts)| {
@@ -169,13 +197,24 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
                             .map(|(p, offset, epoch, metadata)| {
                                 let r = OffsetFetchResponsePartitions::default().with_partition_index(p);
                                 if unstable.contains(&(topic.clone(), p)) {
-                                    return r.with_committed_offset(-1).with_committed_leader_epoch(-1).with_error_code(ResponseError::UnstableOffsetCommit.code());
+                                    return r
+                                        .with_committed_offset(-1)
+                                        .with_committed_leader_epoch(-1)
+                                        .with_error_code(ResponseError::UnstableOffsetCommit.code());
                                 }
-                                r.with_committed_offset(offset).with_committed_leader_epoch(epoch).with_metadata(Some(str_bytes(&metadata)))
+                                r.with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(Some(str_bytes(&metadata)))
                             })
                             .collect();
-                        let t = OffsetFetchResponseTopics::default().with_name(TopicName(str_bytes(&topic))).with_partitions(partitions);
-                        if version >= 10 { t.with_topic_id(topic_id) } else { t }
+                        let t = OffsetFetchResponseTopics::default()
+                            .with_name(TopicName(str_bytes(&topic)))
+                            .with_partitions(partitions);
+                        if version >= 10 {
+                            t.with_topic_id(topic_id)
+                        } else {
+                            t
+                        }
                     })
                     .collect();
                 OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone())).with_topics(topics)
@@ -183,8 +222,15 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
     }
-    let wanted = req.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect());
-    let unstable = if version >= 7 && req.require_stable { broker.groups.pending_txn_partitions(req.group_id.0.as_str()) } else { Default::default() };
+    let wanted = req
+        .topics
+        .as_ref()
+        .map(|ts| ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect());
+    let unstable = if version >= 7 && req.require_stable {
+        broker.groups.pending_txn_partitions(req.group_id.0.as_str())
+    } else {
+        Default::default()
+    };
     let topics = committed(broker, req.group_id.0.as_str(), wanted)
         .into_iter()
         .map(|(topic, parts)| {
@@ -192,10 +238,20 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
                 .into_iter()
                 .map(|(p, offset, epoch, metadata)| {
                     if unstable.contains(&(topic.clone(), p)) {
-                        return OffsetFetchResponsePartition::default().with_partition_index(p).with_committed_offset(-1).with_error_code(ResponseError::UnstableOffsetCommit.code());
+                        return OffsetFetchResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(-1)
+                            .with_error_code(ResponseError::UnstableOffsetCommit.code());
                     }
-                    let r = OffsetFetchResponsePartition::default().with_partition_index(p).with_committed_offset(offset).with_metadata(Some(str_bytes(&metadata)));
-                    if version >= 5 { r.with_committed_leader_epoch(epoch) } else { r }
+                    let r = OffsetFetchResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(offset)
+                        .with_metadata(Some(str_bytes(&metadata)));
+                    if version >= 5 {
+                        r.with_committed_leader_epoch(epoch)
+                    } else {
+                        r
+                    }
                 })
                 .collect();
             OffsetFetchResponseTopic::default().with_name(TopicName(str_bytes(&topic))).with_partitions(partitions)
@@ -215,7 +271,8 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
         } else {
             let group = inner.groups.get(&group_id);
             let active = group.is_some_and(|g| g.state != GroupState::Empty);
-            let subscribed: Vec<bool> = req.topics.iter().map(|t| active && group.is_some_and(|g| g.subscribed(t.name.0.as_str()))).collect();
+            let subscribed: Vec<bool> =
+                req.topics.iter().map(|t| active && group.is_some_and(|g| g.subscribed(t.name.0.as_str()))).collect();
             let mut topics = Vec::new();
             for (t, busy) in req.topics.iter().zip(subscribed) {
                 let mut partitions = Vec::new();
@@ -225,12 +282,23 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
                     } else {
                         if let Some(o) = inner.offsets.get_mut(&group_id) {
                             if o.remove(&(t.name.0.as_str().to_string(), p.partition_index)).is_some() {
-                                entries.push((Key::Offset { group: group_id.clone(), topic: t.name.0.as_str().to_string(), partition: p.partition_index }, None));
+                                entries.push((
+                                    Key::Offset {
+                                        group: group_id.clone(),
+                                        topic: t.name.0.as_str().to_string(),
+                                        partition: p.partition_index,
+                                    },
+                                    None,
+                                ));
                             }
                         }
                         0
                     };
-                    partitions.push(OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index).with_error_code(error));
+                    partitions.push(
+                        OffsetDeleteResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(error),
+                    );
                 }
                 topics.push(OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions));
             }

@@ -43,11 +43,18 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
         } else {
             broker.topics.get(topic_data.name.0.as_str())
         };
-        let unknown = if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+        let unknown =
+            if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
         let mut partitions = Vec::with_capacity(topic_data.partition_data.len());
         for data in topic_data.partition_data {
-            let response = PartitionProduceResponse::default().with_index(data.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
-            let partition = topic.as_ref().and_then(|t| usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i).cloned()));
+            let response = PartitionProduceResponse::default()
+                .with_index(data.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let partition = topic
+                .as_ref()
+                .and_then(|t| usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i).cloned()));
             let Some(partition) = partition else {
                 partitions.push(response.with_error_code(unknown.code()));
                 continue;
@@ -93,11 +100,17 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                 }
                 Err(e) => {
                     tracing::debug!(topic = %partition.topic, partition = partition.index, error = %e, "produce rejected");
-                    partitions.push(response.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))));
+                    partitions
+                        .push(response.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))));
                 }
             }
         }
-        responses.push(TopicProduceResponse::default().with_name(topic_data.name).with_topic_id(topic_data.topic_id).with_partition_responses(partitions));
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic_data.name)
+                .with_topic_id(topic_data.topic_id)
+                .with_partition_responses(partitions),
+        );
     }
     if appended_any {
         broker.notify_appended();

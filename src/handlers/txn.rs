@@ -8,7 +8,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest;
-use kafka_protocol::messages::add_partitions_to_txn_response::{AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult};
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
+};
 use kafka_protocol::messages::describe_producers_request::DescribeProducersRequest;
 use kafka_protocol::messages::describe_producers_response::{self as dp, DescribeProducersResponse};
 use kafka_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
@@ -20,7 +22,9 @@ use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest;
 use kafka_protocol::messages::list_transactions_response::{self as lt, ListTransactionsResponse};
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
-use kafka_protocol::messages::txn_offset_commit_response::{TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{ProducerId, TopicName, TransactionalId};
 
 use super::str_bytes;
@@ -66,7 +70,13 @@ pub async fn add_partitions(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest
     let outcome = if unknown.is_empty() {
         broker
             .txns
-            .add_partitions(&broker.txn_deps(), req.v3_and_below_transactional_id.0.as_str(), req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch, wanted)
+            .add_partitions(
+                &broker.txn_deps(),
+                req.v3_and_below_transactional_id.0.as_str(),
+                req.v3_and_below_producer_id.0,
+                req.v3_and_below_producer_epoch,
+                wanted,
+            )
             .await
     } else {
         Err(ResponseError::OperationNotAttempted)
@@ -79,8 +89,14 @@ pub async fn add_partitions(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest
                 .partitions
                 .iter()
                 .map(|p| {
-                    let error = if unknown.contains(&(topic.name.0.as_str().to_string(), *p)) { ResponseError::UnknownTopicOrPartition.code() } else { code(outcome) };
-                    AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(error)
+                    let error = if unknown.contains(&(topic.name.0.as_str().to_string(), *p)) {
+                        ResponseError::UnknownTopicOrPartition.code()
+                    } else {
+                        code(outcome)
+                    };
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(*p)
+                        .with_partition_error_code(error)
                 })
                 .collect();
             AddPartitionsToTxnTopicResult::default().with_name(topic.name.clone()).with_results_by_partition(partitions)
@@ -93,32 +109,66 @@ pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest) -> A
     let result = match broker.groups.offsets_topic(&broker.topics) {
         Err(e) => Err(e),
         Ok(_) => {
-            let partition = (crate::group::OFFSETS_TOPIC.to_string(), broker.groups.partition_for(req.group_id.0.as_str()));
-            broker.txns.add_partitions(&broker.txn_deps(), req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch, vec![partition]).await
+            let partition =
+                (crate::group::OFFSETS_TOPIC.to_string(), broker.groups.partition_for(req.group_id.0.as_str()));
+            broker
+                .txns
+                .add_partitions(
+                    &broker.txn_deps(),
+                    req.transactional_id.0.as_str(),
+                    req.producer_id.0,
+                    req.producer_epoch,
+                    vec![partition],
+                )
+                .await
         }
     };
     AddOffsetsToTxnResponse::default().with_error_code(code(result))
 }
 
 pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse {
-    let result = broker.txns.end_txn(&broker.txn_deps(), req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch, req.committed).await;
+    let result = broker
+        .txns
+        .end_txn(
+            &broker.txn_deps(),
+            req.transactional_id.0.as_str(),
+            req.producer_id.0,
+            req.producer_epoch,
+            req.committed,
+        )
+        .await;
     if result.is_ok() {
         broker.notify_appended();
     }
     EndTxnResponse::default().with_error_code(code(result)).with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
 }
 
-pub async fn txn_offset_commit(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -> TxnOffsetCommitResponse {
+pub async fn txn_offset_commit(
+    broker: &Arc<Broker>,
+    req: TxnOffsetCommitRequest,
+    version: i16,
+) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.as_str().to_string();
-    let mut check = broker.txns.check_offsets_producer(req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch);
+    let mut check =
+        broker.txns.check_offsets_producer(req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch);
     if check.is_ok() && version >= 3 && req.generation_id >= 0 {
         // KIP-447: the consumer's group generation is checked like an OffsetCommit's.
         let inner = broker.groups.lock();
         check = match inner.groups.get(&group) {
             None => Err(ResponseError::IllegalGeneration),
-            Some(g) => g.check_member(req.member_id.as_str(), req.group_instance_id.as_ref().map(|s| s.as_str()), req.generation_id).and_then(|()| {
-                if g.state == GroupState::CompletingRebalance { Err(ResponseError::RebalanceInProgress) } else { Ok(()) }
-            }),
+            Some(g) => g
+                .check_member(
+                    req.member_id.as_str(),
+                    req.group_instance_id.as_ref().map(|s| s.as_str()),
+                    req.generation_id,
+                )
+                .and_then(|()| {
+                    if g.state == GroupState::CompletingRebalance {
+                        Err(ResponseError::RebalanceInProgress)
+                    } else {
+                        Ok(())
+                    }
+                }),
         };
     }
     let now = now_ms();
@@ -130,7 +180,10 @@ pub async fn txn_offset_commit(broker: &Arc<Broker>, req: TxnOffsetCommitRequest
         for p in &topic.partitions {
             let error = if let Err(e) = check {
                 e.code()
-            } else if !known.as_ref().is_some_and(|t| p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()) {
+            } else if !known
+                .as_ref()
+                .is_some_and(|t| p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len())
+            {
                 ResponseError::UnknownTopicOrPartition.code()
             } else {
                 offsets.push((
@@ -148,7 +201,8 @@ pub async fn txn_offset_commit(broker: &Arc<Broker>, req: TxnOffsetCommitRequest
         }
         errors.push((topic.name.clone(), parts));
     }
-    let written = broker.groups.append_txn_offsets(&broker.topics, &group, req.producer_id.0, req.producer_epoch, offsets);
+    let written =
+        broker.groups.append_txn_offsets(&broker.topics, &group, req.producer_id.0, req.producer_epoch, offsets);
     let storage = match written {
         Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err(),
         Err(e) => Some(e),
@@ -158,7 +212,13 @@ pub async fn txn_offset_commit(broker: &Arc<Broker>, req: TxnOffsetCommitRequest
         .map(|(name, parts)| {
             let partitions = parts
                 .into_iter()
-                .map(|(p, e)| TxnOffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(if e == 0 { storage.map_or(0, |s| s.code()) } else { e }))
+                .map(|(p, e)| {
+                    TxnOffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(if e == 0 {
+                        storage.map_or(0, |s| s.code())
+                    } else {
+                        e
+                    })
+                })
                 .collect();
             TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions)
         })
@@ -180,7 +240,9 @@ pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequ
             for (topic, p) in &m.partitions {
                 match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
                     Some(t) => t.partitions.push(*p),
-                    None => topics.push(dt::TopicData::default().with_topic(TopicName(str_bytes(topic))).with_partitions(vec![*p])),
+                    None => topics.push(
+                        dt::TopicData::default().with_topic(TopicName(str_bytes(topic))).with_partitions(vec![*p]),
+                    ),
                 }
             }
             state
@@ -196,14 +258,26 @@ pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequ
 }
 
 pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> ListTransactionsResponse {
-    const KNOWN: &[&str] = &["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"];
+    const KNOWN: &[&str] = &[
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "PrepareAbort",
+        "CompleteCommit",
+        "CompleteAbort",
+        "Dead",
+        "PrepareEpochFence",
+    ];
     let unknown: Vec<_> = req.state_filters.iter().filter(|s| !KNOWN.contains(&s.as_str())).cloned().collect();
     // ListTransactions v2: a Java regular expression that must match the whole id.
     let pattern = match req.transactional_id_pattern.as_ref().filter(|p| !p.is_empty()) {
         None => None,
         Some(p) => match regex::Regex::new(&format!("^(?:{})$", p.as_str())) {
             Ok(re) => Some(re),
-            Err(_) => return ListTransactionsResponse::default().with_error_code(ResponseError::InvalidRegularExpression.code()),
+            Err(_) => {
+                return ListTransactionsResponse::default()
+                    .with_error_code(ResponseError::InvalidRegularExpression.code())
+            }
         },
     };
     let now = now_ms();
@@ -214,9 +288,12 @@ pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> 
         .into_iter()
         .filter_map(|id| {
             let m = &txns[id];
-            let state_ok = req.state_filters.is_empty() || req.state_filters.iter().any(|s| s.as_str() == m.state.name());
-            let pid_ok = req.producer_id_filters.is_empty() || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id);
-            let duration_ok = req.duration_filter < 0 || (m.state == crate::txn::records::TxnState::Ongoing && now - m.start_ms >= req.duration_filter);
+            let state_ok =
+                req.state_filters.is_empty() || req.state_filters.iter().any(|s| s.as_str() == m.state.name());
+            let pid_ok =
+                req.producer_id_filters.is_empty() || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id);
+            let duration_ok = req.duration_filter < 0
+                || (m.state == crate::txn::records::TxnState::Ongoing && now - m.start_ms >= req.duration_filter);
             let pattern_ok = pattern.as_ref().is_none_or(|re| re.is_match(id));
             (state_ok && pid_ok && duration_ok && pattern_ok).then(|| {
                 lt::TransactionState::default()

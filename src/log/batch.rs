@@ -219,9 +219,7 @@ pub fn validate_produce(
         }
         TimestampType::CreateTime => {
             let header = Header::new(&records);
-            if header.max_timestamp() != summary.max_timestamp
-                || header.attributes() & ATTR_TIMESTAMP_TYPE != 0
-            {
+            if header.max_timestamp() != summary.max_timestamp || header.attributes() & ATTR_TIMESTAMP_TYPE != 0 {
                 set_max_timestamp(&mut records, TimestampType::CreateTime, summary.max_timestamp);
                 fix_crc(&mut records);
             }
@@ -232,7 +230,11 @@ pub fn validate_produce(
 
 /// Validation for batches the broker's own coordinators write (never from the network): the
 /// same structural checks, but producer ids without sequence numbers are allowed.
-pub fn validate_internal(records: Vec<u8>, config: &TopicConfig, now_ms: i64) -> Result<(Vec<u8>, BatchSummary), LogError> {
+pub fn validate_internal(
+    records: Vec<u8>,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> Result<(Vec<u8>, BatchSummary), LogError> {
     let total = check_batch(&records)?;
     let header = Header::new(&records);
     let count = header.record_count();
@@ -328,9 +330,7 @@ fn check_timestamp(timestamp: i64, config: &TopicConfig, now_ms: i64) -> Result<
     let earliest = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
     let latest = now_ms.saturating_add(config.message_timestamp_after_max_ms);
     if timestamp < earliest || timestamp > latest {
-        return Err(LogError::InvalidTimestamp(format!(
-            "timestamp {timestamp} is outside [{earliest}, {latest}]"
-        )));
+        return Err(LogError::InvalidTimestamp(format!("timestamp {timestamp} is outside [{earliest}, {latest}]")));
     }
     Ok(())
 }
@@ -358,7 +358,9 @@ pub fn control_type(batch: &[u8]) -> Option<i16> {
 
 /// Encodes a transaction marker (control batch) for `producer_id` at `epoch`.
 pub fn encode_marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epoch: i32, timestamp: i64) -> Vec<u8> {
-    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType as RecordTimestampType};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType as RecordTimestampType,
+    };
     let mut key = Vec::with_capacity(4);
     key.extend_from_slice(&0i16.to_be_bytes());
     key.extend_from_slice(&(commit as i16).to_be_bytes());
@@ -381,8 +383,12 @@ pub fn encode_marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epo
         headers: Default::default(),
     };
     let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, [record].iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .expect("a marker always encodes");
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .expect("a marker always encodes");
     buf.to_vec()
 }
 

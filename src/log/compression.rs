@@ -74,9 +74,7 @@ pub fn decompressing_reader<'a>(codec: Codec, body: &'a [u8]) -> Result<Box<dyn 
         Codec::Zstd => {
             let mut decoder = zstd::stream::read::Decoder::with_buffer(body)
                 .map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
-            decoder
-                .window_log_max(ZSTD_WINDOW_LOG_MAX)
-                .map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
+            decoder.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
             Box::new(decoder)
         }
         Codec::Snappy => {
@@ -95,9 +93,7 @@ fn snappy_block(block: &[u8]) -> Result<Vec<u8>, LogError> {
     if len > MAX_SNAPPY_BLOCK_BYTES {
         return Err(LogError::CorruptMessage(format!("snappy block of {len} bytes exceeds the cap")));
     }
-    snap::raw::Decoder::new()
-        .decompress_vec(block)
-        .map_err(|e| LogError::CorruptMessage(format!("snappy: {e}")))
+    snap::raw::Decoder::new().decompress_vec(block).map_err(|e| LogError::CorruptMessage(format!("snappy: {e}")))
 }
 
 /// snappy-java's stream format: 16-byte header, then blocks of `[u32 length][raw snappy]`.

@@ -29,10 +29,7 @@ pub struct Flusher {
 impl Flusher {
     pub fn start() -> Flusher {
         let (tx, rx) = mpsc::channel::<Request>();
-        std::thread::Builder::new()
-            .name("ketch-flusher".into())
-            .spawn(move || run(rx))
-            .expect("spawn flusher thread");
+        std::thread::Builder::new().name("ketch-flusher".into()).spawn(move || run(rx)).expect("spawn flusher thread");
         Flusher { tx }
     }
 
@@ -42,9 +39,7 @@ impl Flusher {
             return Ok(());
         }
         let (done, wait) = oneshot::channel();
-        self.tx
-            .send(Request { partition, offset, done })
-            .map_err(|_| "flusher stopped".to_string())?;
+        self.tx.send(Request { partition, offset, done }).map_err(|_| "flusher stopped".to_string())?;
         wait.await.map_err(|_| "flusher stopped".to_string())?
     }
 

@@ -154,7 +154,11 @@ impl IndexFile<OffsetEntry> {
     /// File position to start scanning from for `relative_offset` (0 when before every entry).
     pub fn lookup(&self, relative_offset: u32) -> u32 {
         let i = self.entries.partition_point(|e| e.relative_offset <= relative_offset);
-        if i == 0 { 0 } else { self.entries[i - 1].position }
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].position
+        }
     }
 }
 
@@ -163,7 +167,11 @@ impl IndexFile<TimeEntry> {
     /// every record before the returned offset has a timestamp below `target`.
     pub fn lookup(&self, target: i64) -> u32 {
         let i = self.entries.partition_point(|e| e.timestamp < target);
-        if i == 0 { 0 } else { self.entries[i - 1].relative_offset }
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].relative_offset
+        }
     }
 }
 

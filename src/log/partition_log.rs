@@ -158,7 +158,13 @@ impl PartitionLog {
                 }
                 if header.is_control() {
                     if let Some(kind) = batch::control_type(header.0) {
-                        state.complete_txn(header.producer_id(), header.producer_epoch(), kind == 1, header.base_offset(), header.max_timestamp());
+                        state.complete_txn(
+                            header.producer_id(),
+                            header.producer_epoch(),
+                            kind == 1,
+                            header.base_offset(),
+                            header.max_timestamp(),
+                        );
                     }
                 } else if let Some(producer) = header.producer_batch() {
                     state.update(&producer, header.base_offset(), header.last_offset(), header.is_transactional());
@@ -191,9 +197,19 @@ impl PartitionLog {
 
     /// Writes a transaction marker (commit or abort) for `producer_id`; returns its offset.
     /// A marker from a fenced epoch is refused with INVALID_PRODUCER_EPOCH.
-    pub fn append_marker(&mut self, producer_id: i64, epoch: i16, commit: bool, coordinator_epoch: i32, leader_epoch: i32, now_ms: i64) -> Result<i64, LogError> {
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<i64, LogError> {
         if self.producers.get(producer_id).is_some_and(|e| epoch < e.epoch) {
-            return Err(LogError::InvalidProducerEpoch(format!("marker epoch {epoch} is fenced for producer {producer_id}")));
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "marker epoch {epoch} is fenced for producer {producer_id}"
+            )));
         }
         let mut marker = batch::encode_marker(producer_id, epoch, commit, coordinator_epoch, now_ms);
         let offset = self.log_end_offset();
@@ -214,7 +230,13 @@ impl PartitionLog {
 
     /// Validates nothing: `batch` comes from `batch::validate_produce`. Assigns offsets from the
     /// log end, stamps the leader epoch, rolls the segment if needed and writes.
-    pub fn append(&mut self, mut batch: Vec<u8>, summary: &BatchSummary, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, LogError> {
+    pub fn append(
+        &mut self,
+        mut batch: Vec<u8>,
+        summary: &BatchSummary,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         let header = batch::Header::new(&batch);
         let transactional = header.is_transactional();
         let producer = header.producer_batch();
@@ -223,7 +245,13 @@ impl PartitionLog {
         if let Some(producer) = producer.as_ref().filter(|p| p.first_seq >= 0) {
             if let Check::Duplicate { first_offset, last_offset } = self.producers.check(producer)? {
                 // A retried batch: answer with where it already is, write nothing.
-                return Ok(AppendInfo { base_offset: first_offset, last_offset, log_append_time_ms: -1, log_start_offset: self.log_start_offset, flush_due: false });
+                return Ok(AppendInfo {
+                    base_offset: first_offset,
+                    last_offset,
+                    log_append_time_ms: -1,
+                    log_start_offset: self.log_start_offset,
+                    flush_due: false,
+                });
             }
         }
         let base_offset = self.log_end_offset();
@@ -247,13 +275,20 @@ impl PartitionLog {
         let flush_due = self.unflushed_messages >= self.config.flush_messages;
         let header = batch::Header::new(&batch);
         let log_append_time_ms = if header.attributes() & (1 << 3) != 0 { header.max_timestamp() } else { -1 };
-        Ok(AppendInfo { base_offset, last_offset, log_append_time_ms, log_start_offset: self.log_start_offset, flush_due })
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_append_time_ms,
+            log_start_offset: self.log_start_offset,
+            flush_due,
+        })
     }
 
     fn maybe_roll(&mut self, incoming_bytes: u64, last_offset: i64, now_ms: i64) -> Result<(), LogError> {
         let active = self.active();
         // Like Kafka, a segment's age for `segment.ms` counts from its first batch's timestamp.
-        let too_old = active.first_batch_timestamp.is_some_and(|first| now_ms.saturating_sub(first) >= self.config.segment_ms);
+        let too_old =
+            active.first_batch_timestamp.is_some_and(|first| now_ms.saturating_sub(first) >= self.config.segment_ms);
         if active.is_full(incoming_bytes, self.config.segment_bytes, last_offset) || too_old {
             self.roll()?;
         }
@@ -350,7 +385,11 @@ impl PartitionLog {
     pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
         let target = if offset == -1 { self.high_watermark } else { offset };
         if target < 0 || target > self.high_watermark {
-            return Err(LogError::OffsetOutOfRange { offset: target, start: self.log_start_offset, end: self.high_watermark });
+            return Err(LogError::OffsetOutOfRange {
+                offset: target,
+                start: self.log_start_offset,
+                end: self.high_watermark,
+            });
         }
         if target <= self.log_start_offset {
             return Ok(self.log_start_offset);
@@ -424,7 +463,9 @@ impl PartitionLog {
         let end = self.log_end_offset();
         while let Some(line) = lines.next() {
             let mut parts = line.split_whitespace();
-            if let (Some(Ok(epoch)), Some(Ok(start))) = (parts.next().map(str::parse::<i32>), parts.next().map(str::parse::<i64>)) {
+            if let (Some(Ok(epoch)), Some(Ok(start))) =
+                (parts.next().map(str::parse::<i32>), parts.next().map(str::parse::<i64>))
+            {
                 // Entries past the recovered log end describe data that was truncated.
                 if start < end {
                     self.epochs.push((epoch, start));

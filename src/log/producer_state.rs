@@ -150,7 +150,12 @@ impl ProducerState {
             entry.txn_first_offset = Some(first_offset);
         }
         entry.last_timestamp = entry.last_timestamp.max(batch.max_timestamp);
-        entry.batches.push_back(BatchMeta { first_seq: batch.first_seq, last_seq: batch.last_seq(), first_offset, last_offset });
+        entry.batches.push_back(BatchMeta {
+            first_seq: batch.first_seq,
+            last_seq: batch.last_seq(),
+            first_offset,
+            last_offset,
+        });
         while entry.batches.len() > MAX_CACHED_BATCHES {
             entry.batches.pop_front();
         }
@@ -171,7 +176,12 @@ impl ProducerState {
         if let Some(first) = entry.txn_first_offset.take() {
             if !commit {
                 let lso = self.first_unstable_offset().unwrap_or(offset + 1).min(offset + 1);
-                self.aborted.push(AbortedTxn { producer_id, first_offset: first, last_offset: offset, last_stable_offset: lso });
+                self.aborted.push(AbortedTxn {
+                    producer_id,
+                    first_offset: first,
+                    last_offset: offset,
+                    last_stable_offset: lso,
+                });
             }
         }
         true
@@ -206,7 +216,9 @@ impl ProducerState {
 
     /// Drops state wholly below `log_start_offset` (retention).
     pub fn truncate_head(&mut self, log_start_offset: i64) {
-        self.producers.retain(|_, e| e.txn_first_offset.is_some() || e.batches.back().is_some_and(|b| b.last_offset >= log_start_offset));
+        self.producers.retain(|_, e| {
+            e.txn_first_offset.is_some() || e.batches.back().is_some_and(|b| b.last_offset >= log_start_offset)
+        });
         self.aborted.retain(|a| a.last_offset >= log_start_offset);
     }
 
@@ -264,7 +276,12 @@ impl ProducerState {
             let n = r.u8()? as usize;
             let mut batches = VecDeque::with_capacity(n.min(MAX_CACHED_BATCHES));
             for _ in 0..n {
-                batches.push_back(BatchMeta { first_seq: r.i32()?, last_seq: r.i32()?, first_offset: r.i64()?, last_offset: r.i64()? });
+                batches.push_back(BatchMeta {
+                    first_seq: r.i32()?,
+                    last_seq: r.i32()?,
+                    first_offset: r.i64()?,
+                    last_offset: r.i64()?,
+                });
             }
             producers.insert(id, ProducerEntry { epoch, last_timestamp, batches, txn_first_offset });
         }
@@ -274,7 +291,12 @@ impl ProducerState {
         }
         let mut aborted = Vec::with_capacity(aborted_count);
         for _ in 0..aborted_count {
-            aborted.push(AbortedTxn { producer_id: r.i64()?, first_offset: r.i64()?, last_offset: r.i64()?, last_stable_offset: r.i64()? });
+            aborted.push(AbortedTxn {
+                producer_id: r.i64()?,
+                first_offset: r.i64()?,
+                last_offset: r.i64()?,
+                last_stable_offset: r.i64()?,
+            });
         }
         Some(ProducerState { producers, aborted })
     }
@@ -392,7 +414,10 @@ mod tests {
         assert_eq!(s.first_unstable_offset(), Some(12));
         assert!(s.complete_txn(2, 0, false, 14, 0));
         assert_eq!(s.first_unstable_offset(), None);
-        assert_eq!(s.aborted_between(0, 20), vec![AbortedTxn { producer_id: 2, first_offset: 12, last_offset: 14, last_stable_offset: 15 }]);
+        assert_eq!(
+            s.aborted_between(0, 20),
+            vec![AbortedTxn { producer_id: 2, first_offset: 12, last_offset: 14, last_stable_offset: 15 }]
+        );
         assert!(s.aborted_between(15, 20).is_empty());
         // A marker from an older epoch is refused.
         s.update(&batch(1, 3, 0, 1), 15, 15, true);

@@ -71,7 +71,12 @@ impl Segment {
 
     /// Opens an existing segment. With `full_recovery` every batch is CRC-checked and a torn or
     /// corrupt tail is truncated; indexes are rebuilt whenever they are missing or invalid.
-    pub fn open(dir: &Path, base_offset: i64, index_interval_bytes: u64, full_recovery: bool) -> Result<Segment, LogError> {
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+        full_recovery: bool,
+    ) -> Result<Segment, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let file = OpenOptions::new().read(true).write(true).open(&log_path)?;
         let size = file.metadata()?.len();
@@ -176,7 +181,10 @@ impl Segment {
             self.file.read_exact_at(&mut head, position)?;
             let header = Header::new(&head);
             let total = header.total_bytes();
-            if total < HEADER_BYTES as i64 || position + total as u64 > file_size || header.base_offset() < self.next_offset {
+            if total < HEADER_BYTES as i64
+                || position + total as u64 > file_size
+                || header.base_offset() < self.next_offset
+            {
                 break;
             }
             buf.resize(total as usize, 0);
@@ -209,8 +217,14 @@ impl Segment {
             self.offset_of_max_timestamp = header.base_offset();
         }
         if self.bytes_since_index_entry >= self.index_interval_bytes && position > 0 {
-            self.index.append(OffsetEntry { relative_offset: (header.base_offset() - self.base_offset) as u32, position: position as u32 })?;
-            self.time_index.append(TimeEntry { timestamp: self.max_timestamp, relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32 })?;
+            self.index.append(OffsetEntry {
+                relative_offset: (header.base_offset() - self.base_offset) as u32,
+                position: position as u32,
+            })?;
+            self.time_index.append(TimeEntry {
+                timestamp: self.max_timestamp,
+                relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
+            })?;
             self.bytes_since_index_entry = 0;
         }
         self.bytes_since_index_entry += batch.len() as u64;

@@ -99,7 +99,9 @@ impl TopicRegistry {
             };
             topics.insert(stored.name, Arc::new(topic));
         }
-        store::remove_orphan_dirs(&log_dir, |name, p| topics.get(name).is_some_and(|t| (p as usize) < t.partitions.len()))?;
+        store::remove_orphan_dirs(&log_dir, |name, p| {
+            topics.get(name).is_some_and(|t| (p as usize) < t.partitions.len())
+        })?;
         *registry.topics.write().expect("registry lock") = topics;
         Ok(registry)
     }
@@ -128,13 +130,21 @@ impl TopicRegistry {
     }
 
     /// Validates a create request without creating anything (CreateTopics `validate_only`).
-    pub fn check_create(&self, name: &str, partitions: i32, overrides: &Properties) -> Result<TopicConfig, CreateError> {
+    pub fn check_create(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: &Properties,
+    ) -> Result<TopicConfig, CreateError> {
         validate_topic_name(name)?;
         if self.read().contains_key(name) {
             return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("topic {name} already exists")));
         }
         if partitions <= 0 {
-            return Err(CreateError::new(ResponseError::InvalidPartitions, "number of partitions must be larger than 0"));
+            return Err(CreateError::new(
+                ResponseError::InvalidPartitions,
+                "number of partitions must be larger than 0",
+            ));
         }
         if partitions > 100_000 {
             return Err(CreateError::new(ResponseError::InvalidPartitions, "too many partitions for one topic"));
@@ -160,9 +170,19 @@ impl TopicRegistry {
             let log = PartitionLog::open(&dir, config.clone(), now).map_err(|e| storage(e.into()))?;
             logs.push(Arc::new(Partition::new(name.to_string(), p, log)));
         }
-        store::save(&self.log_dir, &store::StoredTopic { name: name.to_string(), id, partitions, overrides: overrides.clone() })
-            .map_err(storage)?;
-        let topic = Arc::new(Topic { name: name.to_string(), id, overrides, config, partitions: logs, internal: name.starts_with("__") });
+        store::save(
+            &self.log_dir,
+            &store::StoredTopic { name: name.to_string(), id, partitions, overrides: overrides.clone() },
+        )
+        .map_err(storage)?;
+        let topic = Arc::new(Topic {
+            name: name.to_string(),
+            id,
+            overrides,
+            config,
+            partitions: logs,
+            internal: name.starts_with("__"),
+        });
         topics.insert(name.to_string(), topic.clone());
         tracing::info!(topic = name, partitions, "created topic");
         Ok(topic)
@@ -171,12 +191,16 @@ impl TopicRegistry {
     /// Grows a topic to `count` partitions (never shrinks: Kafka answers INVALID_PARTITIONS).
     pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), CreateError> {
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
-        let topic = topics.get(name).cloned().ok_or_else(|| CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")))?;
+        let topic = topics.get(name).cloned().ok_or_else(|| {
+            CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))
+        })?;
         let current = topic.partitions.len() as i32;
         if count <= current {
             return Err(CreateError::new(
                 ResponseError::InvalidPartitions,
-                format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}."),
+                format!(
+                    "Topic currently has {current} partitions, which is higher than or equal to the requested {count}."
+                ),
             ));
         }
         if count > 100_000 {
@@ -193,27 +217,68 @@ impl TopicRegistry {
             let log = PartitionLog::open(&dir, topic.config.clone(), now).map_err(|e| storage(e.into()))?;
             partitions.push(Arc::new(Partition::new(name.to_string(), p, log)));
         }
-        store::save(&self.log_dir, &store::StoredTopic { name: name.to_string(), id: topic.id, partitions: count, overrides: topic.overrides.clone() }).map_err(storage)?;
-        let grown = Topic { name: topic.name.clone(), id: topic.id, overrides: topic.overrides.clone(), config: topic.config.clone(), partitions, internal: topic.internal };
+        store::save(
+            &self.log_dir,
+            &store::StoredTopic {
+                name: name.to_string(),
+                id: topic.id,
+                partitions: count,
+                overrides: topic.overrides.clone(),
+            },
+        )
+        .map_err(storage)?;
+        let grown = Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            overrides: topic.overrides.clone(),
+            config: topic.config.clone(),
+            partitions,
+            internal: topic.internal,
+        };
         topics.insert(name.to_string(), Arc::new(grown));
         tracing::info!(topic = name, from = current, to = count, "added partitions");
         Ok(())
     }
 
     /// Replaces a topic's config overrides (validated, persisted, applied to every partition).
-    pub fn alter_config(&self, name: &str, overrides: Properties, validate_only: bool) -> Result<Arc<Topic>, CreateError> {
+    pub fn alter_config(
+        &self,
+        name: &str,
+        overrides: Properties,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, CreateError> {
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
-        let topic = topics.get(name).cloned().ok_or_else(|| CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")))?;
-        let config = self.defaults.with_overrides(&overrides).map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))?;
+        let topic = topics.get(name).cloned().ok_or_else(|| {
+            CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))
+        })?;
+        let config = self
+            .defaults
+            .with_overrides(&overrides)
+            .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))?;
         if validate_only {
             return Ok(topic);
         }
-        store::save(&self.log_dir, &store::StoredTopic { name: name.to_string(), id: topic.id, partitions: topic.partitions.len() as i32, overrides: overrides.clone() })
-            .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+        store::save(
+            &self.log_dir,
+            &store::StoredTopic {
+                name: name.to_string(),
+                id: topic.id,
+                partitions: topic.partitions.len() as i32,
+                overrides: overrides.clone(),
+            },
+        )
+        .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
         for partition in &topic.partitions {
             partition.log().set_config(config.clone());
         }
-        let altered = Arc::new(Topic { name: topic.name.clone(), id: topic.id, overrides, config, partitions: topic.partitions.clone(), internal: topic.internal });
+        let altered = Arc::new(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            overrides,
+            config,
+            partitions: topic.partitions.clone(),
+            internal: topic.internal,
+        });
         topics.insert(name.to_string(), altered.clone());
         tracing::info!(topic = name, "altered topic config");
         Ok(altered)

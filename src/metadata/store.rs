@@ -55,11 +55,10 @@ pub fn load_all(log_dir: &Path) -> anyhow::Result<Vec<StoredTopic>> {
         };
         let props = parse_properties(&std::fs::read_to_string(&path)?)?;
         let id = props.get("topic.id").ok_or_else(|| anyhow::anyhow!("{} lacks topic.id", path.display()))?;
-        let partitions = props.get("partitions").ok_or_else(|| anyhow::anyhow!("{} lacks partitions", path.display()))?;
-        let overrides = props
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix("config.").map(|k| (k.to_string(), v.clone())))
-            .collect();
+        let partitions =
+            props.get("partitions").ok_or_else(|| anyhow::anyhow!("{} lacks partitions", path.display()))?;
+        let overrides =
+            props.iter().filter_map(|(k, v)| k.strip_prefix("config.").map(|k| (k.to_string(), v.clone()))).collect();
         out.push(StoredTopic { name: name.to_string(), id: id.parse()?, partitions: partitions.parse()?, overrides });
     }
     Ok(out)

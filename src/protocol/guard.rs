@@ -41,11 +41,21 @@ pub enum GuardError {
     /// The frame ends inside a field.
     Truncated,
     /// A count or length read from the wire cannot fit in the bytes remaining.
-    LengthTooLarge { field: &'static str, len: u64, remaining: usize },
+    LengthTooLarge {
+        field: &'static str,
+        len: u64,
+        remaining: usize,
+    },
     /// Decoding would allocate more than the budget for a frame of this size.
-    AllocationBudget { estimate: u64, limit: u64 },
+    AllocationBudget {
+        estimate: u64,
+        limit: u64,
+    },
     UnknownApiKey(i16),
-    UnsupportedVersion { api_key: i16, version: i16 },
+    UnsupportedVersion {
+        api_key: i16,
+        version: i16,
+    },
     /// Structurally invalid (negative length, over-long varint, misplaced tagged field, ...).
     Malformed(&'static str),
 }
@@ -61,7 +71,9 @@ impl fmt::Display for GuardError {
                 write!(f, "decoding would allocate ~{estimate} bytes (limit {limit})")
             }
             GuardError::UnknownApiKey(k) => write!(f, "unknown api key {k}"),
-            GuardError::UnsupportedVersion { api_key, version } => write!(f, "unsupported version {version} of api key {api_key}"),
+            GuardError::UnsupportedVersion { api_key, version } => {
+                write!(f, "unsupported version {version} of api key {api_key}")
+            }
             GuardError::Malformed(why) => write!(f, "malformed request: {why}"),
         }
     }

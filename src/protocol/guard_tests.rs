@@ -186,7 +186,8 @@ fn schema_tables_match_the_crate() {
             for i in 0..25 {
                 let f = g.request(k, v);
                 assert_eq!(check_request(&f), Ok(()), "generated api {k} v{v} #{i}");
-                let (body, rest) = crate_decode(Bytes::copy_from_slice(&f)).unwrap_or_else(|e| panic!("api {k} v{v}: {e:#}"));
+                let (body, rest) =
+                    crate_decode(Bytes::copy_from_slice(&f)).unwrap_or_else(|e| panic!("api {k} v{v}: {e:#}"));
                 assert_eq!(rest, 0, "api {k} v{v}: crate left bytes unread");
                 let f1 = frame(&body, k, v);
                 assert_eq!(check_request(&f1), Ok(()), "re-encoded api {k} v{v} #{i}");
@@ -204,12 +205,14 @@ fn populated() -> Vec<(i16, RequestKind)> {
         metadata_request::MetadataRequestTopic::default().with_name(Some(name("orders"))),
         metadata_request::MetadataRequestTopic::default().with_name(Some(name("payments"))),
     ]));
-    let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
-        TopicProduceData::default().with_name(name("orders")).with_partition_data(vec![
+    let produce =
+        ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![TopicProduceData::default(
+        )
+        .with_name(name("orders"))
+        .with_partition_data(vec![
             PartitionProduceData::default().with_index(0).with_records(Some(Bytes::from(vec![1u8; 70]))),
             PartitionProduceData::default().with_index(1).with_records(None),
-        ]),
-    ]);
+        ])]);
     let part = |p| FetchPartition::default().with_partition(p).with_fetch_offset(42);
     let fetch = FetchRequest::default().with_max_wait_ms(500).with_topics(vec![FetchTopic::default()
         .with_topic(name("orders"))
@@ -293,7 +296,11 @@ fn huge_counts_are_refused() {
     // Fetch v4: 17 fixed bytes, topic "t" with 2^28 partitions of 16 bytes each in 64 bytes.
     assert!(too_large(1, 4, &[&[0; 17][..], &[0, 0, 0, 1, 0, 1, b't', 0x10, 0, 0, 0], &[0; 64]].concat()));
     // CreateTopics v5 (flexible): topic "t", 1 partition, rf 1, no assignments, 2^31-1 configs.
-    assert!(too_large(19, 5, &[&[2, 2, b't', 0, 0, 0, 1, 0, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x08][..], &[0; 16]].concat()));
+    assert!(too_large(
+        19,
+        5,
+        &[&[2, 2, b't', 0, 0, 0, 1, 0, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x08][..], &[0; 16]].concat()
+    ));
     // CreateTopics v2: an assignment's broker_ids claim 2^20 ints in 20 bytes.
     let topic = [0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0x10, 0, 0];
     assert!(too_large(19, 2, &[&topic[..], &[0; 20]].concat()));
@@ -310,9 +317,9 @@ fn malformed_encodings_are_refused() {
     assert!(mal(18, 3, &[0x81, 0x80, 0x80, 0x80, 0x10, 1, 0])); // varint over 32 bits
     assert!(mal(3, 4, &[0xff, 0xff, 0xff, 0xfe, 0])); // array length -2
     assert!(mal(3, 4, &[0, 0, 0, 1, 0xff, 0xfe, 0])); // string length -2
-    // Fetch v12 (25 fixed bytes, empty topics, forgotten topics and rack id, tagged section):
-    // tag 0 (cluster_id) must fill its size exactly; tag 1 (replica_state) is v15+ only;
-    // unknown tags are skipped by size.
+                                                      // Fetch v12 (25 fixed bytes, empty topics, forgotten topics and rack id, tagged section):
+                                                      // tag 0 (cluster_id) must fill its size exactly; tag 1 (replica_state) is v15+ only;
+                                                      // unknown tags are skipped by size.
     let fetch = |tags: &[u8]| [&[0; 25][..], &[1, 1, 1], tags].concat();
     assert_eq!(check_request(&raw(1, 12, &fetch(&[0]))), Ok(()));
     assert_eq!(check_request(&raw(1, 12, &fetch(&[1, 0, 3, 3, b'c', b'1']))), Ok(()));
@@ -406,7 +413,10 @@ impl Peaks {
     }
 
     fn report(&self, what: &str) {
-        println!("{what}: worst peak/len (frames >= 4 KiB) {:.1} [{}]; largest [{}]", self.ratio.0, self.ratio.1, self.largest.1);
+        println!(
+            "{what}: worst peak/len (frames >= 4 KiB) {:.1} [{}]; largest [{}]",
+            self.ratio.0, self.ratio.1, self.largest.1
+        );
     }
 }
 

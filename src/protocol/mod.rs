@@ -67,7 +67,12 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, ProtocolError>
 }
 
 /// Encodes a response frame, including its 4-byte length prefix.
-pub fn encode_response(api_key: ApiKey, version: i16, correlation_id: i32, body: &ResponseKind) -> anyhow::Result<BytesMut> {
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> anyhow::Result<BytesMut> {
     // KIP-511: the ApiVersions response header is always v0 so any client can read it.
     let header_version = if api_key == ApiKey::ApiVersions { 0 } else { api_key.response_header_version(version) };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);

@@ -21,7 +21,12 @@ use crate::protocol::{self, ProtocolError};
 /// Initial buffer for a frame body; it grows as bytes arrive.
 const INITIAL_FRAME_BYTES: usize = 64 * 1024;
 
-pub async fn serve(socket: TcpStream, peer: SocketAddr, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+pub async fn serve(
+    socket: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let ctx = RequestContext { local_addr: socket.local_addr()?, peer_addr: peer };
     let (mut reader, writer) = socket.into_split();
     let mut writer = BufWriter::new(writer);

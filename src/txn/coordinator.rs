@@ -107,10 +107,16 @@ impl TxnCoordinator {
                 overrides.insert("retention.ms".into(), "-1".into());
                 overrides.insert("retention.bytes".into(), "-1".into());
                 overrides.insert("segment.bytes".into(), "104857600".into());
-                topics.create(TXN_TOPIC, self.config.partitions, overrides).or_else(|_| topics.get(TXN_TOPIC).ok_or(ResponseError::CoordinatorNotAvailable))?
+                topics
+                    .create(TXN_TOPIC, self.config.partitions, overrides)
+                    .or_else(|_| topics.get(TXN_TOPIC).ok_or(ResponseError::CoordinatorNotAvailable))?
             }
         };
-        topic.partitions.get(self.partition_for(transactional_id) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)
+        topic
+            .partitions
+            .get(self.partition_for(transactional_id) as usize)
+            .cloned()
+            .ok_or(ResponseError::CoordinatorNotAvailable)
     }
 
     /// Ensures the state topic exists (FindCoordinator for a transactional id).
@@ -122,10 +128,12 @@ impl TxnCoordinator {
     async fn persist(&self, deps: &Deps<'_>, transactional_id: &str, meta: &TxnMeta) -> Result<(), ResponseError> {
         let partition = self.state_partition(deps.topics, transactional_id)?;
         let value = meta.value().encode();
-        let end = crate::group::append_records(&partition, vec![(encode_key(transactional_id), Some(value))]).map_err(|e| {
-            tracing::error!(error = %e, "cannot write {TXN_TOPIC}");
-            ResponseError::CoordinatorNotAvailable
-        })?;
+        let end = crate::group::append_records(&partition, vec![(encode_key(transactional_id), Some(value))]).map_err(
+            |e| {
+                tracing::error!(error = %e, "cannot write {TXN_TOPIC}");
+                ResponseError::CoordinatorNotAvailable
+            },
+        )?;
         deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::CoordinatorNotAvailable)
     }
 
@@ -157,9 +165,16 @@ impl TxnCoordinator {
                 }
             })?;
         }
-        let pending: Vec<(String, TxnMeta)> =
-            loaded.iter().filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        tracing::info!(transactional_ids = loaded.len(), completing = pending.len(), "transaction coordinator loaded {TXN_TOPIC}");
+        let pending: Vec<(String, TxnMeta)> = loaded
+            .iter()
+            .filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        tracing::info!(
+            transactional_ids = loaded.len(),
+            completing = pending.len(),
+            "transaction coordinator loaded {TXN_TOPIC}"
+        );
         *self.lock() = loaded;
         for (id, meta) in pending {
             let commit = meta.state == TxnState::PrepareCommit;
@@ -184,7 +199,9 @@ impl TxnCoordinator {
                     }
                     written.push((partition, offset + 1));
                 }
-                Err(e) => tracing::warn!(transactional_id = id, %topic, partition = p, error = %e, "marker not written"),
+                Err(e) => {
+                    tracing::warn!(transactional_id = id, %topic, partition = p, error = %e, "marker not written")
+                }
             }
         }
         for (partition, end) in written {
@@ -200,7 +217,13 @@ impl TxnCoordinator {
 
     /// InitProducerId with a transactional id: a producer id and a bumped epoch; an open
     /// transaction of the previous incarnation is aborted first (zombie fencing).
-    pub async fn init_producer_id(&self, deps: &Deps<'_>, id: &str, timeout_ms: i32, expected: Option<(i64, i16)>) -> Result<(i64, i16), ResponseError> {
+    pub async fn init_producer_id(
+        &self,
+        deps: &Deps<'_>,
+        id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), ResponseError> {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
@@ -225,7 +248,9 @@ impl TxnCoordinator {
                     }
                 }
                 match meta.state {
-                    TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => return Err(ResponseError::ConcurrentTransactions),
+                    TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+                        return Err(ResponseError::ConcurrentTransactions)
+                    }
                     TxnState::Ongoing => {
                         // Fence the old producer: abort its transaction with a bumped epoch.
                         let mut fenced = meta.clone();
@@ -257,7 +282,14 @@ impl TxnCoordinator {
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn: returns per-partition errors (empty Ok = all added).
-    pub async fn add_partitions(&self, deps: &Deps<'_>, id: &str, producer_id: i64, epoch: i16, partitions: Vec<(String, i32)>) -> Result<(), ResponseError> {
+    pub async fn add_partitions(
+        &self,
+        deps: &Deps<'_>,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), ResponseError> {
         let _op = self.ops.lock().await;
         let mut meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
         fenced_or_mapping(&meta, producer_id, epoch)?;
@@ -281,7 +313,14 @@ impl TxnCoordinator {
     }
 
     /// EndTxn: two-phase commit or abort.
-    pub async fn end_txn(&self, deps: &Deps<'_>, id: &str, producer_id: i64, epoch: i16, commit: bool) -> Result<(), ResponseError> {
+    pub async fn end_txn(
+        &self,
+        deps: &Deps<'_>,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ResponseError> {
         let _op = self.ops.lock().await;
         let mut meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
         fenced_or_mapping(&meta, producer_id, epoch)?;
@@ -289,7 +328,9 @@ impl TxnCoordinator {
             (TxnState::Ongoing, _) => {}
             // A retry of a completed EndTxn.
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => return Ok(()),
-            (TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence, _) => return Err(ResponseError::ConcurrentTransactions),
+            (TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence, _) => {
+                return Err(ResponseError::ConcurrentTransactions)
+            }
             (TxnState::Empty, false) => return Ok(()),
             _ => return Err(ResponseError::InvalidTxnState),
         }
@@ -304,7 +345,10 @@ impl TxnCoordinator {
     /// broker-side verification of transactional produce (KIP-890 part 1).
     pub fn verify_partition(&self, producer_id: i64, epoch: i16, topic: &str, partition: i32) -> bool {
         self.lock().values().any(|m| {
-            m.producer_id == producer_id && m.epoch == epoch && m.state == TxnState::Ongoing && m.partitions.contains(&(topic.to_string(), partition))
+            m.producer_id == producer_id
+                && m.epoch == epoch
+                && m.state == TxnState::Ongoing
+                && m.partitions.contains(&(topic.to_string(), partition))
         })
     }
 
@@ -321,7 +365,10 @@ impl TxnCoordinator {
         let idle: Vec<String> = self
             .lock()
             .iter()
-            .filter(|(_, m)| matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort) && now - m.last_update_ms > self.config.id_expiration_ms)
+            .filter(|(_, m)| {
+                matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+                    && now - m.last_update_ms > self.config.id_expiration_ms
+            })
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle {

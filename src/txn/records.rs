@@ -133,7 +133,15 @@ impl TxnValue {
                 partitions.push((topic.clone(), r.i32()?));
             }
         }
-        Some(TxnValue { producer_id, epoch, timeout_ms, state, partitions, last_update_ms: r.i64()?, start_ms: r.i64()? })
+        Some(TxnValue {
+            producer_id,
+            epoch,
+            timeout_ms,
+            state,
+            partitions,
+            last_update_ms: r.i64()?,
+            start_ms: r.i64()?,
+        })
     }
 }
 
