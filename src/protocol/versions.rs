@@ -9,7 +9,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // Kafka 4.x advertises Produce from v0 but rejects v0-2 (librdkafka turns compression off
     // when v0 is missing: KAFKA-18659). Requests below PRODUCE_MIN_ACCEPTED are refused.
     (ApiKey::Produce, 0, 13),
-    (ApiKey::Fetch, 4, 17),
+    (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
