@@ -408,3 +408,79 @@ impl TxnCoordinator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BrokerConfig, Properties};
+    use crate::group::{GroupConfig, GroupCoordinator};
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+    fn txn_batch(producer_id: i64) -> Vec<u8> {
+        let record = Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: 0,
+            timestamp: now_ms(),
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        };
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            [record].iter(),
+            &RecordEncodeOptions { version: 2, compression: Compression::None },
+        )
+        .unwrap();
+        buf.to_vec()
+    }
+
+    /// A crash between PrepareCommit and the markers: the next start writes the markers, so the
+    /// transaction's data becomes readable (LSO reaches the high watermark).
+    #[tokio::test]
+    async fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut props = Properties::new();
+        props.insert("log.dirs".into(), dir.path().display().to_string());
+        let config = BrokerConfig::from_properties(props).unwrap();
+        let topics = TopicRegistry::open(&config).unwrap();
+        let topic = topics.create("t", 1, Properties::new()).unwrap();
+        let partition = topic.partitions[0].clone();
+        let (bytes, summary) = crate::log::batch::validate_produce(txn_batch(5), &topic.config, now_ms()).unwrap();
+        partition.log().append(bytes, &summary, 0, now_ms()).unwrap();
+        assert_eq!(partition.log().last_stable_offset(), 0, "the open transaction holds the LSO");
+
+        let flusher = Flusher::start();
+        let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
+        let producer_ids = ProducerIds::open(dir.path()).unwrap();
+        let deps = Deps { topics: &topics, flusher: &flusher, groups: &groups, producer_ids: &producer_ids };
+        let txn_config = TxnConfig { partitions: 3, max_timeout_ms: 900_000, id_expiration_ms: 604_800_000 };
+        let before_crash = TxnCoordinator::new(txn_config.clone());
+        let prepared = TxnMeta {
+            producer_id: 5,
+            epoch: 0,
+            timeout_ms: 60_000,
+            state: TxnState::PrepareCommit,
+            partitions: [("t".to_string(), 0)].into_iter().collect(),
+            start_ms: now_ms(),
+            last_update_ms: now_ms(),
+        };
+        before_crash.persist(&deps, "tx", &prepared).await.unwrap();
+
+        let restarted = TxnCoordinator::new(txn_config);
+        restarted.load(&deps).await.unwrap();
+        assert_eq!(restarted.lock()["tx"].state, TxnState::CompleteCommit);
+        let log = partition.log();
+        assert_eq!(log.log_end_offset(), 2, "data plus the commit marker");
+        assert_eq!(log.last_stable_offset(), log.high_watermark());
+        assert!(log.aborted_txns(0, 2).is_empty());
+    }
+}
