@@ -3,6 +3,7 @@
 
 mod admin;
 mod api_versions;
+mod cluster;
 mod create_topics;
 mod delete_topics;
 mod fetch;
@@ -59,6 +60,22 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
+        RequestKind::DescribeLogDirs(req) => {
+            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, req, version))
+        }
+        RequestKind::DescribeTopicPartitions(req) => {
+            ResponseKind::DescribeTopicPartitions(cluster::describe_topic_partitions(broker, req))
+        }
+        RequestKind::OffsetForLeaderEpoch(req) => {
+            ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, req))
+        }
+        RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, req)),
+        RequestKind::AlterPartitionReassignments(req) => {
+            ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, req))
+        }
+        RequestKind::ListPartitionReassignments(req) => {
+            ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, req))
+        }
         RequestKind::DescribeConfigs(req) => {
             ResponseKind::DescribeConfigs(admin::describe_configs(broker, req, version))
         }

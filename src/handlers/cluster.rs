@@ -1,0 +1,230 @@
+//! Cluster-shape APIs that a single node answers for itself: DescribeLogDirs,
+//! DescribeTopicPartitions (paginated), OffsetForLeaderEpoch, ElectLeaders and the partition
+//! reassignment pair (this node is every partition's only replica and leader).
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    AlterPartitionReassignmentsResponse, ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::describe_topic_partitions_request::DescribeTopicPartitionsRequest;
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+};
+use kafka_protocol::messages::elect_leaders_request::ElectLeadersRequest;
+use kafka_protocol::messages::elect_leaders_response::{ElectLeadersResponse, PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsRequest;
+use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{BrokerId, TopicName};
+
+use super::str_bytes;
+use crate::broker::Broker;
+
+pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, version: i16) -> DescribeLogDirsResponse {
+    let wanted = |topic: &str, p: i32| {
+        req.topics.as_ref().is_none_or(|ts| ts.iter().any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&p)))
+    };
+    let topics = broker
+        .topics
+        .all()
+        .iter()
+        .filter_map(|t| {
+            let partitions: Vec<_> = t
+                .partitions
+                .iter()
+                .filter(|p| wanted(&t.name, p.index))
+                .map(|p| {
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(p.index)
+                        .with_partition_size(p.log().size_bytes() as i64)
+                        .with_offset_lag(0)
+                })
+                .collect();
+            (!partitions.is_empty()).then(|| {
+                DescribeLogDirsTopic::default().with_name(TopicName(str_bytes(&t.name))).with_partitions(partitions)
+            })
+        })
+        .collect();
+    let dir = std::fs::canonicalize(broker.config.log_dir()).unwrap_or_else(|_| broker.config.log_dir().clone());
+    let result =
+        DescribeLogDirsResult::default().with_log_dir(str_bytes(&dir.display().to_string())).with_topics(topics);
+    // Volume sizes are not measured: Kafka's "unknown" is -1.
+    let result = if version >= 4 { result.with_total_bytes(-1).with_usable_bytes(-1) } else { result };
+    DescribeLogDirsResponse::default().with_results(vec![result])
+}
+
+pub fn describe_topic_partitions(
+    broker: &Arc<Broker>,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    let node = BrokerId(broker.config.node_id);
+    let limit = req.response_partition_limit.max(1) as usize;
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        broker.topics.all().iter().map(|t| t.name.clone()).collect()
+    } else {
+        req.topics.iter().map(|t| t.name.0.as_str().to_string()).collect()
+    };
+    names.sort();
+    let (start_topic, start_partition) =
+        req.cursor.as_ref().map_or((String::new(), 0), |c| (c.topic_name.0.as_str().to_string(), c.partition_index));
+    let mut emitted = 0usize;
+    let mut topics = Vec::new();
+    let mut next_cursor = None;
+    for name in names.into_iter().filter(|n| *n >= start_topic) {
+        let Some(topic) = broker.topics.get(&name) else {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    .with_name(Some(TopicName(str_bytes(&name))))
+                    .with_topic_authorized_operations(i32::MIN),
+            );
+            continue;
+        };
+        let first = if name == start_topic { start_partition.max(0) as usize } else { 0 };
+        let mut partitions = Vec::new();
+        for p in topic.partitions.iter().skip(first) {
+            if emitted == limit {
+                next_cursor =
+                    Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(p.index));
+                break;
+            }
+            let epoch = p.log().latest_epoch().map_or(0, |(e, _)| e);
+            partitions.push(
+                DescribeTopicPartitionsResponsePartition::default()
+                    .with_partition_index(p.index)
+                    .with_leader_id(node)
+                    .with_leader_epoch(epoch)
+                    .with_replica_nodes(vec![node])
+                    .with_isr_nodes(vec![node])
+                    .with_eligible_leader_replicas(Some(Vec::new()))
+                    .with_last_known_elr(Some(Vec::new())),
+            );
+            emitted += 1;
+        }
+        topics.push(
+            DescribeTopicPartitionsResponseTopic::default()
+                .with_name(Some(TopicName(str_bytes(&name))))
+                .with_topic_id(topic.id)
+                .with_is_internal(topic.internal)
+                .with_partitions(partitions)
+                .with_topic_authorized_operations(i32::MIN),
+        );
+        if next_cursor.is_some() {
+            break;
+        }
+    }
+    DescribeTopicPartitionsResponse::default().with_topics(topics).with_next_cursor(next_cursor)
+}
+
+pub fn offset_for_leader_epoch(broker: &Arc<Broker>, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result =
+                        EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                    let Some(partition) = broker.topics.partition(t.topic.0.as_str(), p.partition) else {
+                        return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let log = partition.log();
+                    let current = log.latest_epoch().map_or(0, |(e, _)| e);
+                    if p.current_leader_epoch > current {
+                        return result.with_error_code(ResponseError::UnknownLeaderEpoch.code());
+                    }
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < current {
+                        return result.with_error_code(ResponseError::FencedLeaderEpoch.code());
+                    }
+                    let (epoch, end) = log.end_offset_for_epoch(p.leader_epoch);
+                    result.with_leader_epoch(epoch).with_end_offset(end)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default().with_topic(t.topic.clone()).with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+pub fn elect_leaders(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLeadersResponse {
+    // The only replica already leads every partition: nothing to elect.
+    let results = req
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = if broker.topics.partition(t.topic.0.as_str(), *p).is_some() {
+                        ResponseError::ElectionNotNeeded
+                    } else {
+                        ResponseError::UnknownTopicOrPartition
+                    };
+                    PartitionResult::default().with_partition_id(*p).with_error_code(error.code())
+                })
+                .collect();
+            ReplicaElectionResult::default().with_topic(t.topic.clone()).with_partition_result(partitions)
+        })
+        .collect();
+    ElectLeadersResponse::default().with_replica_election_results(results)
+}
+
+pub fn alter_partition_reassignments(
+    broker: &Arc<Broker>,
+    req: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
+    let node = broker.config.node_id;
+    let responses = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error, message) = if broker.topics.partition(t.name.0.as_str(), p.partition_index).is_none() {
+                        (ResponseError::UnknownTopicOrPartition.code(), None)
+                    } else {
+                        match &p.replicas {
+                            None => (ResponseError::NoReassignmentInProgress.code(), None),
+                            Some(r) if r.len() == 1 && r[0].0 == node => (0, None),
+                            Some(_) => (
+                                ResponseError::InvalidReplicaAssignment.code(),
+                                Some(format!("only broker {node} exists")),
+                            ),
+                        }
+                    };
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error)
+                        .with_error_message(message.as_deref().map(str_bytes))
+                })
+                .collect();
+            ReassignableTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionReassignmentsResponse::default().with_responses(responses)
+}
+
+pub fn list_partition_reassignments(
+    _broker: &Arc<Broker>,
+    _req: ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
+    // Reassignments complete at once on a single node: none is ever in progress.
+    ListPartitionReassignmentsResponse::default()
+}
