@@ -155,11 +155,19 @@ impl Broker {
         }
     }
 
-    /// Fsyncs and closes every log (clean shutdown).
+    /// Fsyncs and closes every log (clean shutdown); only if all closed cleanly is the
+    /// clean-shutdown marker written.
     pub fn close(&self) {
+        let mut all_clean = true;
         for partition in self.topics.all_partitions() {
             if let Err(e) = partition.log().close() {
+                all_clean = false;
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close failed");
+            }
+        }
+        if all_clean {
+            if let Err(e) = self.topics.mark_clean_shutdown() {
+                tracing::error!(error = %e, "cannot write the clean shutdown marker");
             }
         }
     }

@@ -6,14 +6,12 @@ mod common;
 
 use std::io::Write;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::*;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader, ResponseKind, TopicName};
 use kafka_protocol::protocol::{Decodable, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 fn api_versions_ok(broker: &TestBroker) {
     let mut s = broker.connect();
@@ -86,49 +84,6 @@ fn unknown_api_versions_version_gets_kip_511_fallback() {
     let body = ApiVersionsResponse::decode(&mut response, 0).unwrap();
     assert_eq!(body.error_code, 35, "UNSUPPORTED_VERSION");
     assert!(body.api_keys.iter().any(|k| k.api_key == 18));
-}
-
-fn batch(value: &str) -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
-        key: None,
-        value: Some(Bytes::from(value.to_string())),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [record].iter(),
-        &RecordEncodeOptions { version: 2, compression: Compression::None },
-    )
-    .unwrap();
-    buf.freeze()
-}
-
-fn produce(s: &mut std::net::TcpStream, records: Bytes) -> (i16, i64) {
-    let request =
-        ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])]);
-    match call(s, ApiKey::Produce, 9, RequestKind::Produce(request)) {
-        ResponseKind::Produce(r) => {
-            let p = &r.responses[0].partition_responses[0];
-            (p.error_code, p.base_offset)
-        }
-        other => panic!("unexpected {other:?}"),
-    }
 }
 
 #[test]

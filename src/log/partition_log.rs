@@ -64,6 +64,17 @@ pub struct FlushWork {
 impl PartitionLog {
     /// Opens (recovering if needed) or creates the log in `dir`.
     pub fn open(dir: &Path, config: TopicConfig, now_ms: i64) -> Result<PartitionLog, LogError> {
+        Self::open_with(dir, config, now_ms, true)
+    }
+
+    /// Like `open`; after a clean shutdown (`recover_tail` false) the active segment is trusted
+    /// like the others (indexes still checked against the log) instead of fully re-scanned.
+    pub fn open_with(
+        dir: &Path,
+        config: TopicConfig,
+        now_ms: i64,
+        recover_tail: bool,
+    ) -> Result<PartitionLog, LogError> {
         std::fs::create_dir_all(dir)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -82,7 +93,7 @@ impl PartitionLog {
         let last_index = bases.len().saturating_sub(1);
         for (i, base) in bases.iter().enumerate() {
             // The active segment is where a crash leaves a torn tail: always fully recover it.
-            segments.push(Segment::open(dir, *base, config.index_interval_bytes, i == last_index)?);
+            segments.push(Segment::open(dir, *base, config.index_interval_bytes, recover_tail && i == last_index)?);
         }
         if segments.is_empty() {
             segments.push(Segment::create(dir, 0, config.index_interval_bytes)?);

@@ -22,6 +22,9 @@ use crate::log::{now_ms, Partition, PartitionLog};
 
 pub use store::random_bytes;
 
+/// Written into `<log.dir>/.ketch/` after every log was closed cleanly.
+pub const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
+
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_BYTES: usize = 249;
 
@@ -80,13 +83,21 @@ impl TopicRegistry {
             topics: RwLock::new(HashMap::new()),
         };
         let now = now_ms();
+        // A clean shutdown left a marker: logs were fsynced and closed, so the active segments
+        // need no full scan. The marker is consumed, so a later crash gets full recovery.
+        let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
+        let clean = marker.exists();
+        if clean {
+            std::fs::remove_file(&marker)?;
+            tracing::info!("clean shutdown marker found: skipping full recovery of active segments");
+        }
         let mut topics = HashMap::new();
         for stored in store::load_all(&log_dir)? {
             let topic_config = config.topic_defaults.with_overrides(&stored.overrides)?;
             let mut partitions = Vec::with_capacity(stored.partitions as usize);
             for p in 0..stored.partitions {
                 let dir = partition_dir(&log_dir, &stored.name, p);
-                let log = PartitionLog::open(&dir, topic_config.clone(), now)?;
+                let log = PartitionLog::open_with(&dir, topic_config.clone(), now, !clean)?;
                 partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
             }
             let topic = Topic {
@@ -297,6 +308,13 @@ impl TopicRegistry {
         }
         tracing::info!(topic = name, "deleted topic");
         Ok(Some(topic))
+    }
+
+    /// Records that every log was fsynced and closed (the next start may skip full recovery).
+    pub fn mark_clean_shutdown(&self) -> std::io::Result<()> {
+        let dir = self.log_dir.join(".ketch");
+        std::fs::create_dir_all(&dir)?;
+        crate::log::partition_log::write_atomically(&dir.join(CLEAN_SHUTDOWN_MARKER), b"clean\n")
     }
 
     /// Every open partition (for background tasks and shutdown).

@@ -6,6 +6,7 @@
 //! never with the length a client merely claims.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -21,11 +22,28 @@ use crate::protocol::{self, ProtocolError};
 /// Initial buffer for a frame body; it grows as bytes arrive.
 const INITIAL_FRAME_BYTES: usize = 64 * 1024;
 
+/// Counts a request as in flight until dropped (shutdown waits for the count to reach zero).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn start(counter: &Arc<AtomicUsize>) -> InFlight {
+        counter.fetch_add(1, Ordering::AcqRel);
+        InFlight(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 pub async fn serve(
     socket: TcpStream,
     peer: SocketAddr,
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
+    in_flight: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
     let ctx = RequestContext { local_addr: socket.local_addr()?, peer_addr: peer };
     let (mut reader, writer) = socket.into_split();
@@ -56,6 +74,7 @@ pub async fn serve(
             }
         }
         let frame = frame.freeze();
+        let _in_flight = InFlight::start(&in_flight);
         let request = match protocol::decode_request(frame) {
             Ok(request) => request,
             Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {

@@ -3,12 +3,17 @@
 //!
 //! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port),
 //! printing `ketch listening on <addr>` on stdout once ready, and on a signal: stop
-//! accepting, let in-flight requests finish briefly, then close (fsync) every log.
+//! accepting, let in-flight requests finish (up to `SHUTDOWN_GRACE`), then close (fsync) every
+//! log and write the clean-shutdown marker.
 
 mod connection;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long shutdown waits for requests already being handled.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -35,11 +40,12 @@ pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
     }
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let in_flight = Arc::new(AtomicUsize::new(0));
     let mut accept_tasks = Vec::new();
     for listener in listeners {
         let broker = broker.clone();
         let stop = stop_rx.clone();
-        accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop)));
+        accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop, in_flight.clone())));
     }
     shutdown_signal().await;
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -47,23 +53,33 @@ pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
     for task in accept_tasks {
         task.abort();
     }
-    // Give in-flight requests a moment to complete their responses.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Requests already being handled finish and get their responses (bounded wait: a long-poll
+    // fetch may hold on for its max_wait_ms).
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+    while in_flight.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let closing = broker.clone();
     tokio::task::spawn_blocking(move || closing.close()).await?;
     tracing::info!("shutdown complete");
     Ok(())
 }
 
-async fn accept_loop(listener: TcpListener, broker: Arc<Broker>, stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    stop: watch::Receiver<bool>,
+    in_flight: Arc<AtomicUsize>,
+) {
     loop {
         match listener.accept().await {
             Ok((socket, peer)) => {
                 let _ = socket.set_nodelay(true);
                 let broker = broker.clone();
                 let stop = stop.clone();
+                let in_flight = in_flight.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection::serve(socket, peer, broker, stop).await {
+                    if let Err(e) = connection::serve(socket, peer, broker, stop, in_flight).await {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
                 });

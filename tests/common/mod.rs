@@ -8,8 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 pub struct TestBroker {
     pub child: Child,
@@ -111,4 +114,54 @@ pub fn call(stream: &mut TcpStream, api_key: ApiKey, version: i16, body: Request
 pub fn closed(stream: &mut TcpStream) -> bool {
     let mut buf = [0u8; 1];
     matches!(stream.read(&mut buf), Ok(0) | Err(_))
+}
+
+pub fn batch(value: &str) -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
+        key: None,
+        value: Some(Bytes::from(value.to_string())),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+pub fn produce(s: &mut std::net::TcpStream, records: Bytes) -> (i16, i64) {
+    let request =
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])]);
+    match call(s, ApiKey::Produce, 9, RequestKind::Produce(request)) {
+        ResponseKind::Produce(r) => {
+            let p = &r.responses[0].partition_responses[0];
+            (p.error_code, p.base_offset)
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Sends SIGTERM and waits for the process to exit; returns whether it exited successfully.
+pub fn terminate(broker: &mut TestBroker) -> bool {
+    let pid = broker.child.id().to_string();
+    std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    broker.child.wait().unwrap().success()
 }
