@@ -373,7 +373,8 @@ impl BrokerConfig {
 fn parse_i64_min(key: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
     match value.trim().parse::<i64>() {
         Ok(v) if v >= min => Ok(v),
-        _ => Err(ConfigError::invalid(key, value)),
+        Ok(_) => Err(ConfigError::invalid_because(key, value, &format!("Value must be at least {min}"))),
+        Err(_) => Err(ConfigError::invalid_because(key, value, "Not a number of type LONG")),
     }
 }
 

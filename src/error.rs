@@ -12,9 +12,9 @@ use thiserror::Error;
 pub enum ConfigError {
     #[error("cannot parse property line {0:?}")]
     Syntax(String),
-    #[error("invalid value {value:?} for configuration {key}")]
-    Invalid { key: String, value: String },
-    #[error("unknown configuration {0}")]
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
+    Invalid { key: String, value: String, reason: String },
+    #[error("Unknown topic config name: {0}")]
     UnknownKey(String),
     #[error("not supported by Ketch yet: {0}")]
     Unsupported(String),
@@ -22,7 +22,12 @@ pub enum ConfigError {
 
 impl ConfigError {
     pub fn invalid(key: &str, value: &str) -> Self {
-        ConfigError::Invalid { key: key.to_string(), value: value.to_string() }
+        ConfigError::invalid_because(key, value, "not a valid value")
+    }
+
+    /// Kafka's wording: "Invalid value V for configuration K: REASON".
+    pub fn invalid_because(key: &str, value: &str, reason: &str) -> Self {
+        ConfigError::Invalid { key: key.to_string(), value: value.to_string(), reason: reason.to_string() }
     }
 }
 

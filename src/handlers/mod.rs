@@ -1,6 +1,7 @@
 //! Request handlers: one file per API, each translating a decoded request into calls on the
 //! broker's state and building the response. Handlers hold no state of their own.
 
+mod acls;
 mod admin;
 mod api_versions;
 mod cluster;
@@ -60,6 +61,9 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
+        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(acls::describe()),
+        RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(acls::create(req)),
+        RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(acls::delete(req)),
         RequestKind::DescribeLogDirs(req) => {
             ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, req, version))
         }

@@ -149,7 +149,7 @@ impl TopicRegistry {
     ) -> Result<TopicConfig, CreateError> {
         validate_topic_name(name)?;
         if self.read().contains_key(name) {
-            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("topic {name} already exists")));
+            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
         }
         if partitions <= 0 {
             return Err(CreateError::new(
@@ -170,7 +170,7 @@ impl TopicRegistry {
         let config = self.check_create(name, partitions, &overrides)?;
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         if topics.contains_key(name) {
-            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("topic {name} already exists")));
+            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
         }
         let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
         let id = Uuid::from_bytes(random_bytes());
@@ -206,12 +206,17 @@ impl TopicRegistry {
             CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))
         })?;
         let current = topic.partitions.len() as i32;
-        if count <= current {
+        // Kafka's wording for both refusals.
+        if count == current {
             return Err(CreateError::new(
                 ResponseError::InvalidPartitions,
-                format!(
-                    "Topic currently has {current} partitions, which is higher than or equal to the requested {count}."
-                ),
+                format!("Topic already has {current} partition(s)."),
+            ));
+        }
+        if count < current {
+            return Err(CreateError::new(
+                ResponseError::InvalidPartitions,
+                format!("The topic {name} currently has {current} partition(s); {count} would not be an increase."),
             ));
         }
         if count > 100_000 {

@@ -21,6 +21,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
+    // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
