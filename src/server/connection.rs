@@ -45,7 +45,9 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
-    let ctx = RequestContext { local_addr: socket.local_addr()?, peer_addr: peer };
+    // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
+    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    let ctx = RequestContext { local_addr: canonical(socket.local_addr()?), peer_addr: canonical(peer) };
     let (mut reader, writer) = socket.into_split();
     let mut writer = BufWriter::new(writer);
     let max_frame = broker.config.socket_request_max_bytes;

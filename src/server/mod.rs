@@ -25,18 +25,20 @@ pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
     broker.recover().await?;
     let mut listeners = Vec::new();
     for listener in &broker.config.listeners {
-        let host = if listener.host.is_empty() { "0.0.0.0" } else { listener.host.as_str() };
-        let bound = TcpListener::bind((host, listener.port)).await?;
+        let bound = if listener.host.is_empty() {
+            // An empty host means every interface: a dual-stack IPv6 socket takes IPv4 clients
+            // too; machines without IPv6 get an IPv4 socket.
+            match TcpListener::bind(("::", listener.port)).await {
+                Ok(v6) => v6,
+                Err(_) => TcpListener::bind(("0.0.0.0", listener.port)).await?,
+            }
+        } else {
+            TcpListener::bind((listener.host.as_str(), listener.port)).await?
+        };
         let addr = bound.local_addr()?;
         println!("ketch listening on {addr}");
         tracing::info!(listener = %listener.name, %addr, "listening");
         listeners.push(bound);
-        if listener.host.is_empty() {
-            // An empty host means every interface: also take IPv6 where the machine has it.
-            if let Ok(v6) = TcpListener::bind(("::", addr.port())).await {
-                listeners.push(v6);
-            }
-        }
     }
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
