@@ -117,6 +117,17 @@ impl Broker {
                 }
             }
         });
+        if self.config.log_cleaner_enable {
+            let broker = self.clone();
+            let backoff_ms = self.config.log_cleaner_backoff_ms;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+                    let b = broker.clone();
+                    let _ = tokio::task::spawn_blocking(move || b.clean_logs()).await;
+                }
+            });
+        }
         let broker = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(1000));
@@ -139,6 +150,19 @@ impl Broker {
             };
             if let Err(e) = result {
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "retention failed");
+            }
+        }
+    }
+
+    /// One compaction pass over every partition of a `cleanup.policy=compact` topic that is due.
+    pub fn clean_logs(&self) {
+        let budget_bytes = self.config.log_cleaner_dedupe_buffer_size;
+        for partition in self.topics.all_partitions() {
+            if !partition.log().config().compacts() {
+                continue;
+            }
+            if let Err(e) = crate::log::cleaner::clean_partition(&partition, budget_bytes, now_ms()) {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "cleaning failed");
             }
         }
     }

@@ -100,6 +100,11 @@ pub struct TopicConfig {
     pub flush_messages: i64,
     pub flush_ms: i64,
     pub min_insync_replicas: i32,
+    /// How long a tombstone stays after it was compacted once (`delete.retention.ms`).
+    pub delete_retention_ms: i64,
+    pub min_cleanable_dirty_ratio: f64,
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
 }
 
 /// Topic-level config names Ketch knows, with the broker property each one defaults from.
@@ -118,9 +123,23 @@ pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
     ("flush.messages", "log.flush.interval.messages"),
     ("flush.ms", "log.flush.interval.ms"),
     ("min.insync.replicas", "min.insync.replicas"),
+    ("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
 ];
 
 impl TopicConfig {
+    /// `cleanup.policy` includes `compact`: the cleaner keeps the latest record per key.
+    pub fn compacts(&self) -> bool {
+        self.cleanup_policy.split(',').any(|p| p == "compact")
+    }
+
+    /// `cleanup.policy` includes `delete`: retention by time and size applies.
+    pub fn deletes(&self) -> bool {
+        self.cleanup_policy.split(',').any(|p| p == "delete")
+    }
+
     /// Applies topic-level overrides on top of `self` (the broker defaults).
     pub fn with_overrides(&self, overrides: &Properties) -> Result<TopicConfig, ConfigError> {
         let mut config = self.clone();
@@ -159,6 +178,10 @@ impl TopicConfig {
             "flush.messages" => self.flush_messages.to_string(),
             "flush.ms" => self.flush_ms.to_string(),
             "min.insync.replicas" => self.min_insync_replicas.to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "min.cleanable.dirty.ratio" => format!("{:?}", self.min_cleanable_dirty_ratio),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
             _ => String::new(),
         }
     }
@@ -172,12 +195,7 @@ impl TopicConfig {
                         return Err(ConfigError::invalid(key, value));
                     }
                 }
-                if value.contains("compact") {
-                    // Compaction is not built yet; accepting the config would silently keep
-                    // every record, which is not what a compacted topic promises.
-                    return Err(ConfigError::Unsupported(format!("{key}={value}")));
-                }
-                self.cleanup_policy = value.to_string();
+                self.cleanup_policy = value.split(',').map(str::trim).collect::<Vec<_>>().join(",");
             }
             "compression.type" => self.compression_type = CompressionType::parse(key, value)?,
             "retention.ms" => self.retention_ms = parse_i64_min(key, value, -1)?,
@@ -198,6 +216,16 @@ impl TopicConfig {
             "flush.messages" => self.flush_messages = parse_i64_min(key, value, 1)?,
             "flush.ms" => self.flush_ms = parse_i64_min(key, value, 0)?,
             "min.insync.replicas" => self.min_insync_replicas = parse_i64_min(key, value, 1)? as i32,
+            "delete.retention.ms" => self.delete_retention_ms = parse_i64_min(key, value, 0)?,
+            "min.cleanable.dirty.ratio" => {
+                self.min_cleanable_dirty_ratio = match value.trim().parse::<f64>() {
+                    Ok(v) if (0.0..=1.0).contains(&v) => v,
+                    Ok(_) => return Err(ConfigError::invalid_because(key, value, "Value must be between 0 and 1")),
+                    Err(_) => return Err(ConfigError::invalid_because(key, value, "Not a number of type DOUBLE")),
+                }
+            }
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_i64_min(key, value, 0)?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = parse_i64_min(key, value, 1)?,
             _ => return Err(ConfigError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -230,6 +258,12 @@ pub struct BrokerConfig {
     pub min_incremental_fetch_session_eviction_ms: u64,
     /// Ketch's own knob (no Kafka equivalent): fsync before acknowledging an acks=all write.
     pub ketch_acks_all_fsync: bool,
+    /// `log.cleaner.enable`: run the compaction thread for `cleanup.policy=compact` topics.
+    pub log_cleaner_enable: bool,
+    /// `log.cleaner.backoff.ms`: pause between cleaning passes over all partitions.
+    pub log_cleaner_backoff_ms: u64,
+    /// `log.cleaner.dedupe.buffer.size`: memory bound of the cleaner's key -> offset map.
+    pub log_cleaner_dedupe_buffer_size: usize,
     /// Defaults every topic starts from.
     pub topic_defaults: TopicConfig,
     /// Every property given, for DescribeConfigs and logging.
@@ -327,7 +361,14 @@ impl BrokerConfig {
             flush_messages: int("log.flush.interval.messages", i64::MAX, 1)?,
             flush_ms: int("log.flush.interval.ms", i64::MAX, 0)?,
             min_insync_replicas: int("min.insync.replicas", 1, 1)? as i32,
+            delete_retention_ms: int("log.cleaner.delete.retention.ms", 86_400_000, 0)?,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: int("log.cleaner.min.compaction.lag.ms", 0, 0)?,
+            max_compaction_lag_ms: int("log.cleaner.max.compaction.lag.ms", i64::MAX, 1)?,
         };
+        if let Some(v) = get("log.cleaner.min.cleanable.ratio") {
+            topic_defaults.set("min.cleanable.dirty.ratio", v)?;
+        }
         if let Some(v) = get("log.cleanup.policy") {
             topic_defaults.set("cleanup.policy", v)?;
         }
@@ -358,6 +399,9 @@ impl BrokerConfig {
             min_incremental_fetch_session_eviction_ms: int("min.incremental.fetch.session.eviction.ms", 120_000, 0)?
                 as u64,
             ketch_acks_all_fsync: boolean("ketch.acks.all.fsync", true)?,
+            log_cleaner_enable: boolean("log.cleaner.enable", true)?,
+            log_cleaner_backoff_ms: int("log.cleaner.backoff.ms", 15_000, 1)? as u64,
+            log_cleaner_dedupe_buffer_size: int("log.cleaner.dedupe.buffer.size", 134_217_728, 1024)? as usize,
             topic_defaults,
             properties: props,
         };

@@ -102,9 +102,9 @@ impl GroupCoordinator {
             return Ok(topic);
         }
         let mut overrides = Properties::new();
-        // Until log compaction exists, time and size retention must never drop committed offsets.
-        overrides.insert("retention.ms".into(), "-1".into());
-        overrides.insert("retention.bytes".into(), "-1".into());
+        // As Kafka: compacted, so the latest offset and metadata per key are kept forever.
+        overrides.insert("cleanup.policy".into(), "compact".into());
+        overrides.insert("compression.type".into(), "producer".into());
         overrides.insert("segment.bytes".into(), self.config.offsets_topic_segment_bytes.to_string());
         match topics.create(OFFSETS_TOPIC, self.config.offsets_topic_partitions, overrides) {
             Ok(topic) => Ok(topic),

@@ -41,6 +41,7 @@ const DEFAULT_CONFIG: i8 = 5;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 fn config_type(key: &str) -> i8 {
@@ -48,6 +49,7 @@ fn config_type(key: &str) -> i8 {
         "cleanup.policy" => TYPE_LIST,
         "compression.type" | "message.timestamp.type" => TYPE_STRING,
         "index.interval.bytes" | "max.message.bytes" | "segment.bytes" | "min.insync.replicas" => TYPE_INT,
+        "min.cleanable.dirty.ratio" => TYPE_DOUBLE,
         _ => TYPE_LONG,
     }
 }

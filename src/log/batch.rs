@@ -24,7 +24,7 @@ pub const HEADER_BYTES: usize = 61;
 /// Bytes before the length field's coverage starts: base offset + batch length.
 pub const LOG_OVERHEAD: usize = 12;
 const CRC_START: usize = 21;
-const ATTR_TIMESTAMP_TYPE: i16 = 1 << 3;
+pub(crate) const ATTR_TIMESTAMP_TYPE: i16 = 1 << 3;
 const ATTR_TRANSACTIONAL: i16 = 1 << 4;
 const ATTR_CONTROL: i16 = 1 << 5;
 
@@ -126,6 +126,11 @@ fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timest
     }
     batch[21..23].copy_from_slice(&attributes.to_be_bytes());
     batch[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+}
+/// Marks a (re-encoded) batch as LogAppendTime with `max_timestamp` and fixes its CRC.
+pub fn restamp_log_append_time(batch: &mut [u8], max_timestamp: i64) {
+    set_max_timestamp(batch, TimestampType::LogAppendTime, max_timestamp);
+    fix_crc(batch);
 }
 fn fix_crc(batch: &mut [u8]) {
     let crc = crc32c::crc32c(&batch[CRC_START..]);
@@ -272,6 +277,9 @@ fn walk_records(
             return Err(invalid("record offset deltas are not consecutive from zero"));
         }
         let key_len = read_varint(&mut reader)?;
+        if key_len == -1 && config.compacts() {
+            return Err(invalid("Compacted topic cannot accept message without key"));
+        }
         if key_len >= 0 {
             read_bytes_skip(&mut reader, key_len as u64)?;
         } else if key_len != -1 {

@@ -54,7 +54,7 @@ impl Codec {
         }
     }
 
-    fn to_protocol(self) -> Compression {
+    pub(crate) fn to_protocol(self) -> Compression {
         match self {
             Codec::None => Compression::None,
             Codec::Gzip => Compression::Gzip,

@@ -9,6 +9,7 @@
 //! replication.
 
 pub mod batch;
+pub mod cleaner;
 pub mod compression;
 pub mod flusher;
 pub mod index;

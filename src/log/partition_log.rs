@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::config::TopicConfig;
 use crate::error::LogError;
 use crate::log::batch::{self, BatchSummary};
+use crate::log::cleaner::{self, CleanPlan, CleanedGroup};
 use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::Segment;
 
@@ -41,6 +42,8 @@ pub struct PartitionLog {
     epochs: Vec<(i32, i64)>,
     /// Idempotent producers' sequence state.
     producers: ProducerState,
+    /// Compaction: records below this offset have been cleaned (`cleaner-offset-checkpoint`).
+    cleaner_checkpoint: i64,
 }
 
 /// What an append produced, for the produce response.
@@ -76,6 +79,8 @@ impl PartitionLog {
         recover_tail: bool,
     ) -> Result<PartitionLog, LogError> {
         std::fs::create_dir_all(dir)?;
+        // A cleaning pass interrupted by a crash: finish a committed swap, drop a partial one.
+        cleaner::finish_swaps(dir)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let name = entry?.file_name();
@@ -112,8 +117,12 @@ impl PartitionLog {
             dir_dirty: true,
             epochs: Vec::new(),
             producers: ProducerState::default(),
+            cleaner_checkpoint: 0,
         };
         log.load_epochs()?;
+        if let Ok(text) = std::fs::read_to_string(log.dir.join(cleaner::CHECKPOINT_FILE)) {
+            log.cleaner_checkpoint = text.trim().parse::<i64>().unwrap_or(0).clamp(0, log.log_end_offset());
+        }
         if let Ok(text) = std::fs::read_to_string(log.dir.join(LOG_START_CHECKPOINT)) {
             if let Ok(start) = text.trim().parse::<i64>() {
                 log.log_start_offset = start.clamp(log.log_start_offset, log.log_end_offset());
@@ -434,6 +443,9 @@ impl PartitionLog {
 
     /// Deletes whole segments past `retention.ms` / `retention.bytes`; returns how many.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        if !self.config.deletes() {
+            return Ok(0);
+        }
         let retention_ms = self.config.retention_ms;
         let retention_bytes = self.config.retention_bytes;
         let mut total = self.size_bytes() as i64;
@@ -441,7 +453,12 @@ impl PartitionLog {
         for (i, segment) in self.segments.iter().enumerate() {
             let is_active = i + 1 == self.segments.len();
             if segment.is_empty() {
-                break;
+                if is_active {
+                    break;
+                }
+                // Compaction can leave an empty segment; it holds nothing to keep.
+                deletable = i + 1;
+                continue;
             }
             let expired = retention_ms >= 0 && now_ms - segment.max_timestamp > retention_ms;
             let oversize = retention_bytes >= 0 && total - segment.size() as i64 >= retention_bytes;
@@ -477,6 +494,85 @@ impl PartitionLog {
             segment.delete()?;
         }
         Ok(deletable)
+    }
+
+    /// Compaction: what the cleaner may rewrite now, or `None` when nothing is due. The
+    /// cleanable segments are the non-active ones wholly below the last stable offset and older
+    /// than `min.compaction.lag.ms`; a pass is due when their dirty share reaches
+    /// `min.cleanable.dirty.ratio`, or when dirty data is older than `max.compaction.lag.ms`.
+    pub fn clean_plan(&self, now_ms: i64) -> Result<Option<CleanPlan>, LogError> {
+        if !self.config.compacts() {
+            return Ok(None);
+        }
+        let stable = self.last_stable_offset();
+        let lag_cutoff_ms = now_ms.saturating_sub(self.config.min_compaction_lag_ms);
+        let mut count = 0;
+        for (i, segment) in self.segments.iter().enumerate() {
+            let is_active = i + 1 == self.segments.len();
+            let too_young = self.config.min_compaction_lag_ms > 0 && segment.max_timestamp > lag_cutoff_ms;
+            if is_active || segment.next_offset > stable || too_young {
+                break;
+            }
+            count = i + 1;
+        }
+        let first_dirty = self.cleaner_checkpoint.max(self.log_start_offset);
+        let cleanable = &self.segments[..count];
+        let dirty: Vec<&Segment> = cleanable.iter().filter(|s| s.next_offset > first_dirty).collect();
+        let dirty_bytes: u64 = dirty.iter().map(|s| s.size()).sum();
+        if dirty_bytes == 0 {
+            return Ok(None);
+        }
+        let total_bytes: u64 = cleanable.iter().map(|s| s.size()).sum();
+        let ratio = dirty_bytes as f64 / total_bytes as f64;
+        let overdue_cutoff_ms = now_ms.saturating_sub(self.config.max_compaction_lag_ms);
+        let overdue = dirty.iter().any(|s| s.first_batch_timestamp.is_some_and(|t| t < overdue_cutoff_ms));
+        if ratio < self.config.min_cleanable_dirty_ratio && !overdue {
+            return Ok(None);
+        }
+        let segments = cleanable.iter().map(Segment::file_view).collect::<io::Result<Vec<_>>>()?;
+        Ok(Some(CleanPlan {
+            dir: self.dir.clone(),
+            config: self.config.clone(),
+            end_offset: self.segments[count].base_offset,
+            segments,
+            first_dirty,
+            aborted: self.producers.aborted_between(self.log_start_offset, stable),
+            now_ms,
+        }))
+    }
+
+    /// Swaps a merged segment from the cleaner in for the segments it replaces. Returns false
+    /// (and changes nothing) when those segments are no longer exactly the ones cleaned.
+    pub fn install_cleaned(&mut self, cleaned: &CleanedGroup) -> Result<bool, LogError> {
+        let Some(i) = self.segments.iter().position(|s| s.base_offset == cleaned.base_offset) else {
+            return Ok(false);
+        };
+        let n = cleaned.replaces.len();
+        let unchanged = i + n < self.segments.len()
+            && self.segments[i + n].base_offset == cleaned.end_offset
+            && self.segments[i..i + n]
+                .iter()
+                .zip(&cleaned.replaces)
+                .all(|(s, (base, size))| s.base_offset == *base && s.size() == *size);
+        if !unchanged {
+            return Ok(false);
+        }
+        let swap = self.dir.join(cleaner::swap_dir_name(cleaned.base_offset, cleaned.end_offset));
+        std::fs::rename(self.dir.join(cleaner::CLEANING_DIR), &swap)?;
+        File::open(&self.dir)?.sync_all()?;
+        // Committed: from here recovery finishes the swap even if this process dies.
+        drop(self.segments.drain(i..i + n).collect::<Vec<_>>());
+        cleaner::finish_swaps(&self.dir)?;
+        let merged = Segment::open(&self.dir, cleaned.base_offset, self.config.index_interval_bytes, false)?;
+        self.segments.insert(i, merged);
+        Ok(true)
+    }
+
+    /// Records that everything below `offset` has been compacted.
+    pub fn set_cleaner_checkpoint(&mut self, offset: i64) -> Result<(), LogError> {
+        write_atomically(&self.dir.join(cleaner::CHECKPOINT_FILE), format!("{offset}\n").as_bytes())?;
+        self.cleaner_checkpoint = offset;
+        Ok(())
     }
 
     fn load_epochs(&mut self) -> Result<(), LogError> {

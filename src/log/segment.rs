@@ -260,6 +260,16 @@ impl Segment {
         !self.is_empty() && (self.size + extra > segment_bytes || last_offset - self.base_offset > u32::MAX as i64 / 2)
     }
 
+    /// A read handle for the cleaner, which reads this (immutable) segment without the lock.
+    pub fn file_view(&self) -> io::Result<crate::log::cleaner::SegmentFile> {
+        Ok(crate::log::cleaner::SegmentFile {
+            base_offset: self.base_offset,
+            next_offset: self.next_offset,
+            size: self.size,
+            file: self.file.try_clone()?,
+        })
+    }
+
     /// A handle for fsync outside the partition lock.
     pub fn sync_handle(&self) -> io::Result<File> {
         self.file.try_clone()

@@ -103,9 +103,9 @@ impl TxnCoordinator {
             Some(t) => t,
             None => {
                 let mut overrides = crate::config::Properties::new();
-                // Until log compaction exists, retention must never drop transaction state.
-                overrides.insert("retention.ms".into(), "-1".into());
-                overrides.insert("retention.bytes".into(), "-1".into());
+                // As Kafka: compacted, so the latest state of every transactional id is kept.
+                overrides.insert("cleanup.policy".into(), "compact".into());
+                overrides.insert("compression.type".into(), "producer".into());
                 overrides.insert("segment.bytes".into(), "104857600".into());
                 topics
                     .create(TXN_TOPIC, self.config.partitions, overrides)
