@@ -13,7 +13,7 @@ mod groups;
 mod list_offsets;
 mod metadata;
 mod offsets;
-mod produce;
+pub mod produce;
 mod txn;
 
 use std::net::SocketAddr;

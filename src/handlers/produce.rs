@@ -33,6 +33,27 @@ fn verify_transactional(broker: &Broker, partition: &Partition, records: &[u8]) 
 }
 
 pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+    complete(broker, append(broker, req, version)).await
+}
+
+/// A produce request whose batches are in the log; its response waits for the fsyncs.
+pub struct Appended {
+    acks: i16,
+    responses: Vec<TopicProduceResponse>,
+    /// (partition, offset to make durable, topic index, partition index in the response).
+    to_flush: Vec<(Arc<Partition>, i64, usize, usize)>,
+}
+
+impl Appended {
+    /// Whether the response must wait for an fsync.
+    pub fn waits_for_flush(&self) -> bool {
+        !self.to_flush.is_empty()
+    }
+}
+
+/// Validates and appends every partition's batch, in request order. Synchronous, so that the
+/// connection can append the next pipelined request while this one waits for its fsync.
+pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Appended {
     let acks = req.acks;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_flush: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
@@ -115,8 +136,17 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
     if appended_any {
         broker.notify_appended();
     }
-    for (partition, offset, t, p) in to_flush {
-        if let Err(e) = broker.flusher.flush(partition, offset).await {
+    Appended { acks, responses, to_flush }
+}
+
+/// Waits until the appended data is durable where required, then builds the response
+/// (`None` for acks=0, which gets none).
+pub async fn complete(broker: &Broker, appended: Appended) -> Option<ProduceResponse> {
+    let Appended { acks, mut responses, to_flush } = appended;
+    let work = to_flush.iter().map(|(partition, offset, _, _)| (partition.clone(), *offset)).collect();
+    let results = broker.flusher.flush_all(work).await;
+    for ((_, _, t, p), result) in to_flush.into_iter().zip(results) {
+        if let Err(e) = result {
             tracing::error!(error = %e, "fsync failed");
             let response = &mut responses[t].partition_responses[p];
             response.error_code = ResponseError::KafkaStorageError.code();

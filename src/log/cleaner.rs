@@ -49,6 +49,9 @@ const SWAP_PREFIX: &str = "swap-";
 /// Bytes one offset-map entry costs beyond its key (hash table slot, allocation header, offset).
 const MAP_ENTRY_OVERHEAD_BYTES: usize = 48;
 
+/// The cleaner's map: key -> offset of its latest record in the dirty section.
+type OffsetMap = HashMap<Box<[u8]>, i64>;
+
 /// A read handle on one immutable (non-active) segment, taken under the partition lock.
 #[derive(Debug)]
 pub struct SegmentFile {
@@ -141,8 +144,8 @@ pub fn clean_partition(
 
 /// Key -> offset of its latest record in the dirty section, and the offset cleaning stops at
 /// (a segment boundary; earlier than the plan's end when the map budget ran out).
-fn build_offset_map(plan: &CleanPlan, budget_bytes: usize) -> Result<(HashMap<Box<[u8]>, i64>, i64), LogError> {
-    let mut map: HashMap<Box<[u8]>, i64> = HashMap::new();
+fn build_offset_map(plan: &CleanPlan, budget_bytes: usize) -> Result<(OffsetMap, i64), LogError> {
+    let mut map = OffsetMap::new();
     let mut used_bytes = 0usize;
     for segment in &plan.segments {
         if segment.next_offset <= plan.first_dirty {
@@ -194,7 +197,7 @@ fn write_group(
     plan: &CleanPlan,
     group: &[&SegmentFile],
     group_end: i64,
-    map: &HashMap<Box<[u8]>, i64>,
+    map: &OffsetMap,
 ) -> Result<(CleanedGroup, u64), LogError> {
     let base_offset = group[0].base_offset;
     let cleaning = plan.dir.join(CLEANING_DIR);

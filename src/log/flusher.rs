@@ -43,6 +43,30 @@ impl Flusher {
         wait.await.map_err(|_| "flusher stopped".to_string())?
     }
 
+    /// Like `flush` for several partitions at once: every request is queued before any is
+    /// awaited, so one group-commit pass covers them all. Results come back in input order.
+    pub async fn flush_all(&self, work: Vec<(Arc<Partition>, i64)>) -> Vec<Result<(), String>> {
+        let mut waits = Vec::with_capacity(work.len());
+        for (partition, offset) in work {
+            if partition.log().flushed_offset() >= offset {
+                waits.push(Ok(None));
+                continue;
+            }
+            let (done, wait) = oneshot::channel();
+            let sent = self.tx.send(Request { partition, offset, done });
+            waits.push(sent.map(|()| Some(wait)).map_err(|_| "flusher stopped".to_string()));
+        }
+        let mut results = Vec::with_capacity(waits.len());
+        for wait in waits {
+            results.push(match wait {
+                Err(e) => Err(e),
+                Ok(None) => Ok(()),
+                Ok(Some(wait)) => wait.await.map_err(|_| "flusher stopped".to_string()).and_then(|r| r),
+            });
+        }
+        results
+    }
+
     /// Synchronous variant for background tasks (`flush.ms`, `flush.messages`).
     pub fn flush_now(partition: &Partition) -> Result<(), String> {
         sync_partition(partition)

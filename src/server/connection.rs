@@ -1,5 +1,11 @@
-//! One client connection: read length-prefixed frames, handle them one at a time in arrival
-//! order (as Kafka does, so pipelined produce requests append in order), write responses.
+//! One client connection: read length-prefixed frames, handle them in arrival order, write the
+//! responses in that same order.
+//!
+//! Produce requests are appended at once, in order, but their responses may wait for an fsync
+//! (acks=all): those waits run in the background so the next pipelined produce request is
+//! appended meanwhile and shares the same group commit. Any other request first waits for every
+//! earlier response, so it sees what those requests did, as with Kafka's one-request-at-a-time
+//! channel muting.
 //!
 //! Invariants: a frame larger than `socket.request.max.bytes`, or one that cannot be parsed,
 //! closes this connection only; memory for a frame grows with the bytes actually received,
@@ -9,11 +15,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bytes::BytesMut;
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
@@ -38,6 +47,13 @@ impl Drop for InFlight {
     }
 }
 
+/// Most produce responses one connection may have waiting for their fsync at once (Java's
+/// producer sends at most 5 requests in flight); beyond it the connection stops reading.
+const MAX_PENDING_RESPONSES: usize = 8;
+
+/// A response being completed in the background, written when its turn comes.
+type Pending = tokio::task::JoinHandle<anyhow::Result<Option<Bytes>>>;
+
 pub async fn serve(
     socket: TcpStream,
     peer: SocketAddr,
@@ -48,38 +64,39 @@ pub async fn serve(
     // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
     let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let ctx = RequestContext { local_addr: canonical(socket.local_addr()?), peer_addr: canonical(peer) };
-    let (mut reader, writer) = socket.into_split();
+    let (reader, writer) = socket.into_split();
     let mut writer = BufWriter::new(writer);
+    // Frames are read by their own task so that reading is never cancelled half-way; the
+    // channel holds one frame, so a connection buffers at most one request ahead.
+    let (frames_tx, mut frames) = mpsc::channel(1);
     let max_frame = broker.config.socket_request_max_bytes;
+    let reader_task = tokio::spawn(read_frames(reader, max_frame, frames_tx));
+    let _stop_reader = AbortOnDrop(reader_task);
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     loop {
-        let len = tokio::select! {
-            len = reader.read_i32() => match len {
-                Ok(len) => len,
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(e.into()),
-            },
+        let frame = tokio::select! {
+            biased;
+            done = async { pending.front_mut().expect("not empty").await }, if !pending.is_empty() => {
+                pending.pop_front();
+                write_completed(&mut writer, done).await?;
+                continue;
+            }
+            frame = frames.recv() => frame,
             _ = stop.changed() => return Ok(()),
         };
-        if len < 0 || len as usize > max_frame {
-            anyhow::bail!("frame of {len} bytes is outside 0..={max_frame}");
-        }
-        let len = len as usize;
-        let mut frame = BytesMut::with_capacity(len.min(INITIAL_FRAME_BYTES));
-        while frame.len() < len {
-            if frame.capacity() == frame.len() {
-                frame.reserve((len - frame.len()).min(frame.len().max(INITIAL_FRAME_BYTES)));
+        let frame = match frame {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                drain(&mut writer, &mut pending).await?;
+                return Err(e);
             }
-            let want = len - frame.len();
-            let n = (&mut reader).take(want as u64).read_buf(&mut frame).await?;
-            if n == 0 {
-                anyhow::bail!("connection closed mid-frame");
-            }
-        }
-        let frame = frame.freeze();
-        let _in_flight = InFlight::start(&in_flight);
+            None => return drain(&mut writer, &mut pending).await,
+        };
+        let in_flight_guard = InFlight::start(&in_flight);
         let request = match protocol::decode_request(frame) {
             Ok(request) => request,
             Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {
+                drain(&mut writer, &mut pending).await?;
                 let body = ResponseKind::ApiVersions(handlers::unsupported_version_response());
                 let out = protocol::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)?;
                 writer.write_all(&out).await?;
@@ -87,14 +104,114 @@ pub async fn serve(
                 continue;
             }
             Err(e) => {
+                drain(&mut writer, &mut pending).await?;
                 tracing::info!(%peer, error = %e, "closing connection on a bad request");
                 return Ok(());
             }
         };
         let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
+        if let RequestKind::Produce(req) = request.body {
+            // Append now, in arrival order; the response waits for its fsync in the background
+            // so the next pipelined request can share the same group commit.
+            let appended = handlers::produce::append(&broker, req, version);
+            if pending.is_empty() && !appended.waits_for_flush() {
+                if let Some(response) = handlers::produce::complete(&broker, appended).await {
+                    let out =
+                        protocol::encode_response(api_key, version, correlation_id, &ResponseKind::Produce(response))?;
+                    writer.write_all(&out).await?;
+                    writer.flush().await?;
+                }
+                continue;
+            }
+            let b = broker.clone();
+            pending.push_back(tokio::spawn(async move {
+                let _in_flight = in_flight_guard;
+                let Some(response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
+                let body = ResponseKind::Produce(response);
+                Ok(Some(Bytes::from(protocol::encode_response(api_key, version, correlation_id, &body)?)))
+            }));
+            while pending.len() >= MAX_PENDING_RESPONSES {
+                let done = pending.pop_front().expect("not empty").await;
+                write_completed(&mut writer, done).await?;
+            }
+            continue;
+        }
+        // Every other request sees the effects of the produce requests before it.
+        drain(&mut writer, &mut pending).await?;
         let Some(response) = handlers::dispatch(&broker, &ctx, request).await else { continue };
         let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
         writer.write_all(&out).await?;
         writer.flush().await?;
+        drop(in_flight_guard);
+    }
+}
+
+/// Writes the response of a completed background request (if it has one).
+async fn write_completed(
+    writer: &mut BufWriter<OwnedWriteHalf>,
+    done: Result<anyhow::Result<Option<Bytes>>, tokio::task::JoinError>,
+) -> anyhow::Result<()> {
+    if let Some(out) = done?? {
+        writer.write_all(&out).await?;
+        writer.flush().await?;
+    }
+    Ok(())
+}
+
+/// Writes every pending response, oldest first.
+async fn drain(writer: &mut BufWriter<OwnedWriteHalf>, pending: &mut VecDeque<Pending>) -> anyhow::Result<()> {
+    while let Some(next) = pending.pop_front() {
+        write_completed(writer, next.await).await?;
+    }
+    Ok(())
+}
+
+/// Reads length-prefixed frames into `out` until EOF (channel closed) or an error (sent).
+async fn read_frames(mut reader: OwnedReadHalf, max_frame: usize, out: mpsc::Sender<anyhow::Result<Bytes>>) {
+    loop {
+        let frame = read_frame(&mut reader, max_frame).await;
+        let last = !matches!(frame, Ok(Some(_)));
+        let item = match frame {
+            Ok(Some(frame)) => Ok(frame),
+            Ok(None) => return,
+            Err(e) => Err(e),
+        };
+        if out.send(item).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// One frame body; `None` at a clean end of stream between frames.
+async fn read_frame(reader: &mut OwnedReadHalf, max_frame: usize) -> anyhow::Result<Option<Bytes>> {
+    let len = match reader.read_i32().await {
+        Ok(len) => len,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if len < 0 || len as usize > max_frame {
+        anyhow::bail!("frame of {len} bytes is outside 0..={max_frame}");
+    }
+    let len = len as usize;
+    let mut frame = BytesMut::with_capacity(len.min(INITIAL_FRAME_BYTES));
+    while frame.len() < len {
+        if frame.capacity() == frame.len() {
+            frame.reserve((len - frame.len()).min(frame.len().max(INITIAL_FRAME_BYTES)));
+        }
+        let want = len - frame.len();
+        let n = (&mut *reader).take(want as u64).read_buf(&mut frame).await?;
+        if n == 0 {
+            anyhow::bail!("connection closed mid-frame");
+        }
+    }
+    Ok(Some(frame.freeze()))
+}
+
+/// Aborts the frame reader when the connection ends, whichever way it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
