@@ -8,7 +8,7 @@
 //! entry never points past the end of its segment. A file that breaks these is rebuilt from the
 //! log by the segment, never trusted.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -24,13 +24,13 @@ pub struct TimeEntry {
     pub relative_offset: u32,
 }
 
-/// An append-only index file with an in-memory copy of its entries.
+/// An append-only index: entries in memory, written to its file by `sync`.
 #[derive(Debug)]
 pub struct IndexFile<E> {
     path: PathBuf,
-    /// None for a placeholder that has not been created or loaded yet.
-    file: Option<File>,
     entries: Vec<E>,
+    /// How many of `entries` are already in the file.
+    persisted: usize,
 }
 
 pub trait Entry: Copy {
@@ -83,15 +83,19 @@ impl Entry for TimeEntry {
 }
 
 impl<E: Entry> IndexFile<E> {
-    /// Creates an empty index, truncating any existing file.
+    /// Starts an empty index, removing any file left at `path`.
     pub fn create(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new().create(true).read(true).write(true).truncate(true).open(path)?;
-        Ok(IndexFile { path: path.to_path_buf(), file: Some(file), entries: Vec::new() })
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        Ok(IndexFile { path: path.to_path_buf(), entries: Vec::new(), persisted: 0 })
     }
 
-    /// A placeholder that owns no file yet; `create` or `load` replaces it before any append.
+    /// A placeholder; `create` or `load` replaces it before any append.
     pub fn unopened(path: &Path) -> Self {
-        IndexFile { path: path.to_path_buf(), file: None, entries: Vec::new() }
+        IndexFile { path: path.to_path_buf(), entries: Vec::new(), persisted: 0 }
     }
 
     /// Loads an existing index. Returns `Ok(None)` when the file is missing or fails validation,
@@ -114,20 +118,17 @@ impl<E: Entry> IndexFile<E> {
             }
             entries.push(entry);
         }
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
-        Ok(Some(IndexFile { path: path.to_path_buf(), file: Some(file), entries }))
+        let persisted = entries.len();
+        Ok(Some(IndexFile { path: path.to_path_buf(), entries, persisted }))
     }
 
+    /// Adds an entry in memory; an entry that would break the ordering is skipped.
     pub fn append(&mut self, entry: E) -> io::Result<()> {
         if let Some(prev) = self.entries.last() {
             if !entry.follows(prev) {
                 return Ok(());
             }
         }
-        let mut buf = Vec::with_capacity(E::BYTES);
-        entry.encode(&mut buf);
-        let file = self.file.as_mut().ok_or_else(|| io::Error::other("index file was never opened"))?;
-        file.write_all(&buf)?;
         self.entries.push(entry);
         Ok(())
     }
@@ -140,13 +141,30 @@ impl<E: Entry> IndexFile<E> {
         self.entries.last()
     }
 
-    pub fn sync(&self) -> io::Result<()> {
-        self.file.as_ref().map_or(Ok(()), File::sync_data)
+    /// Writes the entries not yet in the file (creating it if needed) and fsyncs it.
+    pub fn sync(&mut self) -> io::Result<()> {
+        if self.persisted == self.entries.len() && (self.persisted > 0 || self.path.exists()) {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * E::BYTES);
+        for entry in &self.entries[self.persisted..] {
+            entry.encode(&mut buf);
+        }
+        let mut file = OpenOptions::new().create(true).append(true).open(&self.path)?;
+        if self.persisted == 0 {
+            file.set_len(0)?;
+        }
+        file.write_all(&buf)?;
+        file.sync_data()?;
+        self.persisted = self.entries.len();
+        Ok(())
     }
 
     pub fn delete(self) -> io::Result<()> {
-        drop(self.file);
-        std::fs::remove_file(&self.path)
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 }
 
@@ -186,6 +204,8 @@ mod tests {
         let mut index = IndexFile::<OffsetEntry>::create(&path).unwrap();
         index.append(OffsetEntry { relative_offset: 10, position: 4096 }).unwrap();
         index.append(OffsetEntry { relative_offset: 20, position: 8192 }).unwrap();
+        assert!(!path.exists(), "entries stay in memory until sync");
+        index.sync().unwrap();
         assert_eq!(index.lookup(5), 0);
         assert_eq!(index.lookup(10), 4096);
         assert_eq!(index.lookup(19), 4096);

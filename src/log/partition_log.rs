@@ -334,7 +334,7 @@ impl PartitionLog {
     /// Starts a new active segment at the log end offset.
     pub fn roll(&mut self) -> Result<(), LogError> {
         let base = self.log_end_offset();
-        self.active().sync_indexes()?;
+        self.segments.last_mut().expect("active segment").sync_indexes()?;
         // As Kafka does, snapshot producer state at every roll so recovery replays little.
         self.producers.write_snapshot(&self.dir, base)?;
         self.segments.push(Segment::create(&self.dir, base, self.config.index_interval_bytes)?);
@@ -613,7 +613,7 @@ impl PartitionLog {
         for file in &work.files {
             file.sync_all()?;
         }
-        self.active().sync_indexes()?;
+        self.segments.last_mut().expect("active segment").sync_indexes()?;
         self.flushed_offset = work.up_to_offset;
         self.producers.write_snapshot(&self.dir, work.up_to_offset)?;
         Ok(())

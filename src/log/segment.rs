@@ -201,6 +201,8 @@ impl Segment {
             self.file.sync_all()?;
         }
         self.size = position;
+        // Persist the rebuilt indexes so the next start need not rebuild them again.
+        self.sync_indexes()?;
         Ok(())
     }
 
@@ -275,7 +277,7 @@ impl Segment {
         self.file.try_clone()
     }
 
-    pub fn sync_indexes(&self) -> io::Result<()> {
+    pub fn sync_indexes(&mut self) -> io::Result<()> {
         self.index.sync()?;
         self.time_index.sync()
     }
