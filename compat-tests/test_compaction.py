@@ -164,3 +164,57 @@ def test_kill9_while_cleaning_loses_and_duplicates_nothing(broker):
         assert seen[k][1] == v, f"key {k}: latest value lost, read {seen[k][1][:20]}"
         if off is not None:
             assert seen[k][0] == off
+
+
+@pytest.mark.broker_config(**CLEANER, **{"offsets.topic.num.partitions": "1",
+                                         "offsets.topic.segment.bytes": "1048576"})
+def test_consumer_offsets_is_compacted_and_replays_after_kill9(broker):
+    """Thousands of commits roll __consumer_offsets; the cleaner shrinks it to about one record
+    per (group, partition); after kill -9 the committed offsets are the last ones."""
+    topic = f"committed-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(timeout=30)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    commits = 5000
+    for n in range(1, commits + 1):
+        consumer.commit(offsets=[TopicPartition(topic, p, n * 10 + p) for p in range(3)], asynchronous=False)
+    consumer.close()
+
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
+                       "enable.auto.commit": False, "enable.partition.eof": True})
+
+    def offsets_topic_records() -> int:
+        low, high = reader.get_watermark_offsets(TopicPartition("__consumer_offsets", 0), timeout=30)
+        reader.assign([TopicPartition("__consumer_offsets", 0, low)])
+        count = 0
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            msg = reader.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= high - 1:
+                    break
+                continue
+            count += 1
+            if msg.offset() >= high - 1:
+                break
+        return count
+
+    deadline = time.time() + 120
+    while True:
+        count = offsets_topic_records()
+        print(f"__consumer_offsets records: {count}")
+        if count < commits:  # 15,000 offset records were written
+            break
+        assert time.time() < deadline, f"__consumer_offsets still holds {count} records"
+        time.sleep(1)
+    reader.close()
+
+    broker.kill9()
+    broker.start()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=60)
+    consumer.close()
+    assert [tp.offset for tp in committed] == [commits * 10 + p for p in range(3)]

@@ -70,7 +70,10 @@ fn append(log: &mut PartitionLog, kvs: &[Kv<'_>], ts: i64) -> i64 {
 }
 
 /// Every record from the log start: offset -> (key, value), plus the control batches' offsets.
-fn contents(log: &PartitionLog) -> (BTreeMap<i64, (String, Option<String>)>, Vec<i64>) {
+/// offset -> (key, value); value None is a tombstone.
+type Records = BTreeMap<i64, (String, Option<String>)>;
+
+fn contents(log: &PartitionLog) -> (Records, Vec<i64>) {
     let mut records = BTreeMap::new();
     let mut markers = Vec::new();
     let mut offset = log.log_start_offset();

@@ -188,7 +188,7 @@ fn retention_deletes_whole_old_segments_and_moves_log_start() {
     assert!(matches!(log.read(0, 13, 1000, true), Err(LogError::OffsetOutOfRange { .. })));
     assert_eq!(log.log_end_offset(), 13);
     // Size-based retention keeps at most retention.bytes (whole segments).
-    let mut config = config;
+    let mut config = config.clone();
     config.retention_ms = -1;
     config.retention_bytes = 250;
     log.set_config(config);

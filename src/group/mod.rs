@@ -24,6 +24,11 @@ use crate::config::{BrokerConfig, Properties};
 use crate::log::flusher::Flusher;
 use crate::log::{batch, now_ms};
 use crate::metadata::{Topic, TopicRegistry};
+
+/// One group's offsets: (topic, partition) -> committed value.
+pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
+/// A record to write: key and value (None: tombstone).
+type KeyedValue = (Key, Option<Vec<u8>>);
 use records::{GroupValue, Key, MemberValue, OffsetValue};
 pub use state::{Group, GroupState, JoinRequest, JoinResult, Reply, SyncResult};
 
@@ -70,7 +75,7 @@ pub struct Inner {
     pub offsets: HashMap<String, BTreeMap<(String, i32), OffsetValue>>,
     /// Offsets committed inside open transactions: producer id -> group -> offsets. They become
     /// visible when the commit marker reaches the group's offsets partition.
-    pub pending_txn: HashMap<i64, HashMap<String, BTreeMap<(String, i32), OffsetValue>>>,
+    pub pending_txn: HashMap<i64, HashMap<String, GroupOffsets>>,
 }
 
 pub struct GroupCoordinator {
@@ -292,7 +297,7 @@ impl GroupCoordinator {
     pub async fn expire_offsets(&self, storage: &Storage<'_>) {
         let now = now_ms();
         let retention = self.config.offsets_retention_ms;
-        let mut tombstones: Vec<(String, Vec<(Key, Option<Vec<u8>>)>)> = Vec::new();
+        let mut tombstones: Vec<(String, Vec<KeyedValue>)> = Vec::new();
         {
             let mut inner = self.lock();
             let Inner { groups, offsets, .. } = &mut *inner;

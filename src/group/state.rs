@@ -388,7 +388,7 @@ impl Group {
         let all_joined = self.pending.is_empty() && self.members.values().all(|m| m.join_waiter.is_some());
         let delay_over = self.initial_delay_until.is_none_or(|t| now >= t);
         let deadline_passed = self.rebalance_deadline.is_some_and(|d| now >= d);
-        if !(all_joined && delay_over) && !deadline_passed {
+        if !(deadline_passed || all_joined && delay_over) {
             return;
         }
         let stragglers: Vec<String> =

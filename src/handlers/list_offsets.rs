@@ -45,7 +45,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                         LATEST | LATEST_TIERED => Ok(Some((log.high_watermark(), -1))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
                         EARLIEST_PENDING_UPLOAD => Ok(None),
-                        MAX_TIMESTAMP => Ok(log.max_timestamp().map(|(offset, ts)| (offset, ts))),
+                        MAX_TIMESTAMP => Ok(log.max_timestamp()),
                         ts if ts >= 0 => log.offset_for_timestamp(ts),
                         _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                     };

@@ -24,11 +24,16 @@ use crate::group::records::{Key, OffsetValue};
 use crate::group::{GroupCoordinator, GroupState};
 use crate::log::now_ms;
 
+/// Per topic, per partition: the commit outcome.
+type CommitOutcome = Vec<(TopicName, Vec<(i32, Result<OffsetValue, ResponseError>)>)>;
+/// Per topic: (partition, offset, leader epoch, metadata).
+type Committed = Vec<(String, Vec<(i32, i64, i32, String)>)>;
+
 pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let now = now_ms();
     // Per partition: Ok(value to store) or the error to report.
-    let mut outcome: Vec<(TopicName, Vec<(i32, Result<OffsetValue, ResponseError>)>)> = Vec::new();
+    let mut outcome: CommitOutcome = Vec::new();
     let group_error = {
         let inner = broker.groups.lock();
         let group = inner.groups.get(&group_id);
@@ -139,11 +144,7 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
 }
 
 /// (topic, partition, offset, leader epoch, metadata) for a group, optionally filtered.
-fn committed(
-    broker: &Broker,
-    group: &str,
-    wanted: Option<Vec<(String, Vec<i32>)>>,
-) -> Vec<(String, Vec<(i32, i64, i32, String)>)> {
+fn committed(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Committed {
     let inner = broker.groups.lock();
     let offsets = inner.offsets.get(group);
     let lookup = |topic: &str, p: i32| offsets.and_then(|o| o.get(&(topic.to_string(), p)));
@@ -162,7 +163,7 @@ fn committed(
             })
             .collect(),
         None => {
-            let mut out: Vec<(String, Vec<(i32, i64, i32, String)>)> = Vec::new();
+            let mut out: Committed = Vec::new();
             for ((topic, p), v) in offsets.into_iter().flatten() {
                 if out.last().is_none_or(|(t, _)| t != topic) {
                     out.push((topic.clone(), Vec::new()));

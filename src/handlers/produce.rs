@@ -85,7 +85,7 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                 partitions.push(response.with_error_code(ResponseError::InvalidTopicException.code()));
                 continue;
             }
-            if !matches!(acks, -1 | 0 | 1) {
+            if !matches!(acks, -1..=1) {
                 partitions.push(response.with_error_code(ResponseError::InvalidRequiredAcks.code()));
                 continue;
             }

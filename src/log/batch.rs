@@ -270,7 +270,7 @@ fn walk_records(
             return Err(invalid("record length too small"));
         }
         let start = reader.read;
-        let _attributes = read_bytes_skip(&mut reader, 1)?;
+        read_bytes_skip(&mut reader, 1)?;
         let timestamp_delta = read_varlong(&mut reader)?;
         let offset_delta = read_varint(&mut reader)?;
         if offset_delta != expected_delta {

@@ -582,9 +582,9 @@ impl PartitionLog {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let mut lines = text.lines().skip(2);
+        let lines = text.lines().skip(2);
         let end = self.log_end_offset();
-        while let Some(line) = lines.next() {
+        for line in lines {
             let mut parts = line.split_whitespace();
             if let (Some(Ok(epoch)), Some(Ok(start))) =
                 (parts.next().map(str::parse::<i32>), parts.next().map(str::parse::<i64>))

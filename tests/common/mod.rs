@@ -59,8 +59,7 @@ impl TestBroker {
     pub fn kill9(mut self) -> tempfile::TempDir {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 }
 
