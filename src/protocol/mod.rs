@@ -76,7 +76,13 @@ pub fn encode_response(
     // KIP-511: the ApiVersions response header is always v0 so any client can read it.
     let header_version = if api_key == ApiKey::ApiVersions { 0 } else { api_key.response_header_version(version) };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let mut buf = BytesMut::with_capacity(256);
+    // Size large responses exactly up front: growing a multi-megabyte Fetch response by
+    // doubling would copy its records several times over.
+    let capacity = match body {
+        ResponseKind::Fetch(fetch) => fetch.compute_size(version).unwrap_or(0) + 64,
+        _ => 256,
+    };
+    let mut buf = BytesMut::with_capacity(capacity);
     buf.put_i32(0);
     header.encode(&mut buf, header_version)?;
     body.encode(&mut buf, version)?;
