@@ -4,6 +4,7 @@
 //! `server` (sockets, frames) -> `protocol` (kafka-protocol codecs, version table, guard) ->
 //! `handlers` (one per API) -> `metadata` (topics) -> `log` (storage engine).
 //! `broker` holds the shared state handlers work on; `config` and `error` are used throughout.
+//! `metrics` (counters, Prometheus endpoint) is fed by `server` and reads `broker` when scraped.
 
 pub mod broker;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod group;
 pub mod handlers;
 pub mod log;
 pub mod metadata;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod txn;

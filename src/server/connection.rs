@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use std::collections::VecDeque;
 
@@ -26,6 +27,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
+use crate::metrics::Metrics;
 use crate::protocol::{self, ProtocolError};
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
@@ -60,7 +62,9 @@ pub async fn serve(
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
+    let _connection = metrics.connection_opened();
     // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
     let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let ctx = RequestContext { local_addr: canonical(socket.local_addr()?), peer_addr: canonical(peer) };
@@ -78,38 +82,45 @@ pub async fn serve(
             biased;
             done = async { pending.front_mut().expect("not empty").await }, if !pending.is_empty() => {
                 pending.pop_front();
-                write_completed(&mut writer, done).await?;
+                write_completed(&mut writer, done, &metrics).await?;
                 continue;
             }
             frame = frames.recv() => frame,
             _ = stop.changed() => return Ok(()),
         };
-        let frame = match frame {
+        let (frame, received_at) = match frame {
             Some(Ok(frame)) => frame,
             Some(Err(e)) => {
-                drain(&mut writer, &mut pending).await?;
+                drain(&mut writer, &mut pending, &metrics).await?;
                 return Err(e);
             }
-            None => return drain(&mut writer, &mut pending).await,
+            None => return drain(&mut writer, &mut pending, &metrics).await,
         };
+        metrics.received(4 + frame.len());
         let in_flight_guard = InFlight::start(&in_flight);
         let request = match protocol::decode_request(frame) {
             Ok(request) => request,
             Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {
-                drain(&mut writer, &mut pending).await?;
+                let _timer = metrics.request(ApiKey::ApiVersions, received_at);
+                drain(&mut writer, &mut pending, &metrics).await?;
                 let body = ResponseKind::ApiVersions(handlers::unsupported_version_response());
                 let out = protocol::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)?;
                 writer.write_all(&out).await?;
                 writer.flush().await?;
+                metrics.sent(out.len());
                 continue;
             }
             Err(e) => {
-                drain(&mut writer, &mut pending).await?;
+                metrics.request_rejected();
+                drain(&mut writer, &mut pending, &metrics).await?;
                 tracing::info!(%peer, error = %e, "closing connection on a bad request");
                 return Ok(());
             }
         };
         let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
+        // Counts the request now and observes its latency when dropped: after the response is
+        // written, or, for a produce completed in the background, when its response is ready.
+        let timer = metrics.request(api_key, received_at);
         if let RequestKind::Produce(req) = request.body {
             // Append now, in arrival order; the response waits for its fsync in the background
             // so the next pipelined request can share the same group commit.
@@ -120,29 +131,33 @@ pub async fn serve(
                         protocol::encode_response(api_key, version, correlation_id, &ResponseKind::Produce(response))?;
                     writer.write_all(&out).await?;
                     writer.flush().await?;
+                    metrics.sent(out.len());
                 }
                 continue;
             }
             let b = broker.clone();
             pending.push_back(tokio::spawn(async move {
                 let _in_flight = in_flight_guard;
+                let _timer = timer;
                 let Some(response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
                 let body = ResponseKind::Produce(response);
                 Ok(Some(Bytes::from(protocol::encode_response(api_key, version, correlation_id, &body)?)))
             }));
             while pending.len() >= MAX_PENDING_RESPONSES {
                 let done = pending.pop_front().expect("not empty").await;
-                write_completed(&mut writer, done).await?;
+                write_completed(&mut writer, done, &metrics).await?;
             }
             continue;
         }
         // Every other request sees the effects of the produce requests before it.
-        drain(&mut writer, &mut pending).await?;
+        drain(&mut writer, &mut pending, &metrics).await?;
         let Some(response) = handlers::dispatch(&broker, &ctx, request).await else { continue };
         let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
         writer.write_all(&out).await?;
         writer.flush().await?;
+        metrics.sent(out.len());
         drop(in_flight_guard);
+        drop(timer);
     }
 }
 
@@ -150,29 +165,36 @@ pub async fn serve(
 async fn write_completed(
     writer: &mut BufWriter<OwnedWriteHalf>,
     done: Result<anyhow::Result<Option<Bytes>>, tokio::task::JoinError>,
+    metrics: &Metrics,
 ) -> anyhow::Result<()> {
     if let Some(out) = done?? {
         writer.write_all(&out).await?;
         writer.flush().await?;
+        metrics.sent(out.len());
     }
     Ok(())
 }
 
 /// Writes every pending response, oldest first.
-async fn drain(writer: &mut BufWriter<OwnedWriteHalf>, pending: &mut VecDeque<Pending>) -> anyhow::Result<()> {
+async fn drain(
+    writer: &mut BufWriter<OwnedWriteHalf>,
+    pending: &mut VecDeque<Pending>,
+    metrics: &Metrics,
+) -> anyhow::Result<()> {
     while let Some(next) = pending.pop_front() {
-        write_completed(writer, next.await).await?;
+        write_completed(writer, next.await, metrics).await?;
     }
     Ok(())
 }
 
-/// Reads length-prefixed frames into `out` until EOF (channel closed) or an error (sent).
-async fn read_frames(mut reader: OwnedReadHalf, max_frame: usize, out: mpsc::Sender<anyhow::Result<Bytes>>) {
+/// Reads length-prefixed frames into `out` until EOF (channel closed) or an error (sent). Each
+/// frame carries the moment it was whole (request latency counts from there).
+async fn read_frames(mut reader: OwnedReadHalf, max_frame: usize, out: mpsc::Sender<anyhow::Result<(Bytes, Instant)>>) {
     loop {
         let frame = read_frame(&mut reader, max_frame).await;
         let last = !matches!(frame, Ok(Some(_)));
         let item = match frame {
-            Ok(Some(frame)) => Ok(frame),
+            Ok(Some(frame)) => Ok((frame, Instant::now())),
             Ok(None) => return,
             Err(e) => Err(e),
         };

@@ -4,7 +4,8 @@
 //! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port),
 //! printing `ketch listening on <addr>` on stdout once ready, and on a signal: stop
 //! accepting, let in-flight requests finish (up to `SHUTDOWN_GRACE`), then close (fsync) every
-//! log and write the clean-shutdown marker.
+//! log and write the clean-shutdown marker. Readiness (`crate::metrics`) turns ready right after
+//! the listening lines are printed and back to not ready when the shutdown signal arrives.
 
 mod connection;
 
@@ -19,9 +20,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::broker::Broker;
+use crate::metrics::{Metrics, Readiness};
 
-/// Binds the listeners, serves until a shutdown signal, then closes the broker.
-pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
+/// Binds the listeners, serves until a shutdown signal, then closes the broker. `metrics`
+/// counts the traffic and reports readiness (its HTTP endpoint, if on, is already serving).
+pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    metrics.attach(broker.clone());
     broker.recover().await?;
     let mut listeners = Vec::new();
     for listener in &broker.config.listeners {
@@ -40,6 +44,10 @@ pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
         tracing::info!(listener = %listener.name, %addr, "listening");
         listeners.push(bound);
     }
+    if let Some(addr) = metrics.endpoint() {
+        println!("ketch metrics on http://{addr}/metrics");
+    }
+    metrics.set_readiness(Readiness::Ready);
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -47,9 +55,10 @@ pub async fn run(broker: Arc<Broker>) -> anyhow::Result<()> {
     for listener in listeners {
         let broker = broker.clone();
         let stop = stop_rx.clone();
-        accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop, in_flight.clone())));
+        accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop, in_flight.clone(), metrics.clone())));
     }
     shutdown_signal().await;
+    metrics.set_readiness(Readiness::Stopping);
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
     let _ = stop_tx.send(true);
     for task in accept_tasks {
@@ -72,6 +81,7 @@ async fn accept_loop(
     broker: Arc<Broker>,
     stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
 ) {
     loop {
         match listener.accept().await {
@@ -80,8 +90,9 @@ async fn accept_loop(
                 let broker = broker.clone();
                 let stop = stop.clone();
                 let in_flight = in_flight.clone();
+                let metrics = metrics.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection::serve(socket, peer, broker, stop, in_flight).await {
+                    if let Err(e) = connection::serve(socket, peer, broker, stop, in_flight, metrics).await {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
                 });
