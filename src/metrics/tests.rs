@@ -179,6 +179,7 @@ fn render_without_a_broker() {
     assert_eq!(value(&s, "ketch_ready"), Some(0.0));
     assert_eq!(value(&s, "ketch_requests_total{api=\"Produce\"}"), Some(0.0), "served APIs shown from the start");
     assert!(!text.contains("ketch_log_size_bytes{"), "no partition figures before the broker is attached");
+    assert!(!text.contains("ketch_request_duration_seconds_count{"), "no histogram for APIs never requested");
 
     let conn = m.connection_opened();
     m.request_started(ApiKey::Produce);
