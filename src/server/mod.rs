@@ -4,8 +4,9 @@
 //! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port),
 //! printing `ketch listening on <addr>` on stdout once ready, and on a signal: stop
 //! accepting, let in-flight requests finish (up to `SHUTDOWN_GRACE`), then close (fsync) every
-//! log and write the clean-shutdown marker. Readiness (`crate::metrics`) turns ready right after
-//! the listening lines are printed and back to not ready when the shutdown signal arrives.
+//! log and write the clean-shutdown marker. Readiness (`crate::metrics`) turns ready once every
+//! listener is bound, just before the listening lines are printed, and back to not ready when
+//! the shutdown signal arrives.
 
 mod connection;
 
@@ -39,20 +40,23 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
         } else {
             TcpListener::bind((listener.host.as_str(), listener.port)).await?
         };
+        listeners.push((listener.name.clone(), bound));
+    }
+    // Ready before the listening lines: whoever has seen one may rely on /ready saying 200.
+    metrics.set_readiness(Readiness::Ready);
+    for (name, bound) in &listeners {
         let addr = bound.local_addr()?;
         println!("ketch listening on {addr}");
-        tracing::info!(listener = %listener.name, %addr, "listening");
-        listeners.push(bound);
+        tracing::info!(listener = %name, %addr, "listening");
     }
     if let Some(addr) = metrics.endpoint() {
         println!("ketch metrics on http://{addr}/metrics");
     }
-    metrics.set_readiness(Readiness::Ready);
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut accept_tasks = Vec::new();
-    for listener in listeners {
+    for (_, listener) in listeners {
         let broker = broker.clone();
         let stop = stop_rx.clone();
         accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop, in_flight.clone(), metrics.clone())));
