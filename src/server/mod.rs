@@ -44,13 +44,23 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     }
     // Ready before the listening lines: whoever has seen one may rely on /ready saying 200.
     metrics.set_readiness(Readiness::Ready);
+    let mut lines = String::new();
     for (name, bound) in &listeners {
         let addr = bound.local_addr()?;
-        println!("ketch listening on {addr}");
+        lines.push_str(&format!("ketch listening on {addr}\n"));
         tracing::info!(listener = %name, %addr, "listening");
     }
     if let Some(addr) = metrics.endpoint() {
-        println!("ketch metrics on http://{addr}/metrics");
+        lines.push_str(&format!("ketch metrics on http://{addr}/metrics\n"));
+    }
+    // One write, and a closed stdout is no reason to die: a launcher may read the first line
+    // and close its end (println! would panic on the broken pipe).
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {
+            tracing::warn!(error = %e, "cannot write the listening lines to stdout");
+        }
     }
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
