@@ -19,6 +19,9 @@ use crate::metadata::TopicRegistry;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
 
+/// Threads that close (fsync) partition logs at shutdown.
+const CLOSE_THREADS: usize = 16;
+
 pub struct Broker {
     pub config: BrokerConfig,
     pub cluster_id: String,
@@ -182,13 +185,24 @@ impl Broker {
     /// Fsyncs and closes every log (clean shutdown); only if all closed cleanly is the
     /// clean-shutdown marker written.
     pub fn close(&self) {
-        let mut all_clean = true;
-        for partition in self.topics.all_partitions() {
-            if let Err(e) = partition.log().close() {
-                all_clean = false;
-                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close failed");
+        // Partitions close in parallel: each close is mostly fsync latency, which the device
+        // overlaps (10,000 partitions closed one by one took minutes).
+        let partitions = self.topics.all_partitions();
+        let failures = std::sync::atomic::AtomicUsize::new(0);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..CLOSE_THREADS.min(partitions.len()) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(partition) = partitions.get(i) else { break };
+                    if let Err(e) = partition.log().close() {
+                        failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close failed");
+                    }
+                });
             }
-        }
+        });
+        let all_clean = failures.into_inner() == 0;
         if all_clean {
             if let Err(e) = self.topics.mark_clean_shutdown() {
                 tracing::error!(error = %e, "cannot write the clean shutdown marker");

@@ -154,8 +154,11 @@ impl<E: Entry> IndexFile<E> {
         if self.persisted == 0 {
             file.set_len(0)?;
         }
-        file.write_all(&buf)?;
-        file.sync_data()?;
+        if !buf.is_empty() {
+            // An empty index needs no fsync: should it vanish in a crash it is rebuilt.
+            file.write_all(&buf)?;
+            file.sync_data()?;
+        }
         self.persisted = self.entries.len();
         Ok(())
     }

@@ -346,7 +346,8 @@ impl PartitionLog {
     pub fn flush_work(&self) -> io::Result<FlushWork> {
         let mut files = Vec::new();
         for segment in self.segments.iter().rev() {
-            if segment.next_offset <= self.flushed_offset && segment.base_offset < self.flushed_offset {
+            if segment.next_offset <= self.flushed_offset {
+                // Durable already (an empty new segment only needs its directory entry synced).
                 break;
             }
             files.push(segment.sync_handle()?);
@@ -615,7 +616,13 @@ impl PartitionLog {
         }
         self.segments.last_mut().expect("active segment").sync_indexes()?;
         self.flushed_offset = work.up_to_offset;
-        self.producers.write_snapshot(&self.dir, work.up_to_offset)?;
+        // A snapshot at the log end lets the next start skip replaying the log. Not needed when
+        // one is there already (nothing appended since) or there is nothing to replay.
+        let end = work.up_to_offset;
+        let nothing_to_replay = end == self.log_start_offset && self.producers.is_empty();
+        if !nothing_to_replay && !ProducerState::has_snapshot(&self.dir, end) {
+            self.producers.write_snapshot(&self.dir, end)?;
+        }
         Ok(())
     }
 

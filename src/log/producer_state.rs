@@ -314,6 +314,11 @@ impl ProducerState {
         Ok(())
     }
 
+    /// Whether a snapshot at exactly `offset` exists.
+    pub fn has_snapshot(dir: &Path, offset: i64) -> bool {
+        dir.join(crate::log::segment::file_name(offset, SNAPSHOT_SUFFIX)).exists()
+    }
+
     /// Loads the newest valid snapshot at or below `max_offset`, deleting snapshots above it
     /// (they describe data a recovery truncated). Returns the state and its offset.
     pub fn load_snapshot(dir: &Path, max_offset: i64) -> std::io::Result<Option<(ProducerState, i64)>> {
