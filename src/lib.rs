@@ -7,6 +7,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod dynconf;
 pub mod error;
 pub mod fetch_session;
 pub mod group;
