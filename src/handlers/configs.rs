@@ -163,6 +163,7 @@ fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) 
                 .with_config_source(synonyms.first().map_or(DEFAULT_CONFIG, |s| s.2))
                 .with_synonyms(synonym_entries(&synonyms))
                 .with_config_type(defs::topic_config_type(key) as i8)
+                .with_documentation(None)
         })
         .collect()
 }
