@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod config;
 pub mod dynconf;
+pub mod env_config;
 pub mod error;
 pub mod fetch_session;
 pub mod group;
