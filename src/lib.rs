@@ -17,4 +17,6 @@ pub mod log;
 pub mod metadata;
 pub mod protocol;
 pub mod server;
+#[cfg(feature = "testcontainers")]
+pub mod testcontainers;
 pub mod txn;
