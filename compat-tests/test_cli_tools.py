@@ -30,7 +30,6 @@ import re
 import time
 import uuid
 
-import os
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -341,18 +340,18 @@ def test_kafka_configs_topic(broker, kt, soft):
     soft.verify()
 
 
-@pytest.mark.xfail(
-    os.environ.get("KETCH_COMPAT_TARGET", "ketch").strip().lower() in ("", "ketch"),
-    reason="dynamic broker configs (AlterConfigs on brokers, --entity-default) are not implemented yet (issue 5)",
-    strict=True,
-)
+@pytest.mark.broker_config(**{"log.retention.check.interval.ms": "1000"})
 def test_kafka_configs_broker(broker, kt, soft):
     """kafka-configs on the broker: describe (dynamic: none; --all: the static settings), then Kafka's
     dynamic broker configs: a per-broker and a cluster-default log.retention.ms set, shown and
-    deleted again; a read-only setting (num.partitions) refused."""
+    deleted again; a read-only setting (num.partitions, log.retention.hours) and invalid values refused
+    with Kafka's errors; live effects on topics without an override (a cluster-default log.retention.ms
+    deletes old records, a per-broker message.max.bytes refuses a larger record) while an override
+    wins; the dynamic configs survive a restart."""
     ent = ["--entity-type", "brokers", "--entity-name", NODE_ID]
     dflt = ["--entity-type", "brokers", "--entity-default"]
     dyn_header = f"Dynamic configs for broker {NODE_ID} are:"
+    dflt_header = "Default configs for brokers in the cluster are:"
 
     e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent).stdout, dyn_header)
     assert e == {}, f"dynamic configs of a fresh broker: {e}"
@@ -363,10 +362,13 @@ def test_kafka_configs_broker(broker, kt, soft):
             "default.replication.factor": "1"}
     got = {k: e.get(k, {}).get("value") for k in want}
     assert got == want, f"--all: {got}, expected {want}"
-    with soft("--all: log.retention.hours"):
-        assert e.get("log.retention.hours", {}).get("value") == "168", \
-            f"log.retention.hours: {e.get('log.retention.hours')} (Kafka: 168, DEFAULT_CONFIG)"
-    config_entries(kt.tool(CONFIG_CMD, "--describe", *dflt).stdout, "Default configs for brokers in the cluster are:")
+    with soft("--all: log.retention.hours / .minutes / .ms"):
+        got = {k: (e.get(k, {}).get("value"), e.get(k, {}).get("synonyms")) for k in
+               ("log.retention.hours", "log.retention.minutes", "log.retention.ms")}
+        assert got == {"log.retention.hours": ("168", [("DEFAULT_CONFIG", "log.retention.hours=168")]),
+                       "log.retention.minutes": ("null", []), "log.retention.ms": ("null", [])}, \
+            f"log.retention.*: {got} (Kafka: hours=168 DEFAULT_CONFIG, minutes and ms null without synonyms)"
+    config_entries(kt.tool(CONFIG_CMD, "--describe", *dflt).stdout, dflt_header)
 
     with soft("per-broker dynamic config (--entity-name 1 --add-config log.retention.ms)"):
         r = kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config", "log.retention.ms=86400000", check=False)
@@ -374,7 +376,8 @@ def test_kafka_configs_broker(broker, kt, soft):
         assert_in(f"Completed updating config for broker {NODE_ID}.", r.out, "--alter broker")
         e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent).stdout, dyn_header)
         assert e.get("log.retention.ms", {}).get("value") == "86400000", f"describe after --alter: {e}"
-        assert ("DYNAMIC_BROKER_CONFIG", "log.retention.ms=86400000") in e["log.retention.ms"]["synonyms"], e
+        assert e["log.retention.ms"]["synonyms"] == [("DYNAMIC_BROKER_CONFIG", "log.retention.ms=86400000"),
+                                                     ("DEFAULT_CONFIG", "log.retention.hours=168")], e
         kt.tool(CONFIG_CMD, "--alter", *ent, "--delete-config", "log.retention.ms")
         e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent).stdout, dyn_header)
         assert "log.retention.ms" not in e, f"describe after --delete-config: {e}"
@@ -383,17 +386,102 @@ def test_kafka_configs_broker(broker, kt, soft):
         r = kt.tool(CONFIG_CMD, "--alter", *dflt, "--add-config", "log.retention.ms=172800000", check=False)
         assert r.returncode == 0, f"--alter --entity-default exited {r.returncode}\n{r.out}"
         assert_in("Completed updating default config for brokers in the cluster.", r.out, "--alter --entity-default")
-        e = config_entries(kt.tool(CONFIG_CMD, "--describe", *dflt).stdout,
-                           "Default configs for brokers in the cluster are:")
-        assert ("DYNAMIC_DEFAULT_BROKER_CONFIG", "log.retention.ms=172800000") in \
-            e.get("log.retention.ms", {}).get("synonyms", []), f"--entity-default describe: {e}"
+        e = config_entries(kt.tool(CONFIG_CMD, "--describe", *dflt).stdout, dflt_header)
+        assert e.get("log.retention.ms", {}).get("synonyms") == \
+            [("DYNAMIC_DEFAULT_BROKER_CONFIG", "log.retention.ms=172800000")], f"--entity-default describe: {e}"
+        # the broker's own view lists the cluster default under its synonyms
+        e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent, "--all").stdout,
+                           f"All configs for broker {NODE_ID} are:")
+        assert e.get("log.retention.ms", {}).get("synonyms") == \
+            [("DYNAMIC_DEFAULT_BROKER_CONFIG", "log.retention.ms=172800000"),
+             ("DEFAULT_CONFIG", "log.retention.hours=168")], f"broker --all log.retention.ms: {e.get('log.retention.ms')}"
         kt.tool(CONFIG_CMD, "--alter", *dflt, "--delete-config", "log.retention.ms")
 
+    def refused(args, message, what):
+        r = kt.tool(CONFIG_CMD, "--alter", *args, check=False)
+        assert r.returncode == 1, f"{what} exited {r.returncode}\n{r.out}"
+        assert_in(message, r.out, what)
+
     with soft("read-only broker config refused"):
-        r = kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config", "num.partitions=4", check=False)
-        assert r.returncode == 1, f"num.partitions=4 exited {r.returncode}\n{r.out}"
-        assert_in("org.apache.kafka.common.errors.InvalidRequestException: Cannot update these configs "
-                  "dynamically: Set(num.partitions)", r.out, "num.partitions=4")
+        refused([*ent, "--add-config", "num.partitions=4"], "org.apache.kafka.common.errors.InvalidRequestException: "
+                "Cannot update these configs dynamically: Set(num.partitions)", "num.partitions=4")
+        refused([*dflt, "--add-config", "log.retention.hours=2"], "InvalidRequestException: Cannot update these "
+                "configs dynamically: Set(log.retention.hours)", "--entity-default log.retention.hours=2")
+    with soft("invalid dynamic values refused"):
+        refused([*ent, "--add-config", "log.retention.ms=abc"], "InvalidRequestException: Invalid value abc for "
+                "configuration log.retention.ms: Not a number of type LONG", "log.retention.ms=abc")
+        refused([*dflt, "--add-config", "log.segment.bytes=10"], "InvalidRequestException: Invalid value 10 for "
+                "configuration log.segment.bytes: Value must be at least 1048576", "log.segment.bytes=10")
+        refused([*ent, "--add-config", "compression.type=bogus"], "InvalidRequestException: Invalid value bogus for "
+                "configuration compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, "
+                "producer", "compression.type=bogus")
+    e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent).stdout, dyn_header)
+    assert e == {}, f"refused alters left dynamic configs: {e}"
+
+    # Live effects on topics: `plain` follows the broker defaults, `pinned` overrides retention.ms.
+    plain, pinned = f"cli-brk-plain-{uid()}", f"cli-brk-pinned-{uid()}"
+    create_topic(broker, plain, 1)
+    create_topic(broker, pinned, 1, {"retention.ms": "-1"})
+    two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
+    for t in (plain, pinned):
+        produce(broker, t, [(0, None, f"old-{i}".encode(), two_days_ago) for i in range(10)])
+
+    def topic_all(topic):
+        return config_entries(kt.tool(CONFIG_CMD, "--describe", "--entity-type", "topics", "--entity-name", topic,
+                                      "--all").stdout, f"All configs for topic {topic} are:")
+
+    def earliest(topic):
+        return offsets_out(kt.tool(GET_OFFSETS, "--topic", topic, "--time", "-2").stdout, topic).get(0)
+
+    with soft("cluster-default log.retention.ms=1 day: a topic without override drops 2-day-old records"):
+        assert earliest(plain) == 0, f"{plain}: earliest offset {earliest(plain)} before the change (7-day default)"
+        kt.tool(CONFIG_CMD, "--alter", *dflt, "--add-config", "log.retention.ms=86400000")
+        e = topic_all(plain)
+        assert (e["retention.ms"]["value"], e["retention.ms"]["synonyms"]) == \
+            ("86400000", [("DYNAMIC_DEFAULT_BROKER_CONFIG", "log.retention.ms=86400000"),
+                          ("DEFAULT_CONFIG", "log.retention.hours=168")]), f"{plain} retention.ms: {e['retention.ms']}"
+        e = topic_all(pinned)
+        assert e["retention.ms"]["value"] == "-1" and e["retention.ms"]["synonyms"][0] == \
+            ("DYNAMIC_TOPIC_CONFIG", "retention.ms=-1"), f"{pinned} retention.ms: {e['retention.ms']}"
+        for attempt in range(30):  # Kafka deletes at its next retention check (every second here)
+            if earliest(plain) == 10:
+                break
+            time.sleep(1)
+        assert earliest(plain) == 10, f"{plain}: earliest offset {earliest(plain)}, expected 10 (all expired)"
+        assert earliest(pinned) == 0, f"{pinned} (retention.ms=-1 override): earliest {earliest(pinned)}, expected 0"
+
+    with soft("per-broker message.max.bytes=200000 applies to topics without override"):
+        kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config", "message.max.bytes=200000")
+        e = topic_all(plain)
+        assert (e["max.message.bytes"]["value"], e["max.message.bytes"]["synonyms"]) == \
+            ("200000", [("DYNAMIC_BROKER_CONFIG", "message.max.bytes=200000"),
+                        ("DEFAULT_CONFIG", "message.max.bytes=1048588")]), f"max.message.bytes: {e['max.message.bytes']}"
+        p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "linger.ms": 0})
+        errs = []
+        p.produce(plain, value=b"x" * 300_000, on_delivery=lambda err, msg: errs.append(err))
+        p.flush(30)
+        assert errs and errs[0] is not None and errs[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, \
+            f"a 300 kB record with a per-broker message.max.bytes=200000: {errs} (expected MSG_SIZE_TOO_LARGE)"
+
+    with soft("dynamic broker configs survive a restart"):
+        broker.restart()
+        e = config_entries(kt.tool(CONFIG_CMD, "--describe", *dflt).stdout, dflt_header)
+        assert e.get("log.retention.ms", {}).get("value") == "86400000", f"--entity-default after a restart: {e}"
+        e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent).stdout, dyn_header)
+        assert {k: v["value"] for k, v in e.items()} == {"message.max.bytes": "200000"}, \
+            f"broker {NODE_ID} dynamic configs after a restart: {e}"
+        e = topic_all(plain)
+        assert e["max.message.bytes"]["value"] == "200000", f"max.message.bytes after a restart: {e['max.message.bytes']}"
+
+    with soft("--delete-config restores the defaults"):
+        kt.tool(CONFIG_CMD, "--alter", *ent, "--delete-config", "message.max.bytes")
+        kt.tool(CONFIG_CMD, "--alter", *dflt, "--delete-config", "log.retention.ms")
+        e = topic_all(plain)
+        got = {k: (e[k]["value"], e[k]["synonyms"]) for k in ("retention.ms", "max.message.bytes")}
+        assert got == {"retention.ms": ("604800000", []),
+                       "max.message.bytes": ("1048588", [("DEFAULT_CONFIG", "message.max.bytes=1048588")])}, \
+            f"{plain} after --delete-config: {got}"
+        produce(broker, plain, [(0, None, b"x" * 300_000, None)])
     soft.verify()
 
 

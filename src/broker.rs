@@ -1,6 +1,6 @@
 //! The broker's shared state and its background work.
 //!
-//! Owns: the config, the topic registry, the group-commit flusher and the "data appended"
+//! Owns: the config (static, and the dynamic broker configs over it), the topic registry, the group-commit flusher and the "data appended"
 //! signal that wakes long-polling fetches; background tasks for retention and `flush.ms`; and
 //! the orderly close of every log at shutdown. Handlers receive `&Broker`.
 //! Invariant: after `close` returns every partition log has been fsynced.
@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::BrokerConfig;
+use crate::dynconf::DynamicConfigs;
 use crate::fetch_session::FetchSessions;
 use crate::group::{GroupConfig, GroupCoordinator, Storage};
 use crate::log::flusher::Flusher;
@@ -23,7 +24,10 @@ use crate::txn::producer_ids::ProducerIds;
 const CLOSE_THREADS: usize = 16;
 
 pub struct Broker {
+    /// The static config (`server.properties`, `--override`) the broker started with.
     pub config: BrokerConfig,
+    /// Dynamic broker configs; `dynamic.effective()` is the config in force.
+    pub dynamic: DynamicConfigs,
     pub cluster_id: String,
     pub topics: TopicRegistry,
     pub flusher: Flusher,
@@ -37,7 +41,9 @@ pub struct Broker {
 
 impl Broker {
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
-        let topics = TopicRegistry::open(&config)?;
+        let dynamic = DynamicConfigs::open(&config)?;
+        // Topics open with the topic defaults in force, dynamic ones included.
+        let topics = TopicRegistry::open(&dynamic.effective())?;
         let cluster_id = crate::metadata::cluster_id(config.log_dir(), config.node_id, &config.cluster_id)?;
         let (appended, _) = watch::channel(0u64);
         let fetch_sessions = FetchSessions::new(
@@ -62,6 +68,7 @@ impl Broker {
         });
         Ok(Arc::new(Broker {
             config,
+            dynamic,
             cluster_id,
             topics,
             flusher: Flusher::start(),
@@ -142,9 +149,24 @@ impl Broker {
         });
     }
 
+    /// Applies a new effective config (dynamic broker configs changed): topics without an
+    /// override take the new defaults, and retention runs at once so that e.g. a lowered
+    /// `log.retention.ms` deletes segments now rather than at the next check.
+    pub fn reconfigure(&self, effective: &BrokerConfig) {
+        let changed = self.topics.set_defaults(effective.topic_defaults.clone());
+        let now = now_ms();
+        for topic in changed {
+            for partition in &topic.partitions {
+                if let Err(e) = partition.log().apply_retention(now) {
+                    tracing::error!(topic = %topic.name, error = %e, "retention after a broker config change failed");
+                }
+            }
+        }
+    }
+
     pub fn apply_retention(&self) {
         let now = now_ms();
-        let expiration_ms = self.config.producer_id_expiration_ms;
+        let expiration_ms = self.dynamic.effective().producer_id_expiration_ms;
         for partition in self.topics.all_partitions() {
             let result = {
                 let mut log = partition.log();

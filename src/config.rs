@@ -359,7 +359,8 @@ impl BrokerConfig {
             message_timestamp_before_max_ms: int("log.message.timestamp.before.max.ms", i64::MAX, 0)?,
             message_timestamp_after_max_ms: int("log.message.timestamp.after.max.ms", MS_PER_HOUR, 0)?,
             flush_messages: int("log.flush.interval.messages", i64::MAX, 1)?,
-            flush_ms: int("log.flush.interval.ms", i64::MAX, 0)?,
+            // Kafka: without log.flush.interval.ms, topics default to log.flush.scheduler.interval.ms.
+            flush_ms: int("log.flush.interval.ms", int("log.flush.scheduler.interval.ms", i64::MAX, 0)?, 0)?,
             min_insync_replicas: int("min.insync.replicas", 1, 1)? as i32,
             delete_retention_ms: int("log.cleaner.delete.retention.ms", 86_400_000, 0)?,
             min_cleanable_dirty_ratio: 0.5,

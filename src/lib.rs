@@ -8,6 +8,8 @@
 
 pub mod broker;
 pub mod config;
+pub mod dynconf;
+pub mod env_config;
 pub mod error;
 pub mod fetch_session;
 pub mod group;
@@ -17,4 +19,6 @@ pub mod metadata;
 pub mod metrics;
 pub mod protocol;
 pub mod server;
+#[cfg(feature = "testcontainers")]
+pub mod testcontainers;
 pub mod txn;

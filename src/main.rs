@@ -1,5 +1,8 @@
 //! The `ketch` binary: like `kafka-server-start`, an optional properties file plus
-//! `--override key=value` for any property.
+//! `--override key=value` for any property; `KETCH_<NAME>` environment variables set
+//! properties too (see `env_config.rs`): file < environment < `--override`.
+//! `ketch --health-check HOST:PORT` only checks that a broker accepts connections there (for a
+//! container HEALTHCHECK, where there is no shell).
 //!
 //! Start-up order: logging (level from `KETCH_LOG`, else `ketch.log.level`, else `info`), the
 //! metrics endpoint if `ketch.metrics.listener` is set (before recovery, so `/ready` answers 503
@@ -21,20 +24,31 @@ struct Args {
     /// Set a property, e.g. `--override log.dirs=/var/lib/ketch` (repeatable).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Do not start a broker: exit 0 if one accepts TCP connections at HOST:PORT within 3 s, else 1.
+    #[arg(long = "health-check", value_name = "HOST:PORT")]
+    health_check: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(addr) = &args.health_check {
+        std::process::exit(health_check(addr));
+    }
     let mut props = Properties::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         props = parse_properties(&text)?;
     }
+    let (from_env, ignored) = ketch::env_config::from_env(std::env::vars());
+    props.extend(from_env);
     for entry in &args.overrides {
         let (key, value) = split_property(entry)?;
         props.insert(key, value);
     }
     init_logging(&props)?;
+    if !ignored.is_empty() {
+        tracing::warn!(?ignored, "KETCH_* environment variables that name no broker config are ignored");
+    }
     let metrics_listener = metrics::listener_from_properties(&props)?;
     let config = BrokerConfig::from_properties(props)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -81,4 +95,18 @@ fn init_logging(props: &Properties) -> anyhow::Result<()> {
         tracing::warn!(value = ?env, %error, "ignoring invalid KETCH_LOG");
     }
     Ok(())
+}
+fn health_check(addr: &str) -> i32 {
+    use std::net::ToSocketAddrs;
+    let timeout = std::time::Duration::from_secs(3);
+    let reachable = addr
+        .to_socket_addrs()
+        .map(|addrs| addrs.into_iter().any(|a| std::net::TcpStream::connect_timeout(&a, timeout).is_ok()))
+        .unwrap_or(false);
+    if reachable {
+        0
+    } else {
+        eprintln!("ketch: no broker accepting connections at {addr}");
+        1
+    }
 }

@@ -5,6 +5,7 @@ mod acls;
 mod admin;
 mod api_versions;
 mod cluster;
+mod configs;
 mod create_topics;
 mod delete_topics;
 mod fetch;
@@ -81,11 +82,11 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
             ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, req))
         }
         RequestKind::DescribeConfigs(req) => {
-            ResponseKind::DescribeConfigs(admin::describe_configs(broker, req, version))
+            ResponseKind::DescribeConfigs(configs::describe_configs(broker, req, version))
         }
-        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(admin::alter_configs(broker, req)),
+        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(configs::alter_configs(broker, req)),
         RequestKind::IncrementalAlterConfigs(req) => {
-            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, req))
+            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, req))
         }
         RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, req)),
         RequestKind::CreatePartitions(req) => ResponseKind::CreatePartitions(admin::create_partitions(broker, req)),

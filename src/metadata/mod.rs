@@ -41,7 +41,8 @@ pub struct Topic {
 #[derive(Debug)]
 pub struct TopicRegistry {
     log_dir: PathBuf,
-    defaults: TopicConfig,
+    /// The broker-level topic defaults in force (dynamic broker configs change them).
+    defaults: RwLock<TopicConfig>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
 }
 
@@ -79,7 +80,7 @@ impl TopicRegistry {
         std::fs::create_dir_all(&log_dir)?;
         let registry = TopicRegistry {
             log_dir: log_dir.clone(),
-            defaults: config.topic_defaults.clone(),
+            defaults: RwLock::new(config.topic_defaults.clone()),
             topics: RwLock::new(HashMap::new()),
         };
         let now = now_ms();
@@ -160,18 +161,63 @@ impl TopicRegistry {
         if partitions > 100_000 {
             return Err(CreateError::new(ResponseError::InvalidPartitions, "too many partitions for one topic"));
         }
-        self.defaults
+        self.defaults()
             .with_overrides(overrides)
             .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))
     }
 
+    /// The topic defaults in force.
+    pub fn defaults(&self) -> TopicConfig {
+        self.defaults.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Installs new broker-level topic defaults (a dynamic broker config changed): every topic
+    /// takes them for each config it does not override, as in Kafka. Returns the topics whose
+    /// effective config changed.
+    pub fn set_defaults(&self, defaults: TopicConfig) -> Vec<Arc<Topic>> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = defaults.clone();
+        let mut changed = Vec::new();
+        for topic in topics.values_mut() {
+            // Overrides were validated when set, and validity does not depend on the defaults.
+            let config = match defaults.with_overrides(&topic.overrides) {
+                Ok(config) => config,
+                Err(e) => {
+                    tracing::error!(topic = %topic.name, error = %e, "stored overrides no longer valid");
+                    continue;
+                }
+            };
+            if config == topic.config {
+                continue;
+            }
+            for partition in &topic.partitions {
+                partition.log().set_config(config.clone());
+            }
+            *topic = Arc::new(Topic {
+                name: topic.name.clone(),
+                id: topic.id,
+                overrides: topic.overrides.clone(),
+                config,
+                partitions: topic.partitions.clone(),
+                internal: topic.internal,
+            });
+            changed.push(topic.clone());
+        }
+        changed
+    }
+
     /// Creates a topic: writes its metadata, creates its partition logs, then publishes it.
     pub fn create(&self, name: &str, partitions: i32, overrides: Properties) -> Result<Arc<Topic>, CreateError> {
-        let config = self.check_create(name, partitions, &overrides)?;
+        self.check_create(name, partitions, &overrides)?;
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         if topics.contains_key(name) {
             return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
         }
+        // Under the lock `set_defaults` takes, so a concurrent change of the defaults is not missed.
+        let config = self
+            .defaults()
+            .with_overrides(&overrides)
+            .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))?;
         let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
         let id = Uuid::from_bytes(random_bytes());
         let now = now_ms();
@@ -268,7 +314,7 @@ impl TopicRegistry {
             CreateError::new(ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))
         })?;
         let config = self
-            .defaults
+            .defaults()
             .with_overrides(&overrides)
             .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))?;
         if validate_only {

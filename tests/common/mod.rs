@@ -27,7 +27,13 @@ impl TestBroker {
     }
 
     pub fn start_in(dir: tempfile::TempDir, overrides: &[&str]) -> TestBroker {
+        Self::start_with_env(dir, overrides, &[])
+    }
+
+    /// Starts the broker with extra environment variables (e.g. `KETCH_NUM_PARTITIONS`).
+    pub fn start_with_env(dir: tempfile::TempDir, overrides: &[&str], env: &[(&str, &str)]) -> TestBroker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ketch"));
+        cmd.envs(env.iter().copied());
         cmd.arg("--override").arg("listeners=PLAINTEXT://127.0.0.1:0");
         cmd.arg("--override").arg(format!("log.dirs={}", dir.path().display()));
         for o in overrides {

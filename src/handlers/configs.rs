@@ -1,0 +1,370 @@
+//! Config APIs: DescribeConfigs (topics, this broker, the cluster default), AlterConfigs and
+//! IncrementalAlterConfigs (topic configs; dynamic broker configs per broker and cluster-wide).
+//!
+//! Owns: how configs are reported, the way Kafka's `ConfigHelper` does it: sources, synonyms
+//! (every layer of every synonym name: per-broker, cluster default, static, default, then
+//! dropped up to the first entry of the described name), read-only flags, types, documentation;
+//! and turning alter operations into new topic overrides or dynamic broker config sets.
+//! Invariants: a refused resource changes nothing; a broker config change is validated and
+//! persisted by `DynamicConfigs` before `Broker::reconfigure` applies it to the topics.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
+use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceResponse, AlterConfigsResponse};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::incremental_alter_configs_request::{AlterableConfig, IncrementalAlterConfigsRequest};
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
+};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::config::{Properties, TOPIC_CONFIG_KEYS};
+use crate::dynconf::defs::{self, Type};
+use crate::dynconf::{Refusal, Scope};
+use crate::metadata::Topic;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+// Kafka's ConfigSource values.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const DYNAMIC_BROKER_CONFIG: i8 = 2;
+const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+const STATIC_BROKER_CONFIG: i8 = 4;
+const DEFAULT_CONFIG: i8 = 5;
+// Kafka's ConfigType for a name it does not know.
+const TYPE_UNKNOWN: i8 = 0;
+
+/// One synonym: (name, value, source).
+type Synonym = (String, Option<String>, i8);
+
+/// The layers a broker config value can come from, highest precedence first.
+struct Layers {
+    per_broker: Properties,
+    cluster_default: Properties,
+    static_props: Properties,
+}
+
+impl Layers {
+    fn of(broker: &Broker) -> Layers {
+        Layers {
+            per_broker: broker.dynamic.get(Scope::Broker),
+            cluster_default: broker.dynamic.get(Scope::ClusterDefault),
+            static_props: broker.dynamic.static_props().clone(),
+        }
+    }
+
+    /// Kafka's `ConfigHelper.configSynonyms`: each layer in turn, each synonym name within it;
+    /// entries before the first one named `name` are dropped (e.g. describing
+    /// `log.retention.hours` does not list a `log.retention.ms` set dynamically).
+    fn synonyms(&self, name: &str) -> Vec<Synonym> {
+        let names = defs::synonyms(name);
+        let mut all = Vec::new();
+        let layers: [(i8, &dyn Fn(&str) -> Option<String>); 4] = [
+            (DYNAMIC_BROKER_CONFIG, &|n| self.per_broker.get(n).cloned()),
+            (DYNAMIC_DEFAULT_BROKER_CONFIG, &|n| self.cluster_default.get(n).cloned()),
+            (STATIC_BROKER_CONFIG, &|n| self.static_props.get(n).cloned()),
+            (DEFAULT_CONFIG, &|n| defs::lookup(n).and_then(|d| d.default.map(|v| v.to_string()))),
+        ];
+        for (source, get) in layers {
+            for n in &names {
+                if let Some(v) = get(n) {
+                    all.push((n.to_string(), Some(v), source));
+                }
+            }
+        }
+        all.into_iter().skip_while(|(n, _, _)| n != name).collect()
+    }
+}
+
+pub fn describe_configs(broker: &Arc<Broker>, req: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+    let results = req
+        .resources
+        .iter()
+        .map(|resource| {
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            // Kafka: no key list, or an empty one, means every config.
+            let wanted = |key: &str| {
+                resource.configuration_keys.as_ref().is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k == key))
+            };
+            let doc = req.include_documentation;
+            let entries = match resource.resource_type {
+                RESOURCE_TOPIC => match broker.topics.get(resource.resource_name.as_str()) {
+                    None => {
+                        return result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_message(Some(str_bytes("topic does not exist")))
+                    }
+                    Some(topic) => topic_entries(broker, &topic, &wanted),
+                },
+                RESOURCE_BROKER => match broker.dynamic.scope_of(resource.resource_name.as_str()) {
+                    Err((error, message)) => {
+                        return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
+                    }
+                    Ok(scope) => broker_entries(broker, scope, &wanted, doc),
+                },
+                _ => {
+                    return result.with_error_code(ResponseError::InvalidRequest.code()).with_error_message(Some(
+                        str_bytes(&format!("Unsupported resource type: {}", resource.resource_type)),
+                    ))
+                }
+            };
+            let entries = entries
+                .into_iter()
+                .map(|e| {
+                    let e = if req.include_synonyms { e } else { e.with_synonyms(Vec::new()) };
+                    if version >= 3 {
+                        e
+                    } else {
+                        e.with_config_type(TYPE_UNKNOWN).with_documentation(None)
+                    }
+                })
+                .collect();
+            // Kafka leaves the message of a success at its default, "".
+            result.with_configs(entries).with_error_message(Some(str_bytes("")))
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn synonym_entries(synonyms: &[Synonym]) -> Vec<DescribeConfigsSynonym> {
+    synonyms
+        .iter()
+        .map(|(name, value, source)| {
+            DescribeConfigsSynonym::default()
+                .with_name(str_bytes(name))
+                .with_value(value.as_deref().map(str_bytes))
+                .with_source(*source)
+        })
+        .collect()
+}
+
+fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) -> Vec<DescribeConfigsResourceResult> {
+    let layers = Layers::of(broker);
+    TOPIC_CONFIG_KEYS
+        .iter()
+        .filter(|(key, _)| wanted(key))
+        .map(|(key, broker_key)| {
+            let value = topic.config.value_of(key);
+            let mut synonyms = layers.synonyms(broker_key);
+            if topic.overrides.contains_key(*key) {
+                synonyms.insert(0, (key.to_string(), Some(value.clone()), DYNAMIC_TOPIC_CONFIG));
+            }
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(key))
+                .with_value(Some(str_bytes(&value)))
+                .with_config_source(synonyms.first().map_or(DEFAULT_CONFIG, |s| s.2))
+                .with_synonyms(synonym_entries(&synonyms))
+                .with_config_type(defs::topic_config_type(key) as i8)
+                .with_documentation(None)
+        })
+        .collect()
+}
+
+/// Kafka's `createBrokerConfigEntry`: this broker's configs (every one Ketch knows, plus any
+/// unknown static property), or only the dynamic cluster-default ones.
+fn broker_entries(
+    broker: &Broker,
+    scope: Scope,
+    wanted: &dyn Fn(&str) -> bool,
+    include_documentation: bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    let layers = Layers::of(broker);
+    let names: Vec<String> = match scope {
+        Scope::ClusterDefault => layers.cluster_default.keys().cloned().collect(),
+        Scope::Broker => {
+            let mut names = defs::all_names();
+            names.extend(layers.static_props.keys().filter(|k| defs::lookup(k).is_none()).cloned());
+            names.sort();
+            names
+        }
+    };
+    names
+        .iter()
+        .filter(|name| wanted(name))
+        .map(|name| {
+            let def = defs::lookup(name);
+            // Kafka treats a name it has no type for as possibly sensitive: no values shown.
+            let sensitive = def.is_none();
+            let mut synonyms = layers.synonyms(name);
+            if scope == Scope::ClusterDefault {
+                synonyms.retain(|s| s.2 == DYNAMIC_DEFAULT_BROKER_CONFIG);
+            }
+            if sensitive {
+                synonyms.iter_mut().for_each(|s| s.1 = None);
+            }
+            let value = synonyms.first().and_then(|s| s.1.clone());
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(name))
+                .with_value(value.as_deref().map(str_bytes))
+                .with_config_source(synonyms.first().map_or(DEFAULT_CONFIG, |s| s.2))
+                .with_is_sensitive(sensitive)
+                .with_read_only(!def.as_ref().is_some_and(|d| d.dynamic))
+                .with_synonyms(synonym_entries(&synonyms))
+                .with_config_type(def.as_ref().map_or(TYPE_UNKNOWN, |d| d.kind as i8))
+                .with_documentation(def.and_then(|d| d.doc).filter(|_| include_documentation).map(str_bytes))
+        })
+        .collect()
+}
+
+/// Replaces the dynamic config set of a BROKER resource (`change` maps the current set to the
+/// new one) and applies the result.
+fn alter_broker(
+    broker: &Arc<Broker>,
+    resource_name: &str,
+    validate_only: bool,
+    change: impl FnOnce(&Properties) -> Result<Properties, Refusal>,
+) -> Result<(), Refusal> {
+    let scope = broker.dynamic.scope_of(resource_name)?;
+    if let Some(effective) = broker.dynamic.alter(scope, validate_only, change)? {
+        broker.reconfigure(&effective);
+    }
+    Ok(())
+}
+
+/// Applies topic config changes and runs retention at once, so that e.g. a lowered
+/// `retention.ms` deletes segments right away rather than at the next check.
+fn apply_topic_config(
+    broker: &Arc<Broker>,
+    name: &str,
+    overrides: Properties,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    if broker.topics.get(name).is_none() {
+        return Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")));
+    }
+    let topic = broker.topics.alter_config(name, overrides, validate_only).map_err(|e| (e.error, e.message))?;
+    if !validate_only {
+        let now = crate::log::now_ms();
+        for partition in &topic.partitions {
+            if let Err(e) = partition.log().apply_retention(now) {
+                tracing::error!(topic = name, error = %e, "retention after config change failed");
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn alter_configs(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            // Legacy AlterConfigs replaces the whole set (topic overrides, or dynamic broker configs).
+            let set: Properties = r
+                .configs
+                .iter()
+                .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+                .collect();
+            let outcome = match r.resource_type {
+                RESOURCE_TOPIC => apply_topic_config(broker, r.resource_name.as_str(), set, req.validate_only),
+                RESOURCE_BROKER => alter_broker(broker, r.resource_name.as_str(), req.validate_only, |_| Ok(set)),
+                _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
+            };
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            match outcome {
+                Ok(()) => response,
+                Err((e, message)) => response.with_error_code(e.code()).with_error_message(Some(str_bytes(&message))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Kafka's `prepareIncrementalConfigs`: applies SET / DELETE / APPEND / SUBTRACT to `current`.
+/// `is_list` tells list-typed names; `base` is the value APPEND / SUBTRACT start from when
+/// `current` does not hold the name.
+fn apply_ops(
+    current: &Properties,
+    ops: &[AlterableConfig],
+    is_list: &dyn Fn(&str) -> bool,
+    base: &dyn Fn(&str) -> String,
+) -> Result<Properties, Refusal> {
+    let mut set = current.clone();
+    for c in ops {
+        let key = c.name.as_str().to_string();
+        let value = c.value.as_ref().map(|v| v.as_str().to_string()).unwrap_or_default();
+        match c.config_operation {
+            OP_SET => {
+                set.insert(key, value);
+            }
+            OP_DELETE => {
+                set.remove(&key);
+            }
+            OP_APPEND | OP_SUBTRACT if is_list(&key) => {
+                let old = set.get(&key).cloned().unwrap_or_else(|| base(&key));
+                let mut items: Vec<String> =
+                    old.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+                for v in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if c.config_operation == OP_APPEND && !items.iter().any(|i| i == v) {
+                        items.push(v.to_string());
+                    } else if c.config_operation == OP_SUBTRACT {
+                        items.retain(|i| i != v);
+                    }
+                }
+                set.insert(key, items.join(","));
+            }
+            OP_APPEND | OP_SUBTRACT => {
+                let verb = if c.config_operation == OP_APPEND { "append" } else { "subtract" };
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!("Config value {verb} is not allowed for config key: {key}"),
+                ));
+            }
+            other => return Err((ResponseError::InvalidRequest, format!("unknown config operation {other}"))),
+        }
+    }
+    Ok(set)
+}
+
+pub fn incremental_alter_configs(
+    broker: &Arc<Broker>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            let name = r.resource_name.as_str();
+            let outcome = match r.resource_type {
+                RESOURCE_TOPIC => match broker.topics.get(name) {
+                    None => Err((ResponseError::UnknownTopicOrPartition, "topic does not exist".to_string())),
+                    Some(topic) => {
+                        apply_ops(&topic.overrides, &r.configs, &|k| defs::topic_config_type(k) == Type::List, &|k| {
+                            topic.config.value_of(k)
+                        })
+                        .and_then(|overrides| apply_topic_config(broker, name, overrides, req.validate_only))
+                    }
+                },
+                RESOURCE_BROKER => alter_broker(broker, name, req.validate_only, |current| {
+                    apply_ops(current, &r.configs, &|k| defs::lookup(k).is_some_and(|d| d.kind == Type::List), &|k| {
+                        defs::lookup(k).and_then(|d| d.default.map(|v| v.to_string())).unwrap_or_default()
+                    })
+                }),
+                _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
+            };
+            let response = IncrementalAlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            match outcome {
+                Ok(()) => response,
+                Err((e, message)) => response.with_error_code(e.code()).with_error_message(Some(str_bytes(&message))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
