@@ -73,22 +73,42 @@ impl Flusher {
     }
 }
 
+/// Most fsyncs one group-commit pass runs at once.
+const SYNC_THREADS: usize = 8;
+
 fn run(rx: mpsc::Receiver<Request>) {
     while let Ok(first) = rx.recv() {
         let mut pending = vec![first];
         while let Ok(more) = rx.try_recv() {
             pending.push(more);
         }
-        let mut results: HashMap<*const Partition, Result<(), String>> = HashMap::new();
+        // Each distinct partition once; several are synced in parallel, so their fsyncs can
+        // share the file system's journal commits instead of queueing one behind another.
+        let mut distinct: Vec<&Arc<Partition>> = Vec::new();
         for request in &pending {
-            let key = Arc::as_ptr(&request.partition);
-            if results.contains_key(&key) {
-                continue;
+            if !distinct.iter().any(|p| Arc::ptr_eq(p, &request.partition)) {
+                distinct.push(&request.partition);
             }
-            results.insert(key, sync_partition(&request.partition));
         }
+        let results: HashMap<usize, Result<(), String>> = if distinct.len() == 1 {
+            distinct.iter().map(|p| (key(p), sync_partition(p))).collect()
+        } else {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let out = std::sync::Mutex::new(HashMap::new());
+            std::thread::scope(|scope| {
+                for _ in 0..SYNC_THREADS.min(distinct.len()) {
+                    scope.spawn(|| loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(partition) = distinct.get(i) else { break };
+                        let result = sync_partition(partition);
+                        out.lock().unwrap_or_else(|e| e.into_inner()).insert(key(partition), result);
+                    });
+                }
+            });
+            out.into_inner().unwrap_or_else(|e| e.into_inner())
+        };
         for request in pending {
-            let result = results.get(&Arc::as_ptr(&request.partition)).cloned().unwrap_or(Ok(()));
+            let result = results.get(&key(&request.partition)).cloned().unwrap_or(Ok(()));
             let result = result.and_then(|()| {
                 if request.partition.log().flushed_offset() >= request.offset {
                     Ok(())
@@ -99,6 +119,11 @@ fn run(rx: mpsc::Receiver<Request>) {
             let _ = request.done.send(result);
         }
     }
+}
+
+/// Identity of a partition for the duration of one pass (its address).
+fn key(partition: &Arc<Partition>) -> usize {
+    Arc::as_ptr(partition) as usize
 }
 
 fn sync_partition(partition: &Partition) -> Result<(), String> {
