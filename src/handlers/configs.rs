@@ -65,7 +65,8 @@ impl Layers {
     fn synonyms(&self, name: &str) -> Vec<Synonym> {
         let names = defs::synonyms(name);
         let mut all = Vec::new();
-        let layers: [(i8, &dyn Fn(&str) -> Option<String>); 4] = [
+        type Layer<'a> = (i8, &'a dyn Fn(&str) -> Option<String>);
+        let layers: [Layer<'_>; 4] = [
             (DYNAMIC_BROKER_CONFIG, &|n| self.per_broker.get(n).cloned()),
             (DYNAMIC_DEFAULT_BROKER_CONFIG, &|n| self.cluster_default.get(n).cloned()),
             (STATIC_BROKER_CONFIG, &|n| self.static_props.get(n).cloned()),
