@@ -4,7 +4,7 @@
 //! process; same bug class as Kafka's CVE-2022-34917).
 //!
 //! This module owns: walking a request frame (header + body) exactly as the crate's decoder would,
-//! using the per-version layouts in `guard_schemas.rs` (generated from the crate's own decoders by
+//! using the per-version layouts in `guard_schemas/` (generated from the crate's own decoders by
 //! `scripts/gen-guard-schemas`; never edit it by hand), without allocating.
 //!
 //! Invariants, for `check_request(frame) == Ok(())`:
@@ -81,7 +81,7 @@ impl fmt::Display for GuardError {
 
 impl std::error::Error for GuardError {}
 
-// ---- Schema types (instances live in guard_schemas.rs) ----------------------------------------
+// ---- Schema types (instances live in guard_schemas/) ----------------------------------------
 
 /// Wire kind of one field, as the crate decodes it.
 #[derive(Debug, Clone, Copy)]
