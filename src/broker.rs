@@ -37,10 +37,14 @@ pub struct Broker {
     pub txns: TxnCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
+    /// Held for the process lifetime: one broker per log directory (Kafka's `.lock`).
+    _log_dir_lock: std::fs::File,
 }
 
 impl Broker {
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        // Before anything in the directory is read or written: a second broker must not touch it.
+        let log_dir_lock = crate::metadata::lock_log_dir(config.log_dir())?;
         let dynamic = DynamicConfigs::open(&config)?;
         // Topics open with the topic defaults in force, dynamic ones included.
         let topics = TopicRegistry::open(&dynamic.effective())?;
@@ -77,6 +81,7 @@ impl Broker {
             groups,
             txns,
             appended,
+            _log_dir_lock: log_dir_lock,
         }))
     }
 

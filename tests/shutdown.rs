@@ -1,5 +1,6 @@
 //! Graceful shutdown: SIGTERM closes every log and leaves a clean-shutdown marker, which the
-//! next start consumes (skipping full recovery); a kill -9 leaves none, so recovery runs.
+//! next start consumes (skipping full recovery); a kill -9 leaves none, so recovery runs. A
+//! second broker on the same log directory refuses to start (Kafka's `.lock`).
 
 mod common;
 
@@ -43,4 +44,34 @@ fn sigterm_leaves_a_clean_shutdown_marker_and_data_survives() {
     let broker = TestBroker::start_in(dir, &[]);
     let mut s = broker.connect();
     assert_eq!(produce(&mut s, batch("d")), (0, 3));
+}
+
+#[test]
+fn a_second_broker_on_the_same_log_dir_refuses_to_start() {
+    let broker = TestBroker::start(&["auto.create.topics.enable=true"]);
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_ketch"))
+        .arg("--override")
+        .arg("listeners=PLAINTEXT://127.0.0.1:0")
+        .arg("--override")
+        .arg(format!("log.dirs={}", broker.dir.path().display()))
+        .output()
+        .unwrap();
+    assert!(!second.status.success(), "the second broker must not start");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("Failed to acquire lock on file .lock"), "stderr: {stderr}");
+    assert!(!String::from_utf8_lossy(&second.stdout).contains("listening"));
+    // The first one is untouched and keeps serving.
+    let mut s = broker.connect();
+    let metadata = kafka_protocol::messages::metadata_request::MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(
+            kafka_protocol::messages::TopicName(kafka_protocol::protocol::StrBytes::from_static_str("t")),
+        )),
+    ]));
+    call(
+        &mut s,
+        kafka_protocol::messages::ApiKey::Metadata,
+        9,
+        kafka_protocol::messages::RequestKind::Metadata(metadata),
+    );
+    assert_eq!(produce(&mut s, batch("a")), (0, 0));
 }

@@ -10,7 +10,7 @@
 mod store;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use kafka_protocol::error::ResponseError;
@@ -36,6 +36,21 @@ pub struct Topic {
     pub config: TopicConfig,
     pub partitions: Vec<Arc<Partition>>,
     pub internal: bool,
+}
+
+/// Takes Kafka's `.lock` on the log directory (an advisory lock held until the process exits),
+/// so a second broker on the same directory refuses to start instead of corrupting it.
+pub fn lock_log_dir(log_dir: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(log_dir)?;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(log_dir.join(".lock"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "Failed to acquire lock on file .lock in {}. A Kafka instance in another process or thread is using this directory.",
+            log_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
 }
 
 #[derive(Debug)]
