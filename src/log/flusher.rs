@@ -35,12 +35,7 @@ impl Flusher {
 
     /// Resolves once everything in `partition` below `offset` is on stable storage.
     pub async fn flush(&self, partition: Arc<Partition>, offset: i64) -> Result<(), String> {
-        if partition.log().flushed_offset() >= offset {
-            return Ok(());
-        }
-        let (done, wait) = oneshot::channel();
-        self.tx.send(Request { partition, offset, done }).map_err(|_| "flusher stopped".to_string())?;
-        wait.await.map_err(|_| "flusher stopped".to_string())?
+        self.flush_all(vec![(partition, offset)]).await.pop().expect("one result per request")
     }
 
     /// Like `flush` for several partitions at once: every request is queued before any is

@@ -105,9 +105,7 @@ pub async fn serve(
                 drain(&mut writer, &mut pending, &metrics).await?;
                 let body = ResponseKind::ApiVersions(handlers::unsupported_version_response());
                 let out = protocol::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)?;
-                writer.write_all(&out).await?;
-                writer.flush().await?;
-                metrics.sent(out.len());
+                write_out(&mut writer, &out, &metrics).await?;
                 continue;
             }
             Err(e) => {
@@ -129,9 +127,7 @@ pub async fn serve(
                 if let Some(response) = handlers::produce::complete(&broker, appended).await {
                     let out =
                         protocol::encode_response(api_key, version, correlation_id, &ResponseKind::Produce(response))?;
-                    writer.write_all(&out).await?;
-                    writer.flush().await?;
-                    metrics.sent(out.len());
+                    write_out(&mut writer, &out, &metrics).await?;
                 }
                 continue;
             }
@@ -153,26 +149,30 @@ pub async fn serve(
         drain(&mut writer, &mut pending, &metrics).await?;
         let Some(response) = handlers::dispatch(&broker, &ctx, request).await else { continue };
         let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
-        writer.write_all(&out).await?;
-        writer.flush().await?;
-        metrics.sent(out.len());
+        write_out(&mut writer, &out, &metrics).await?;
         drop(in_flight_guard);
         drop(timer);
     }
 }
 
 /// Writes the response of a completed background request (if it has one).
+/// Writes one encoded response frame and counts its bytes.
+async fn write_out(writer: &mut BufWriter<OwnedWriteHalf>, out: &[u8], metrics: &Metrics) -> anyhow::Result<()> {
+    writer.write_all(out).await?;
+    writer.flush().await?;
+    metrics.sent(out.len());
+    Ok(())
+}
+
 async fn write_completed(
     writer: &mut BufWriter<OwnedWriteHalf>,
     done: Result<anyhow::Result<Option<Bytes>>, tokio::task::JoinError>,
     metrics: &Metrics,
 ) -> anyhow::Result<()> {
-    if let Some(out) = done?? {
-        writer.write_all(&out).await?;
-        writer.flush().await?;
-        metrics.sent(out.len());
+    match done?? {
+        Some(out) => write_out(writer, &out, metrics).await,
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Writes every pending response, oldest first.
