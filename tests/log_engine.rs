@@ -249,3 +249,29 @@ fn log_append_time_is_stamped_by_the_broker() {
     assert_eq!(Header::new(&bytes).max_timestamp(), NOW);
     batch::check_batch(&bytes).unwrap();
 }
+
+/// A fetch locates its records under the partition lock and sends them after it: the slice
+/// must stay readable (the same bytes) when DeleteRecords or retention deletes its segment
+/// meanwhile, and a slice never ends mid-batch.
+#[test]
+fn a_located_slice_outlives_the_deletion_of_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.segment_bytes = 300;
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    for i in 0..20 {
+        append(&mut log, &["value-value-value", "v2"], NOW + i, NOW);
+    }
+    let slice = log.read_slice(0, 40, 1 << 20, true).unwrap().expect("records at offset 0");
+    let expected = log.read(0, 40, 1 << 20, true).unwrap();
+    assert_eq!(slice.len, expected.len());
+    assert_eq!(batches(&expected).first(), Some(&(0, 1)));
+    log.delete_records_before(30).unwrap();
+    assert!(!dir.path().join(format!("{:020}.log", 0)).exists(), "the first segment is gone");
+    assert_eq!(slice.read_to_vec().unwrap(), expected);
+    // Budgets cut at batch boundaries: never a partial batch, at least one with min_one.
+    let one = log.read_slice(30, 40, 1, true).unwrap().unwrap();
+    assert_eq!(batches(&one.read_to_vec().unwrap()), vec![(30, 31)]);
+    assert!(log.read_slice(30, 40, 1, false).unwrap().is_none());
+    assert!(log.read_slice(30, 30, 1 << 20, true).unwrap().is_none(), "nothing at or past max_offset");
+}

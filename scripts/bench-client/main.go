@@ -7,6 +7,8 @@
 //	bench-client topic    create|delete  -brokers B -topic T[,T2...] [-partitions P]
 //	bench-client produce  -brokers B -topic T -records N -size S -acks 1|all|0 -compression none|lz4|... [-spread]
 //	bench-client consume  -brokers B -topic T -records N
+//	bench-client produce-raw  -brokers B -topic T -records N -size S -acks 1|all -compression none|lz4
+//	bench-client consume-raw  -brokers B -topic T -records N -size S
 //	bench-client e2e      -brokers B -topic T -rate R -duration D -warmup W -size S -acks all
 //	bench-client startup  -brokers HOST:PORT [-topic T] -- broker command and arguments...
 //	bench-client conns    -brokers B -topic T -clients N -records-per-client M -size S -hold D
@@ -17,7 +19,7 @@
 //
 // This file owns the usage text, the mode dispatch and the JSON output; the flags every mode
 // shares are in common.go, the payloads in payload.go, and each mode in its own file (topic.go,
-// produce.go, consume.go, e2e.go, startup.go, conns.go).
+// produce.go, consume.go, raw.go + rawbatch.go, e2e.go, startup.go, conns.go).
 package main
 
 import (
@@ -35,6 +37,8 @@ modes:
   topic create|delete  create topics (waits until every partition has a leader) / delete them
   produce              produce N records as fast as possible; records/s and MB/s
   consume              read N records from the beginning (no group); records/s and MB/s
+  produce-raw          broker-bound produce: batches built before the run, sent as they are
+  consume-raw          broker-bound consume: fetch from the start, check batch CRCs, count from batch headers
   e2e                  produce at a fixed rate and consume in the same process; latency percentiles in µs
   startup              spawn a broker command, time spawn -> port open -> first acked record (acks=all)
   conns                open N clients (connections), hold them, then produce from all at once
@@ -58,6 +62,10 @@ func main() {
 		out, err = runProduce(args)
 	case "consume":
 		out, err = runConsume(args)
+	case "produce-raw":
+		out, err = runProduceRaw(args)
+	case "consume-raw":
+		out, err = runConsumeRaw(args)
 	case "e2e":
 		out, err = runE2E(args)
 	case "startup":

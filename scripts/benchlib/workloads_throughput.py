@@ -1,6 +1,7 @@
 """The throughput and latency workloads of scripts/bench, as a mixin of Bench: the unmeasured
-warm-up, produce (native client), producer-perf (Kafka's ProducerPerformance), consume (native
-client and ConsumerPerformance) and e2e (end-to-end latency at a fixed rate).
+warm-up, produce (native client, and broker-bound raw requests of pre-built batches),
+producer-perf (Kafka's ProducerPerformance), consume (native client, broker-bound raw fetches,
+ConsumerPerformance) and e2e (end-to-end latency at a fixed rate).
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ class ThroughputWorkloads:
                         log(f"{metric} {s}: {res['mb_per_s']:.1f} MB/s ({res['records_per_s']:.0f} rec/s)")
                     except RunFailed as e:
                         self.fail(metric, s, str(e))
+                    # The same workload, broker-bound: batches built before the run, sent as they are.
+                    raw = f"produce.raw.acks{acks}.{comp}"
+                    try:
+                        res = self.measured(f"produce raw acks={acks} {comp}", s, lambda b: self.client(
+                            "produce-raw", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic,
+                            "-records", str(self.produce_records), "-size", "1024", "-acks", acks, "-compression", comp,
+                            timeout=600, what=f"produce-raw {s}"))
+                        self.record(raw, s, res["mb_per_s"], res)
+                        self.record_cpu_per_gib("cpu." + raw, s, res)
+                        log(f"{raw} {s}: {res['mb_per_s']:.1f} MB/s")
+                    except RunFailed as e:
+                        self.fail(raw, s, str(e))
                     self._delete_topic(s, topic)
         for s, p in peaks.items():
             self.record("load.peak_rss_mb", s, p)
@@ -121,8 +134,8 @@ class ThroughputWorkloads:
                 log(f"filled {s} at {res['mb_per_s']:.1f} MB/s")
                 loaded.append(s)
             except RunFailed as e:
-                self.fail("consume.native", s, str(e))
-                self.fail("consume.perf", s, str(e))
+                for metric in ("consume.native", "consume.raw", "consume.perf"):
+                    self.fail(metric, s, str(e))
         for r in range(self.runs):
             for s in self.order(loaded, r):
                 try:
@@ -135,6 +148,17 @@ class ThroughputWorkloads:
                     log(f"consume.native {s}: {res['mb_per_s']:.1f} MB/s")
                 except RunFailed as e:
                     self.fail("consume.native", s, str(e))
+        for r in range(self.runs):
+            for s in self.order(loaded, r):
+                try:
+                    res = self.measured("consume (raw)", s, lambda b: self.client(
+                        "consume-raw", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic,
+                        "-records", str(n), "-size", "1024", timeout=900, what=f"consume-raw {s}"))
+                    self.record("consume.raw", s, res["mb_per_s"], res)
+                    self.record_cpu_per_gib("cpu.consume.raw", s, res)
+                    log(f"consume.raw {s}: {res['mb_per_s']:.1f} MB/s ({res['fetches']} fetches)")
+                except RunFailed as e:
+                    self.fail("consume.raw", s, str(e))
         for r in range(self.slow_runs):
             for s in self.order(loaded, r):
                 try:

@@ -1,6 +1,10 @@
 //! Fetch: returns stored batches exactly as they sit on disk, with `min_bytes` / `max_wait_ms`
 //! long polling woken by appends (no busy loop), and `max_bytes` / per-partition limits.
 //!
+//! Records are not copied here: each partition's answer is a `FileSlice` of a segment file,
+//! located under the partition lock and read (or sent with `sendfile`) after it is released;
+//! `FetchAnswer` carries the slices next to the response whose `records` they fill.
+//!
 //! Fetch sessions (KIP-227) are resolved by `crate::fetch_session`: incremental requests name
 //! only changed partitions and get back only partitions with news.
 
@@ -18,7 +22,7 @@ use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::fetch_session::{Key, LastSent, Wanted as SessionWanted};
-use crate::log::Partition;
+use crate::log::{FileSlice, Partition};
 
 /// Upper bound on how long one fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP_MS: u64 = 60_000;
@@ -31,7 +35,40 @@ struct Wanted {
     error: Option<ResponseError>,
 }
 
-pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> FetchResponse {
+/// A fetch response whose partitions' `records` are still in segment files.
+pub struct FetchAnswer {
+    /// Every partition's `records` is empty here; the bytes are in `records`.
+    pub response: FetchResponse,
+    /// One entry per partition of `response`, in order (topics, then their partitions).
+    pub records: Vec<Option<FileSlice>>,
+}
+
+impl FetchAnswer {
+    /// The complete response, with the records read into memory. A segment that can no longer
+    /// be read turns into KAFKA_STORAGE_ERROR for its partition.
+    pub fn into_response(self) -> FetchResponse {
+        let FetchAnswer { mut response, records } = self;
+        let partitions = response.responses.iter_mut().flat_map(|t| t.partitions.iter_mut());
+        for (data, slice) in partitions.zip(records) {
+            let Some(slice) = slice else { continue };
+            match slice.read_to_vec() {
+                Ok(bytes) => data.records = Some(Bytes::from(bytes)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading fetched records");
+                    data.error_code = ResponseError::KafkaStorageError.code();
+                }
+            }
+        }
+        response
+    }
+
+    /// Bytes of records in the answer.
+    pub fn records_bytes(&self) -> usize {
+        self.records.iter().flatten().map(|s| s.len).sum()
+    }
+}
+
+pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> FetchAnswer {
     let by_id = version >= 13;
     // Names and ids both identify a topic in the session; resolve whichever the version lacks.
     let key_of = |name: &TopicName, id: uuid::Uuid, partition: i32| -> Key {
@@ -62,7 +99,10 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         .collect();
     let plan = match broker.fetch_sessions.plan(req.session_id, req.session_epoch, requested, forgotten) {
         Ok(plan) => plan,
-        Err(error) => return FetchResponse::default().with_error_code(error.code()).with_session_id(0),
+        Err(error) => {
+            let response = FetchResponse::default().with_error_code(error.code()).with_session_id(0);
+            return FetchAnswer { response, records: Vec::new() };
+        }
     };
     let unknown = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
     let wanted: Vec<Wanted> = plan
@@ -88,22 +128,26 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
     let mut appends = broker.subscribe_appends();
-    let results = loop {
+    let (results, slices) = loop {
         appends.mark_unchanged();
-        let (results, total_bytes, any_error) = read_all(&wanted, max_bytes, read_committed);
-        if total_bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline {
-            break results;
+        let read = read_all(&wanted, max_bytes, read_committed);
+        if read.total_bytes >= min_bytes || read.any_error || tokio::time::Instant::now() >= deadline {
+            break (read.results, read.slices);
         }
         match tokio::time::timeout_at(deadline, appends.changed()).await {
             Ok(Ok(())) => continue,
-            _ => break read_all(&wanted, max_bytes, read_committed).0,
+            _ => {
+                let read = read_all(&wanted, max_bytes, read_committed);
+                break (read.results, read.slices);
+            }
         }
     };
     let sent: Vec<(Key, LastSent, bool)> = wanted
         .iter()
         .zip(&results)
-        .map(|(w, d)| {
-            let news = d.error_code != 0 || d.records.as_ref().is_some_and(|r| !r.is_empty());
+        .zip(&slices)
+        .map(|((w, d), slice)| {
+            let news = d.error_code != 0 || slice.is_some();
             (w.key.clone(), LastSent { high_watermark: d.high_watermark, log_start_offset: d.log_start_offset }, news)
         })
         .collect();
@@ -113,10 +157,12 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         vec![true; sent.len()]
     };
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
-    for ((w, data), show) in wanted.iter().zip(results).zip(shown) {
+    let mut records = Vec::with_capacity(slices.len());
+    for (((w, data), slice), show) in wanted.iter().zip(results).zip(slices).zip(shown) {
         if plan.incremental && !show {
             continue;
         }
+        records.push(slice);
         let same_topic =
             topics.last().is_some_and(|t| if by_id { t.topic_id == w.key.1 } else { t.topic.0.as_str() == w.key.0 });
         if !same_topic {
@@ -130,19 +176,29 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         topics.last_mut().expect("pushed above").partitions.push(data);
     }
     let response = FetchResponse::default().with_responses(topics);
-    if version >= 7 {
-        response.with_session_id(plan.session_id)
-    } else {
-        response
-    }
+    let response = if version >= 7 { response.with_session_id(plan.session_id) } else { response };
+    FetchAnswer { response, records }
 }
 
-/// Reads every wanted partition once; returns the partition results, bytes gathered and whether
-/// any partition failed (errors are answered immediately, as Kafka does).
-fn read_all(wanted: &[Wanted], max_bytes: usize, read_committed: bool) -> (Vec<PartitionData>, usize, bool) {
-    let mut total = 0usize;
-    let mut any_error = false;
-    let mut results = Vec::with_capacity(wanted.len());
+/// What one pass over the wanted partitions found.
+struct ReadAll {
+    /// One per wanted partition, `records` left empty.
+    results: Vec<PartitionData>,
+    /// The records of each, in `results` order.
+    slices: Vec<Option<FileSlice>>,
+    total_bytes: usize,
+    /// Some partition failed (errors are answered immediately, as Kafka does).
+    any_error: bool,
+}
+
+/// Reads every wanted partition once (locating its records, not copying them).
+fn read_all(wanted: &[Wanted], max_bytes: usize, read_committed: bool) -> ReadAll {
+    let mut read = ReadAll {
+        results: Vec::with_capacity(wanted.len()),
+        slices: Vec::with_capacity(wanted.len()),
+        total_bytes: 0,
+        any_error: false,
+    };
     for w in wanted {
         let data = PartitionData::default()
             .with_partition_index(w.key.2)
@@ -152,50 +208,62 @@ fn read_all(wanted: &[Wanted], max_bytes: usize, read_committed: bool) -> (Vec<P
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(Some(Bytes::new()));
         let (Some(partition), None) = (&w.partition, w.error) else {
-            any_error = true;
-            results.push(data.with_error_code(w.error.unwrap_or(ResponseError::UnknownTopicOrPartition).code()));
+            read.any_error = true;
+            read.results.push(data.with_error_code(w.error.unwrap_or(ResponseError::UnknownTopicOrPartition).code()));
+            read.slices.push(None);
             continue;
         };
-        let log = partition.log();
-        let high_watermark = log.high_watermark();
-        let last_stable = log.last_stable_offset();
-        // read_committed consumers see nothing past the LSO (an open transaction's first offset).
-        let upper = if read_committed { last_stable } else { high_watermark };
-        let data = data
-            .with_high_watermark(high_watermark)
-            .with_last_stable_offset(last_stable)
-            .with_log_start_offset(log.log_start_offset());
-        let data = if read_committed {
-            let aborted = log
-                .aborted_txns(w.fetch_offset, upper)
-                .into_iter()
-                .map(|a| {
-                    AbortedTransaction::default()
-                        .with_producer_id(ProducerId(a.producer_id))
-                        .with_first_offset(a.first_offset)
-                })
-                .collect();
-            data.with_aborted_transactions(Some(aborted))
-        } else {
-            data
-        };
-        let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         // KIP-74: the first batch of the first non-empty partition is returned even if larger.
-        let min_one = total == 0;
-        if budget == 0 && !min_one {
-            results.push(data.with_records(Some(Bytes::new())));
-            continue;
+        let min_one = read.total_bytes == 0;
+        let budget = w.max_bytes.min(max_bytes.saturating_sub(read.total_bytes));
+        let (data, slice) = read_partition(partition, w, data, budget, min_one, read_committed);
+        if data.error_code != 0 {
+            read.any_error = true;
         }
-        match log.read(w.fetch_offset, upper, budget, min_one) {
-            Ok(bytes) => {
-                total += bytes.len();
-                results.push(data.with_records(Some(Bytes::from(bytes))));
-            }
-            Err(e) => {
-                any_error = true;
-                results.push(data.with_error_code(e.code()));
-            }
-        }
+        read.total_bytes += slice.as_ref().map_or(0, |s| s.len);
+        read.results.push(data);
+        read.slices.push(slice);
     }
-    (results, total, any_error)
+    read
+}
+
+/// One partition's answer under its lock: offsets, aborted transactions and where its records are.
+fn read_partition(
+    partition: &Partition,
+    w: &Wanted,
+    data: PartitionData,
+    budget: usize,
+    min_one: bool,
+    read_committed: bool,
+) -> (PartitionData, Option<FileSlice>) {
+    let log = partition.log();
+    let high_watermark = log.high_watermark();
+    let last_stable = log.last_stable_offset();
+    // read_committed consumers see nothing past the LSO (an open transaction's first offset).
+    let upper = if read_committed { last_stable } else { high_watermark };
+    let data = data
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(last_stable)
+        .with_log_start_offset(log.log_start_offset());
+    let data = if read_committed {
+        let aborted = log
+            .aborted_txns(w.fetch_offset, upper)
+            .into_iter()
+            .map(|a| {
+                AbortedTransaction::default()
+                    .with_producer_id(ProducerId(a.producer_id))
+                    .with_first_offset(a.first_offset)
+            })
+            .collect();
+        data.with_aborted_transactions(Some(aborted))
+    } else {
+        data
+    };
+    if budget == 0 && !min_one {
+        return (data, None);
+    }
+    match log.read_slice(w.fetch_offset, upper, budget, min_one) {
+        Ok(slice) => (data, slice),
+        Err(e) => (data.with_error_code(e.code()), None),
+    }
 }

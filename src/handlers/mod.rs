@@ -8,7 +8,7 @@ mod cluster;
 mod configs;
 mod create_topics;
 mod delete_topics;
-mod fetch;
+pub mod fetch;
 mod find_coordinator;
 mod groups;
 mod list_offsets;
@@ -44,7 +44,7 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
         RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
         RequestKind::Produce(req) => return produce::handle(broker, req, version).await.map(ResponseKind::Produce),
-        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await),
+        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await.into_response()),
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, version)),
         RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, version)),
         RequestKind::FindCoordinator(req) => {

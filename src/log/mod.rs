@@ -20,6 +20,7 @@ pub mod segment;
 use std::sync::{Mutex, MutexGuard};
 
 pub use partition_log::{AppendInfo, PartitionLog};
+pub use segment::FileSlice;
 
 /// One partition of a topic: its identity and its log.
 #[derive(Debug)]

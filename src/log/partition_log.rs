@@ -19,7 +19,7 @@ use crate::error::LogError;
 use crate::log::batch::{self, BatchSummary};
 use crate::log::cleaner::{self, CleanPlan, CleanedGroup};
 use crate::log::producer_state::{Check, ProducerState};
-use crate::log::segment::Segment;
+use crate::log::segment::{FileSlice, Segment};
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 /// Log start offset moved by DeleteRecords inside the first segment (one decimal number).
@@ -381,18 +381,33 @@ impl PartitionLog {
 
     /// Reads batches from `offset`, up to `max_offset` (exclusive) and about `max_bytes`.
     pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one: bool) -> Result<Vec<u8>, LogError> {
+        match self.read_slice(offset, max_offset, max_bytes, min_one)? {
+            Some(slice) => Ok(slice.read_to_vec()?),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Like `read`, but only locates the bytes: a slice of one segment file, read (or sent)
+    /// after the partition lock is released. `None` when there is nothing to return.
+    pub fn read_slice(
+        &self,
+        offset: i64,
+        max_offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> Result<Option<FileSlice>, LogError> {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(LogError::OffsetOutOfRange { offset, start: self.log_start_offset, end });
         }
         let i = self.segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
         for segment in &self.segments[i..] {
-            let bytes = segment.read(offset, max_offset, max_bytes, min_one)?;
-            if !bytes.is_empty() || segment.next_offset > offset.max(segment.base_offset) {
-                return Ok(bytes);
+            let slice = segment.read_slice(offset, max_offset, max_bytes, min_one)?;
+            if slice.is_some() || segment.next_offset > offset.max(segment.base_offset) {
+                return Ok(slice);
             }
         }
-        Ok(Vec::new())
+        Ok(None)
     }
 
     /// ListOffsets by timestamp: the first offset whose record timestamp is >= `target`.

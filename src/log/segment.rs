@@ -10,6 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::LogError;
 use crate::log::batch::{self, Header, HEADER_BYTES};
@@ -22,7 +23,9 @@ const PEEK_BYTES: usize = 27;
 pub struct Segment {
     pub base_offset: i64,
     log_path: PathBuf,
-    file: File,
+    /// Shared with in-flight fetch responses (`FileSlice`), which send from it after the
+    /// partition lock is released; a deleted segment's bytes stay readable until they are sent.
+    file: Arc<File>,
     size: u64,
     index: IndexFile<OffsetEntry>,
     time_index: IndexFile<TimeEntry>,
@@ -38,6 +41,24 @@ pub struct Segment {
 
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}.{suffix}")
+}
+
+/// A byte range of a segment file: whole batches exactly as stored, which a fetch response
+/// sends straight from the file (`sendfile`) instead of copying them through memory.
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: usize,
+}
+
+impl FileSlice {
+    /// Copies the bytes into memory (for small responses, and for callers that need them).
+    pub fn read_to_vec(&self) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.len];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(buf)
+    }
 }
 
 /// A batch location found by scanning: start position and header facts.
@@ -56,7 +77,7 @@ impl Segment {
         Ok(Segment {
             base_offset,
             log_path,
-            file,
+            file: Arc::new(file),
             size: 0,
             index: IndexFile::create(&dir.join(file_name(base_offset, "index")))?,
             time_index: IndexFile::create(&dir.join(file_name(base_offset, "timeindex")))?,
@@ -93,7 +114,7 @@ impl Segment {
         let mut segment = Segment {
             base_offset,
             log_path,
-            file,
+            file: Arc::new(file),
             size,
             index: IndexFile::unopened(&index_path),
             time_index: IndexFile::unopened(&time_path),
@@ -339,33 +360,34 @@ impl Segment {
         Ok(())
     }
 
-    /// Reads whole batches starting with the one containing `offset`, stopping before `max_offset`
-    /// and after roughly `max_bytes` (always at least one whole batch when `min_one`).
-    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one: bool) -> io::Result<Vec<u8>> {
-        let Some(first) = self.find_batch(offset)? else { return Ok(Vec::new()) };
-        if first.base_offset >= max_offset {
-            return Ok(Vec::new());
-        }
-        let available = (self.size - first.position) as usize;
-        let mut want = available.min(max_bytes);
-        if min_one && want < first.total_bytes as usize {
-            want = first.total_bytes as usize;
-        }
-        let mut buf = vec![0u8; want.min(available)];
-        self.file.read_exact_at(&mut buf, first.position)?;
-        // Keep only whole batches below max_offset.
-        let mut end = 0usize;
-        while end + PEEK_BYTES <= buf.len() {
-            let header = &buf[end..];
-            let base = i64::from_be_bytes(header[0..8].try_into().expect("8 bytes"));
-            let total = i32::from_be_bytes(header[8..12].try_into().expect("4 bytes")) as usize + 12;
-            if base >= max_offset || end + total > buf.len() {
+    /// Locates whole batches starting with the one containing `offset`, stopping before
+    /// `max_offset` and within `max_bytes` (always at least one whole batch when `min_one`).
+    /// Only batch headers are read: the bytes themselves are sent from the file later.
+    pub fn read_slice(
+        &self,
+        offset: i64,
+        max_offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> io::Result<Option<FileSlice>> {
+        let Some(first) = self.find_batch(offset)? else { return Ok(None) };
+        let limit = if min_one { max_bytes.max(first.total_bytes as usize) } else { max_bytes };
+        let limit = first.position + limit as u64;
+        let mut end = first.position;
+        let mut next = Some(first);
+        while let Some(b) = next {
+            let batch_end = b.position + b.total_bytes;
+            if b.base_offset >= max_offset || batch_end > limit || batch_end > self.size {
                 break;
             }
-            end += total;
+            end = batch_end;
+            next = self.peek(end)?;
         }
-        buf.truncate(end);
-        Ok(buf)
+        Ok((end > first.position).then(|| FileSlice {
+            file: self.file.clone(),
+            position: first.position,
+            len: (end - first.position) as usize,
+        }))
     }
 
     /// The first record offset with timestamp >= `target` in this segment, with its timestamp.

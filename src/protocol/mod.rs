@@ -6,6 +6,7 @@
 //! Invariants: no decoder runs on bytes the guard has not accepted, so a frame of N bytes makes
 //! decoding allocate O(N); requests at versions outside our table never reach a handler.
 
+pub mod fetch_frame;
 pub mod guard;
 #[allow(clippy::all)]
 #[rustfmt::skip]

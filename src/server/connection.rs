@@ -7,6 +7,9 @@
 //! earlier response, so it sees what those requests did, as with Kafka's one-request-at-a-time
 //! channel muting.
 //!
+//! Fetch responses are written in parts (`protocol::fetch_frame`): encoded bytes with `write`,
+//! stored batches straight from their segment file with `sendfile`.
+//!
 //! Invariants: a frame larger than `socket.request.max.bytes`, or one that cannot be parsed,
 //! closes this connection only; memory for a frame grows with the bytes actually received,
 //! never with the length a client merely claims.
@@ -20,14 +23,16 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
+use crate::log::FileSlice;
 use crate::metrics::Metrics;
+use crate::protocol::fetch_frame::{self, OutPart};
 use crate::protocol::{self, ProtocolError};
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
@@ -147,6 +152,12 @@ pub async fn serve(
         }
         // Every other request sees the effects of the produce requests before it.
         drain(&mut writer, &mut pending, &metrics).await?;
+        if let RequestKind::Fetch(req) = request.body {
+            let answer = handlers::fetch::handle(&broker, req, version).await;
+            let parts = fetch_frame::encode_fetch_response(version, correlation_id, answer)?;
+            write_parts(&mut writer, parts, &metrics).await?;
+            continue;
+        }
         let Some(response) = handlers::dispatch(&broker, &ctx, request).await else { continue };
         let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
         write_out(&mut writer, &out, &metrics).await?;
@@ -155,7 +166,6 @@ pub async fn serve(
     }
 }
 
-/// Writes the response of a completed background request (if it has one).
 /// Writes one encoded response frame and counts its bytes.
 async fn write_out(writer: &mut BufWriter<OwnedWriteHalf>, out: &[u8], metrics: &Metrics) -> anyhow::Result<()> {
     writer.write_all(out).await?;
@@ -164,6 +174,51 @@ async fn write_out(writer: &mut BufWriter<OwnedWriteHalf>, out: &[u8], metrics: 
     Ok(())
 }
 
+/// Writes a response frame made of parts: bytes through the buffer, file slices with sendfile.
+async fn write_parts(
+    writer: &mut BufWriter<OwnedWriteHalf>,
+    parts: Vec<OutPart>,
+    metrics: &Metrics,
+) -> anyhow::Result<()> {
+    let mut total = 0;
+    for part in parts {
+        total += part.len();
+        match part {
+            OutPart::Bytes(bytes) => writer.write_all(&bytes).await?,
+            OutPart::File(slice) => {
+                writer.flush().await?;
+                send_file(writer.get_ref().as_ref(), &slice).await?;
+            }
+        }
+    }
+    writer.flush().await?;
+    metrics.sent(total);
+    Ok(())
+}
+
+/// Sends a file slice to the socket with `sendfile` (no copy through user space). A file that
+/// turns out shorter than the slice (it cannot, while the slice is below the high watermark)
+/// ends the connection: the frame is already partly sent.
+async fn send_file(socket: &TcpStream, slice: &FileSlice) -> anyhow::Result<()> {
+    let mut offset = slice.position;
+    let end = slice.position + slice.len as u64;
+    while offset < end {
+        socket.writable().await?;
+        let want = (end - offset).min(1 << 30) as usize;
+        let sent = socket.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(socket, &*slice.file, Some(&mut offset), want).map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(0) => anyhow::bail!("segment file ended {} bytes before the fetched slice", end - offset),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Writes the response of a completed background request (if it has one).
 async fn write_completed(
     writer: &mut BufWriter<OwnedWriteHalf>,
     done: Result<anyhow::Result<Option<Bytes>>, tokio::task::JoinError>,
