@@ -1,36 +1,85 @@
-//! Group commit: one background thread fsyncs partition logs on behalf of many waiters.
+//! Group commit: a pool of threads fsyncs partition logs on behalf of many waiters.
 //!
-//! Owns: the queue of "make partition P durable up to offset O" requests. Each pass drains every
-//! request queued so far, fsyncs each distinct partition once (file handles are taken under the
-//! partition lock, fsync runs outside it so appends continue), then completes all the waiters
-//! it covered. Many producers writing at once therefore share one fsync per partition.
+//! Owns: per partition, the waiters for "durable up to offset O". A partition with waiters is
+//! queued; a pool thread takes it, takes all its waiters so far, fsyncs it once (file handles
+//! are taken under the partition lock, fsync runs outside it so appends continue) and
+//! completes them. Waiters that arrive during that fsync wait for the partition's next one,
+//! queued as soon as this one ends. Partitions are synced independently (no pass barrier: a
+//! slow fsync of one partition holds back no other) and in parallel (up to `SYNC_THREADS`), so
+//! many producers writing at once share one fsync per partition.
 //! Invariant: a waiter is completed with Ok only after an fsync that started after its data
-//! was written.
+//! was written (waiters register after their append; an fsync covers what was written before
+//! it took its file handles).
 
-use std::collections::HashMap;
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
 use crate::log::{now_ms, Partition};
 
-struct Request {
-    partition: Arc<Partition>,
+/// Most fsyncs running at once.
+const SYNC_THREADS: usize = 8;
+
+struct Waiter {
     offset: i64,
     done: oneshot::Sender<Result<(), String>>,
 }
 
+/// A partition with waiters: queued for a sync, or being synced.
+struct Entry {
+    partition: Arc<Partition>,
+    waiters: Vec<Waiter>,
+    queued: bool,
+    syncing: bool,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<usize, Entry>,
+    queue: VecDeque<usize>,
+    stopped: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    work: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Stops the pool when the last `Flusher` handle is dropped (queued waiters are still served).
+struct StopOnDrop(Arc<Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.lock().stopped = true;
+        self.0.work.notify_all();
+    }
+}
+
 #[derive(Clone)]
 pub struct Flusher {
-    tx: mpsc::Sender<Request>,
+    shared: Arc<Shared>,
+    _stop: Arc<StopOnDrop>,
 }
 
 impl Flusher {
     pub fn start() -> Flusher {
-        let (tx, rx) = mpsc::channel::<Request>();
-        std::thread::Builder::new().name("ketch-flusher".into()).spawn(move || run(rx)).expect("spawn flusher thread");
-        Flusher { tx }
+        let shared = Arc::new(Shared::default());
+        for i in 0..SYNC_THREADS {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("ketch-flusher-{i}"))
+                .spawn(move || run(&shared))
+                .expect("spawn flusher thread");
+        }
+        Flusher { shared: shared.clone(), _stop: Arc::new(StopOnDrop(shared)) }
     }
 
     /// Resolves once everything in `partition` below `offset` is on stable storage.
@@ -39,27 +88,44 @@ impl Flusher {
     }
 
     /// Like `flush` for several partitions at once: every request is queued before any is
-    /// awaited, so one group-commit pass covers them all. Results come back in input order.
+    /// awaited, so their fsyncs run together. Results come back in input order.
     pub async fn flush_all(&self, work: Vec<(Arc<Partition>, i64)>) -> Vec<Result<(), String>> {
         let mut waits = Vec::with_capacity(work.len());
         for (partition, offset) in work {
             if partition.log().flushed_offset() >= offset {
-                waits.push(Ok(None));
+                waits.push(None);
                 continue;
             }
             let (done, wait) = oneshot::channel();
-            let sent = self.tx.send(Request { partition, offset, done });
-            waits.push(sent.map(|()| Some(wait)).map_err(|_| "flusher stopped".to_string()));
+            self.enqueue(partition, Waiter { offset, done });
+            waits.push(Some(wait));
         }
         let mut results = Vec::with_capacity(waits.len());
         for wait in waits {
             results.push(match wait {
-                Err(e) => Err(e),
-                Ok(None) => Ok(()),
-                Ok(Some(wait)) => wait.await.map_err(|_| "flusher stopped".to_string()).and_then(|r| r),
+                None => Ok(()),
+                Some(wait) => wait.await.map_err(|_| "flusher stopped".to_string()).and_then(|r| r),
             });
         }
         results
+    }
+
+    fn enqueue(&self, partition: Arc<Partition>, waiter: Waiter) {
+        let key = key(&partition);
+        let mut state = self.shared.lock();
+        let entry = state.entries.entry(key).or_insert_with(|| Entry {
+            partition,
+            waiters: Vec::new(),
+            queued: false,
+            syncing: false,
+        });
+        entry.waiters.push(waiter);
+        if !entry.queued && !entry.syncing {
+            entry.queued = true;
+            state.queue.push_back(key);
+            drop(state);
+            self.shared.work.notify_one();
+        }
     }
 
     /// Synchronous variant for background tasks (`flush.ms`, `flush.messages`).
@@ -68,50 +134,43 @@ impl Flusher {
     }
 }
 
-/// Most fsyncs one group-commit pass runs at once.
-const SYNC_THREADS: usize = 8;
-
-fn run(rx: mpsc::Receiver<Request>) {
-    while let Ok(first) = rx.recv() {
-        let mut pending = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            pending.push(more);
-        }
-        // Each distinct partition once; several are synced in parallel, so their fsyncs can
-        // share the file system's journal commits instead of queueing one behind another.
-        let mut distinct: Vec<&Arc<Partition>> = Vec::new();
-        for request in &pending {
-            if !distinct.iter().any(|p| Arc::ptr_eq(p, &request.partition)) {
-                distinct.push(&request.partition);
+/// A pool thread: sync queued partitions until stopped with nothing left to do.
+fn run(shared: &Shared) {
+    let mut state = shared.lock();
+    loop {
+        let Some(key) = state.queue.pop_front() else {
+            if state.stopped {
+                return;
             }
-        }
-        let results: HashMap<usize, Result<(), String>> = if distinct.len() == 1 {
-            distinct.iter().map(|p| (key(p), sync_partition(p))).collect()
-        } else {
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let out = std::sync::Mutex::new(HashMap::new());
-            std::thread::scope(|scope| {
-                for _ in 0..SYNC_THREADS.min(distinct.len()) {
-                    scope.spawn(|| loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(partition) = distinct.get(i) else { break };
-                        let result = sync_partition(partition);
-                        out.lock().unwrap_or_else(|e| e.into_inner()).insert(key(partition), result);
-                    });
-                }
-            });
-            out.into_inner().unwrap_or_else(|e| e.into_inner())
+            state = shared.work.wait(state).unwrap_or_else(|e| e.into_inner());
+            continue;
         };
-        for request in pending {
-            let result = results.get(&key(&request.partition)).cloned().unwrap_or(Ok(()));
-            let result = result.and_then(|()| {
-                if request.partition.log().flushed_offset() >= request.offset {
+        let entry = state.entries.get_mut(&key).expect("queued partitions have an entry");
+        entry.queued = false;
+        entry.syncing = true;
+        let waiters = std::mem::take(&mut entry.waiters);
+        let partition = entry.partition.clone();
+        drop(state);
+        let result = sync_partition(&partition);
+        let flushed = partition.log().flushed_offset();
+        for waiter in waiters {
+            let result = result.clone().and_then(|()| {
+                if flushed >= waiter.offset {
                     Ok(())
                 } else {
                     Err("log was truncated before it could be flushed".to_string())
                 }
             });
-            let _ = request.done.send(result);
+            let _ = waiter.done.send(result);
+        }
+        state = shared.lock();
+        let entry = state.entries.get_mut(&key).expect("a syncing partition keeps its entry");
+        entry.syncing = false;
+        if entry.waiters.is_empty() {
+            state.entries.remove(&key);
+        } else {
+            entry.queued = true;
+            state.queue.push_back(key);
         }
     }
 }
