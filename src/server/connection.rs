@@ -211,7 +211,7 @@ async fn send_file(socket: &TcpStream, slice: &FileSlice) -> anyhow::Result<()> 
         match sent {
             Ok(0) => anyhow::bail!("segment file ended {} bytes before the fetched slice", end - offset),
             Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
             Err(e) => return Err(e.into()),
         }
     }
