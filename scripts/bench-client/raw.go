@@ -33,8 +33,8 @@ type rawTopic struct {
 	partitions int
 }
 
-func rawBroker(ctx context.Context, c *common) (*kgo.Client, rawTopic, error) {
-	cl, err := kgo.NewClient(c.opts()...)
+func rawBroker(ctx context.Context, c *common, extra ...kgo.Opt) (*kgo.Client, rawTopic, error) {
+	cl, err := kgo.NewClient(append(c.opts(), extra...)...)
 	if err != nil {
 		return nil, rawTopic{}, err
 	}
@@ -73,7 +73,12 @@ func runProduceRaw(args []string) (map[string]any, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	cl, rt, err := rawBroker(ctx, &c)
+	// franz-go stamps its configured acks on every ProduceRequest it sends, raw ones included.
+	ao, err := acksOpts(*acks)
+	if err != nil {
+		return nil, err
+	}
+	cl, rt, err := rawBroker(ctx, &c, ao...)
 	if err != nil {
 		return nil, err
 	}

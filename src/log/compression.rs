@@ -16,6 +16,9 @@ use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordBatchEncode
 use crate::config::CompressionType;
 use crate::error::LogError;
 
+/// Decompressed bytes a stream decoder produces per call (see `decompressing_reader`).
+const DECODED_BUFFER_BYTES: usize = 64 * 1024;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
     None,
@@ -67,18 +70,25 @@ impl Codec {
 
 /// A reader yielding the decompressed record bytes of a batch body (the bytes after the header).
 pub fn decompressing_reader<'a>(codec: Codec, body: &'a [u8]) -> Result<Box<dyn Read + 'a>, LogError> {
+    // The record walker reads a varint at a time: stream decoders that would run their codec
+    // for every such read sit behind a buffer, so each codec call yields up to 64 KiB.
+    let buffered = |inner: Box<dyn Read + 'a>| -> Box<dyn Read + 'a> {
+        Box::new(io::BufReader::with_capacity(DECODED_BUFFER_BYTES, inner))
+    };
     Ok(match codec {
         Codec::None => Box::new(body),
-        Codec::Gzip => Box::new(flate2::read::GzDecoder::new(body)),
+        Codec::Gzip => buffered(Box::new(flate2::read::GzDecoder::new(body))),
         // liblz4's frame decoder (the `lz4` crate, also what kafka-protocol compresses with):
         // lz4_flex's zero-fills a whole maximum-size block (4 MiB in frames from Go's
-        // pierrec/lz4 defaults, e.g. sarama) for every block it decodes, which cost 7x the CPU.
-        Codec::Lz4 => Box::new(lz4::Decoder::new(body).map_err(|e| LogError::CorruptMessage(format!("lz4: {e}")))?),
+        // pierrec/lz4 defaults) for every block it decodes, which cost 7x the CPU.
+        Codec::Lz4 => {
+            buffered(Box::new(lz4::Decoder::new(body).map_err(|e| LogError::CorruptMessage(format!("lz4: {e}")))?))
+        }
         Codec::Zstd => {
             let mut decoder = zstd::stream::read::Decoder::with_buffer(body)
                 .map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
             decoder.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(|e| LogError::CorruptMessage(format!("zstd: {e}")))?;
-            Box::new(decoder)
+            buffered(Box::new(decoder))
         }
         Codec::Snappy => {
             if body.len() >= XERIAL_HEADER_BYTES && &body[..XERIAL_MAGIC.len()] == XERIAL_MAGIC {
