@@ -247,6 +247,10 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
+    /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes`: SO_SNDBUF / SO_RCVBUF of
+    /// client connections (100 KiB / OS default); `None` (-1) leaves the OS default.
+    pub socket_send_buffer_bytes: Option<usize>,
+    pub socket_receive_buffer_bytes: Option<usize>,
     pub log_retention_check_interval_ms: u64,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
@@ -391,6 +395,10 @@ impl BrokerConfig {
             auto_create_topics_enable: boolean("auto.create.topics.enable", true)?,
             delete_topic_enable: boolean("delete.topic.enable", true)?,
             socket_request_max_bytes: int("socket.request.max.bytes", 104_857_600, 1024)? as usize,
+            socket_send_buffer_bytes: usize::try_from(int("socket.send.buffer.bytes", 102_400, -1)?).ok(),
+            // -1 (OS autotuning), not Kafka's 100 KiB: a 100 KiB window held 384 KiB produce
+            // requests to 60% of the rate over loopback.
+            socket_receive_buffer_bytes: usize::try_from(int("socket.receive.buffer.bytes", -1, -1)?).ok(),
             log_retention_check_interval_ms: int("log.retention.check.interval.ms", 300_000, 1)? as u64,
             producer_id_expiration_ms: int("producer.id.expiration.ms", 86_400_000, 1)?,
             offsets_retention_check_interval_ms: int("offsets.retention.check.interval.ms", 600_000, 1)? as u64,
