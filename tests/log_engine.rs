@@ -241,6 +241,34 @@ fn every_codec_validates_and_recompresses() {
     }
 }
 
+/// LZ4 frames with 4 MiB maximum blocks and a content checksum (Go's pierrec/lz4 defaults, as
+/// sent by clients built on it) validate like Kafka's 64 KiB-block frames.
+#[test]
+fn lz4_frames_with_4_mib_blocks_validate() {
+    use std::io::Write;
+    let values: Vec<String> = (0..200).map(|i| format!("value-{i}-{}", "y".repeat(i % 50))).collect();
+    let refs: Vec<&str> = values.iter().map(|v| v.as_str()).collect();
+    let plain = encode(&refs, NOW, Compression::None);
+    let mut encoder = lz4::EncoderBuilder::new()
+        .block_size(lz4::BlockSize::Max4MB)
+        .checksum(lz4::ContentChecksum::ChecksumEnabled)
+        .build(Vec::new())
+        .unwrap();
+    encoder.write_all(&plain[61..]).unwrap();
+    let (frame, result) = encoder.finish();
+    result.unwrap();
+    let mut batch = plain[..61].to_vec();
+    batch.extend_from_slice(&frame);
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]) | 3; // lz4
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let len = (batch.len() - 12) as i32;
+    batch[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    let (_, summary) = batch::validate_produce(batch, &defaults(), NOW).unwrap();
+    assert_eq!(summary.record_count, 200);
+}
+
 /// A compressed body that is cut short or garbage (with a correct batch CRC, so only the codec
 /// can notice) is refused with CORRUPT_MESSAGE or INVALID_RECORD, never accepted or a panic.
 #[test]
