@@ -35,6 +35,7 @@ import atexit
 import base64
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -637,6 +638,29 @@ def run_logged(cmd, timeout: float, what: str = "", **kw) -> subprocess.Complete
             pytrace=False,
         )
     return r
+
+
+# ---------------------------------------------------------------------------------------------
+# Go programs (compat-tests/go/<pkg>)
+# ---------------------------------------------------------------------------------------------
+
+
+def go_build(pkg: str) -> Path:
+    """go build ./<pkg> of compat-tests/go into .cache/go/<pkg> (Go's build cache makes repeated
+    builds cheap); fails the test with the compiler output if it does not build."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("`go` not found on PATH (the Go client tests need the Go toolchain)", pytrace=False)
+    out = CACHE_DIR / "go" / pkg
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        r = subprocess.run([go, "build", "-o", str(out), f"./{pkg}"], cwd=COMPAT_DIR / "go",
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"go build of compat-tests/go/{pkg} timed out", pytrace=False)
+    if r.returncode != 0:
+        pytest.fail(f"go build of compat-tests/go/{pkg} failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,34 +12,19 @@ and `FAIL: ...` on the first mismatch; run it by hand with
 The producer runs with DisableIdempotentWrite (the broker has no InitProducerId yet).
 """
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import CACHE_DIR, COMPAT_DIR, run_logged
+from conftest import go_build, run_logged
 
-GO_DIR = COMPAT_DIR / "go"
 RUN_TIMEOUT = 180  # seconds per client run (the program's own deadline is 90 s)
 
 
 @pytest.fixture(scope="session")
 def franz_roundtrip() -> Path:
-    """Build compat-tests/go ./roundtrip once per session (Go's build cache keeps it cheap)."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("`go` not found on PATH (franz-go tests need the Go toolchain)", pytrace=False)
-    out = CACHE_DIR / "go" / "roundtrip"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run([go, "build", "-o", str(out), "./roundtrip"], cwd=GO_DIR,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail("go build of compat-tests/go timed out", pytrace=False)
-    if r.returncode != 0:
-        pytest.fail(f"go build of compat-tests/go failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
-    return out
+    """Build compat-tests/go ./roundtrip once per session."""
+    return go_build("roundtrip")
 
 
 def roundtrip(binary, broker, *args):

@@ -11,43 +11,24 @@ group is Empty (DescribeGroups, ListGroups); a new member starts exactly at the 
 offsets. By hand: `compat-tests/.cache/go/groups -brokers 127.0.0.1:PORT -balancer range [-debug]`.
 """
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import CACHE_DIR, COMPAT_DIR, _set_pdeathsig, run_logged
+from conftest import _set_pdeathsig, go_build, run_logged
 
-GO_DIR = COMPAT_DIR / "go"
 RUN_TIMEOUT = 180  # the program's own overall deadline is 120 s
-
-
-def _go_build(pkg: str) -> Path:
-    """go build ./<pkg> into .cache/go/<pkg> (Go's build cache makes repeated builds cheap)."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("`go` not found on PATH (franz-go tests need the Go toolchain)", pytrace=False)
-    out = CACHE_DIR / "go" / pkg
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run([go, "build", "-o", str(out), f"./{pkg}"], cwd=GO_DIR, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"go build of compat-tests/go/{pkg} timed out", pytrace=False)
-    if r.returncode != 0:
-        pytest.fail(f"go build of compat-tests/go/{pkg} failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
-    return out
 
 
 @pytest.fixture(scope="session")
 def franz_groups() -> Path:
-    return _go_build("groups")
+    return go_build("groups")
 
 
 @pytest.fixture(scope="session")
 def franz_groupprobe() -> Path:
-    return _go_build("groupprobe")
+    return go_build("groupprobe")
 
 
 @pytest.mark.broker_config(**{"group.initial.rebalance.delay.ms": "0"})

@@ -34,15 +34,12 @@ By hand: `compat-tests/.cache/go/sarama -brokers 127.0.0.1:PORT -scenario produc
 [-idempotent] [-version default] [-debug]`.
 """
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import CACHE_DIR, COMPAT_DIR, TARGET, run_logged
+from conftest import TARGET, go_build, run_logged
 
-GO_DIR = COMPAT_DIR / "go"
 RUN_TIMEOUT = 150  # the program's own overall deadline is 100 s
 MODERN = "4.1.0"
 ALL_CODECS = "none,gzip,snappy,lz4,zstd"
@@ -50,20 +47,7 @@ ALL_CODECS = "none,gzip,snappy,lz4,zstd"
 
 @pytest.fixture(scope="session")
 def sarama_bin() -> Path:
-    """go build ./sarama into .cache/go/sarama (Go's build cache makes repeated builds cheap)."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("`go` not found on PATH (the sarama tests need the Go toolchain)", pytrace=False)
-    out = CACHE_DIR / "go" / "sarama"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run([go, "build", "-o", str(out), "./sarama"], cwd=GO_DIR, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail("go build of compat-tests/go/sarama timed out", pytrace=False)
-    if r.returncode != 0:
-        pytest.fail(f"go build of compat-tests/go/sarama failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
-    return out
+    return go_build("sarama")
 
 
 def sarama(binary, broker, scenario, *args):

@@ -8,35 +8,20 @@ does): no AddPartitionsToTxn / AddOffsetsToTxn from the client, EndTxn v5; other
 protocol. The commit/abort topic is also read back by the Java client (read_committed).
 """
 
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import CACHE_DIR, COMPAT_DIR, run_logged
+from conftest import go_build, run_logged
 from txn_support import TXN_PROTOCOLS, apply_txn_protocol, assert_values, java_dump
 
-GO_DIR = COMPAT_DIR / "go"
 RUN_TIMEOUT = 180  # the program's own deadline is 120 s
 
 
 @pytest.fixture(scope="session")
 def franz_txn() -> Path:
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("`go` not found on PATH (franz-go tests need the Go toolchain)", pytrace=False)
-    out = CACHE_DIR / "go" / "txn"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run([go, "build", "-o", str(out), "./txn"], cwd=GO_DIR, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail("go build ./txn timed out", pytrace=False)
-    if r.returncode != 0:
-        pytest.fail(f"go build ./txn failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
-    return out
+    return go_build("txn")
 
 
 def franz(binary, broker, *args):
