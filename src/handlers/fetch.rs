@@ -128,18 +128,15 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS));
     let mut appends = broker.subscribe_appends();
-    let (results, slices) = loop {
+    let ReadAll { results, slices, .. } = loop {
         appends.mark_unchanged();
         let read = read_all(&wanted, max_bytes, read_committed);
         if read.total_bytes >= min_bytes || read.any_error || tokio::time::Instant::now() >= deadline {
-            break (read.results, read.slices);
+            break read;
         }
         match tokio::time::timeout_at(deadline, appends.changed()).await {
             Ok(Ok(())) => continue,
-            _ => {
-                let read = read_all(&wanted, max_bytes, read_committed);
-                break (read.results, read.slices);
-            }
+            _ => break read_all(&wanted, max_bytes, read_committed),
         }
     };
     let sent: Vec<(Key, LastSent, bool)> = wanted

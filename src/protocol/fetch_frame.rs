@@ -88,10 +88,19 @@ fn encode_copied(version: i16, correlation_id: i32, answer: FetchAnswer) -> anyh
 /// hold exactly the expected markers behind their expected length prefixes.
 fn splice(frame: &[u8], marker: &[u8], slices: Vec<FileSlice>, compact: bool) -> anyhow::Result<Option<Vec<OutPart>>> {
     let marker_prefix = length_prefix(MARKER_BYTES, compact)?;
+    // The frame grows by what each slice and its prefix add over the marker and its prefix.
+    // Negative only if the frame cannot hold every marker (then they are not all found below).
+    let mut body_bytes = frame.len() as i64 - 4;
+    for slice in &slices {
+        let added = length_prefix(slice.len, compact)?.len() + slice.len;
+        body_bytes += added as i64 - (marker_prefix.len() + MARKER_BYTES) as i64;
+    }
+    if body_bytes < 0 {
+        return Ok(None);
+    }
     let mut parts = Vec::with_capacity(2 * slices.len() + 1);
-    let mut body_bytes = frame.len() - 4;
     let mut head = BytesMut::with_capacity(256);
-    head.put_i32(0); // frame length, set below
+    head.put_i32(i32::try_from(body_bytes)?);
     let mut from = 4;
     for slice in slices {
         let Some(found) = memchr::memmem::find(&frame[from..], marker) else { return Ok(None) };
@@ -100,10 +109,8 @@ fn splice(frame: &[u8], marker: &[u8], slices: Vec<FileSlice>, compact: bool) ->
         if frame[prefix_at..at] != marker_prefix[..] {
             return Ok(None);
         }
-        let prefix = length_prefix(slice.len, compact)?;
         head.extend_from_slice(&frame[from..prefix_at]);
-        head.extend_from_slice(&prefix);
-        body_bytes = body_bytes - marker_prefix.len() - MARKER_BYTES + prefix.len() + slice.len;
+        head.extend_from_slice(&length_prefix(slice.len, compact)?);
         parts.push(OutPart::Bytes(head.split().freeze()));
         parts.push(OutPart::File(slice));
         from = at + MARKER_BYTES;
@@ -113,11 +120,6 @@ fn splice(frame: &[u8], marker: &[u8], slices: Vec<FileSlice>, compact: bool) ->
     }
     head.extend_from_slice(&frame[from..]);
     parts.push(OutPart::Bytes(head.freeze()));
-    let length = i32::try_from(body_bytes)?.to_be_bytes();
-    let OutPart::Bytes(first) = &mut parts[0] else { unreachable!("the frame starts with bytes") };
-    let mut with_length = BytesMut::from(&first[..]);
-    with_length[..4].copy_from_slice(&length);
-    *first = with_length.freeze();
     Ok(Some(parts))
 }
 
