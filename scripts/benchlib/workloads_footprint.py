@@ -88,8 +88,7 @@ class FootprintWorkloads:
                 topic = f"conns-{r}-{uuid.uuid4().hex[:6]}"
                 try:
                     b = self.live(s)
-                    self.client("topic", "create", "-brokers", b.bootstrap, "-topic", topic, "-partitions", "6",
-                                timeout=120, what="create topic")
+                    self._create_topic(s, topic)
                     rss0 = rss_mb(b.pid)
                     cmd = [self.client_bin, "conns", "-broker-pid", b.pid, "-brokers", b.bootstrap, "-topic", topic, "-clients", str(clients),
                            "-records-per-client", "100", "-size", "1024", "-hold", "3s", "-timeout", "600s"]

@@ -24,8 +24,7 @@ class ThroughputWorkloads:
             topic = f"warmup-{uuid.uuid4().hex[:6]}"
             try:
                 b = self.live(s)
-                self.client("topic", "create", "-brokers", b.bootstrap, "-topic", topic, "-partitions", "6",
-                            timeout=120, what="create topic")
+                self._create_topic(s, topic)
                 n = str(self.produce_records // 2)
                 for acks, comp in self._produce_configs():
                     self.client("produce", "-brokers", b.bootstrap, "-topic", topic, "-records", n, "-size", "1024",
@@ -53,8 +52,7 @@ class ThroughputWorkloads:
                     topic = f"prod-{acks}-{comp}-{r}-{uuid.uuid4().hex[:6]}"
                     try:
                         b = self.live(s)
-                        self.client("topic", "create", "-brokers", b.bootstrap, "-topic", topic, "-partitions", "6",
-                                    timeout=120, what="create topic")
+                        self._create_topic(s, topic)
                         with RssSampler([b.pid]) as smp:
                             res = self.measured(f"produce native acks={acks} {comp}", s, lambda b: self.client(
                                 "produce", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic,
@@ -97,8 +95,7 @@ class ThroughputWorkloads:
                     topic = f"perf-{acks}-{comp}-{r}-{uuid.uuid4().hex[:6]}"
                     try:
                         b = self.live(s)
-                        self.client("topic", "create", "-brokers", b.bootstrap, "-topic", topic, "-partitions", "6",
-                                    timeout=120, what="create topic")
+                        self._create_topic(s, topic)
                         out = self.measured(f"ProducerPerformance acks={acks} {comp} (*)", s, lambda b: {"out": self.java_tool(
                             "org.apache.kafka.tools.ProducerPerformance",
                             ["--topic", topic, "--num-records", str(n), "--throughput", "-1",
@@ -125,8 +122,7 @@ class ThroughputWorkloads:
         for s in systems:
             try:
                 b = self.live(s)
-                self.client("topic", "create", "-brokers", b.bootstrap, "-topic", topic, "-partitions", "6",
-                            timeout=120, what="create topic")
+                self._create_topic(s, topic)
                 log(f"filling {topic} on {s} with {n * 1024 // 2**20} MiB")
                 res = self.client("produce", "-brokers", b.bootstrap, "-topic", topic, "-records", str(n),
                                   "-size", "1024", "-acks", "1", "-compression", "none", timeout=1800,
@@ -187,8 +183,7 @@ class ThroughputWorkloads:
                 topic = f"e2e-{r}-{uuid.uuid4().hex[:6]}"
                 try:
                     b = self.live(s)
-                    self.client("topic", "create", "-brokers", b.bootstrap, "-topic", topic, "-partitions", "6",
-                                timeout=120, what="create topic")
+                    self._create_topic(s, topic)
                     res = self.measured("e2e latency (5k/s)", s, lambda b: self.client(
                         "e2e", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic, "-rate", str(self.e2e_rate),
                         "-duration", f"{self.e2e_duration}s", "-warmup", f"{self.e2e_warmup}s", "-size", "1024",
