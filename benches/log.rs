@@ -101,7 +101,7 @@ fn bench_append(c: &mut Criterion) {
 /// leader-epoch checkpoint, a once-per-log cost kept out of the measurement.
 fn fresh_append_log(validated: &[u8], summary: &BatchSummary) -> TempLog {
     let mut target = open_log(common::defaults());
-    target.log.append(validated.to_vec(), summary, 0, NOW).unwrap();
+    target.log.append(validated, summary, 0, NOW).unwrap();
     target
 }
 
@@ -114,8 +114,9 @@ fn bench_lookup(c: &mut Criterion) {
     let first_timestamp = NOW - LOOKUP_BATCHES;
     for i in 0..LOOKUP_BATCHES {
         let produced = common::encode_batch(1, 100, first_timestamp + i, Compression::None);
-        let (mut bytes, summary) = batch::validate_produce(produced, target.log.config(), NOW).unwrap();
-        target.log.append(bytes.clone(), &summary, 0, NOW).unwrap();
+        let (bytes, summary) = batch::validate_produce(produced, target.log.config(), NOW).unwrap();
+        target.log.append(&bytes, &summary, 0, NOW).unwrap();
+        let mut bytes = bytes.to_vec();
         batch::set_base_offset(&mut bytes, i);
         segment.append(&bytes, i).unwrap();
     }

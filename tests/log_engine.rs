@@ -234,7 +234,7 @@ fn every_codec_validates_and_recompresses() {
         config.set("compression.type", "zstd").unwrap();
         let (recompressed, _) = batch::validate_produce(produced, &config, NOW).unwrap();
         assert_eq!(Header::new(&recompressed).compression_id(), 4, "{codec:?} recompressed to zstd");
-        let mut bytes = Bytes::from(recompressed);
+        let mut bytes = recompressed;
         let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
         let values: Vec<_> = set.records.iter().map(|r| r.value.clone().unwrap()).collect();
         assert_eq!(values, vec![Bytes::from("alpha"), Bytes::from("beta"), Bytes::from("gamma")]);

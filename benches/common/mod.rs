@@ -60,5 +60,6 @@ pub fn encode_batch(count: usize, value_bytes: usize, first_timestamp: i64, comp
 
 /// The 16 KiB batch of 16 x 1 KiB records most benches use, validated and ready to append.
 pub fn validated_16k(compression: Compression) -> (Vec<u8>, BatchSummary) {
-    batch::validate_produce(encode_batch(16, 1024, NOW, compression), &defaults(), NOW).unwrap()
+    let (bytes, summary) = batch::validate_produce(encode_batch(16, 1024, NOW, compression), &defaults(), NOW).unwrap();
+    (bytes.to_vec(), summary)
 }

@@ -104,7 +104,7 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                 continue;
             }
             let now = now_ms();
-            let appended = batch::validate_produce(records.to_vec(), &config, now)
+            let appended = batch::validate_produce(records, &config, now)
                 .and_then(|(bytes, summary)| partition.log().append(bytes, &summary, LEADER_EPOCH, now));
             match appended {
                 Ok(info) => {

@@ -13,7 +13,9 @@
 //! Base offset and leader epoch sit outside the CRC, so the broker assigns them without
 //! recomputing it.
 
-use std::io::Read;
+use std::io::BufRead;
+
+use bytes::Bytes;
 
 use crate::config::{TimestampType, TopicConfig};
 use crate::error::LogError;
@@ -176,10 +178,11 @@ pub const MAX_DECOMPRESSED_BYTES: u64 = 512 << 20;
 /// `LogValidator` does, and prepares it for appending: the returned bytes have their max
 /// timestamp / timestamp type finalised; base offset and leader epoch are set at append time.
 pub fn validate_produce(
-    mut records: Vec<u8>,
+    records: impl Into<Bytes>,
     config: &TopicConfig,
     now_ms: i64,
-) -> Result<(Vec<u8>, BatchSummary), LogError> {
+) -> Result<(Bytes, BatchSummary), LogError> {
+    let mut records: Bytes = records.into();
     let total = check_batch(&records)?;
     if total != records.len() {
         return Err(LogError::InvalidRecord("a produce request must hold exactly one batch per partition".into()));
@@ -208,29 +211,55 @@ pub fn validate_produce(
     let base_timestamp = header.base_timestamp();
     let summary = {
         let body = &records[HEADER_BYTES..];
-        let mut reader = compression::decompressing_reader(codec, body)?;
-        walk_records(&mut reader, count, base_timestamp, codec, config, now_ms)?
+        if codec == Codec::None {
+            // Walked where the bytes are, with no copy and no dynamic dispatch per byte.
+            walk_records(body, count, base_timestamp, codec, config, now_ms)?
+        } else {
+            let reader = compression::decompressing_reader(codec, body)?;
+            walk_records(reader, count, base_timestamp, codec, config, now_ms)?
+        }
     };
     if let Some(target) = Codec::for_topic(config.compression_type) {
         if target != codec {
-            records = compression::recompress(&records, target)?;
+            records = compression::recompress(&records, target)?.into();
             check_batch(&records)?;
         }
     }
+    // Usually the batch is stored exactly as received (the broker's own header fields are set as
+    // it is written): it is copied only when a CRC-covered field must change.
     match config.message_timestamp_type {
         TimestampType::LogAppendTime => {
-            set_max_timestamp(&mut records, TimestampType::LogAppendTime, now_ms);
-            fix_crc(&mut records);
+            records = edited(records, |b| {
+                set_max_timestamp(b, TimestampType::LogAppendTime, now_ms);
+                fix_crc(b);
+            });
         }
         TimestampType::CreateTime => {
             let header = Header::new(&records);
             if header.max_timestamp() != summary.max_timestamp || header.attributes() & ATTR_TIMESTAMP_TYPE != 0 {
-                set_max_timestamp(&mut records, TimestampType::CreateTime, summary.max_timestamp);
-                fix_crc(&mut records);
+                records = edited(records, |b| {
+                    set_max_timestamp(b, TimestampType::CreateTime, summary.max_timestamp);
+                    fix_crc(b);
+                });
             }
         }
     }
     Ok((records, summary))
+}
+
+/// `bytes` changed by `edit`: in place if nothing else shares them, else in a copy.
+fn edited(bytes: Bytes, edit: impl FnOnce(&mut [u8])) -> Bytes {
+    match bytes.try_into_mut() {
+        Ok(mut owned) => {
+            edit(&mut owned);
+            owned.freeze()
+        }
+        Err(shared) => {
+            let mut owned = shared.to_vec();
+            edit(&mut owned);
+            owned.into()
+        }
+    }
 }
 
 /// Validation for batches the broker's own coordinators write (never from the network): the
@@ -245,65 +274,65 @@ pub fn validate_internal(
     let count = header.record_count();
     let codec = Codec::from_id(header.compression_id())?;
     let summary = {
-        let mut reader = compression::decompressing_reader(codec, &records[HEADER_BYTES..total])?;
-        walk_records(&mut reader, count, header.base_timestamp(), codec, config, now_ms)?
+        let reader = compression::decompressing_reader(codec, &records[HEADER_BYTES..total])?;
+        walk_records(reader, count, header.base_timestamp(), codec, config, now_ms)?
     };
     Ok((records, summary))
 }
 
 /// Streams through `count` records, checking framing, offset deltas, sizes and timestamps.
 fn walk_records(
-    reader: &mut dyn Read,
+    reader: impl BufRead,
     count: i32,
     base_timestamp: i64,
     codec: Codec,
     config: &TopicConfig,
     now_ms: i64,
 ) -> Result<BatchSummary, LogError> {
-    let mut reader = CountingReader { inner: reader, read: 0, limit: MAX_DECOMPRESSED_BYTES };
+    let mut reader = Walker::new(reader);
     let mut max_timestamp = i64::MIN;
     let mut offset_delta_of_max_timestamp = 0;
     let invalid = |what: &str| LogError::InvalidRecord(what.to_string());
     for expected_delta in 0..count {
-        let length = read_varint(&mut reader)?;
+        let length = reader.varint()?;
         if length < 6 {
             return Err(invalid("record length too small"));
         }
         let start = reader.read;
-        read_bytes_skip(&mut reader, 1)?;
-        let timestamp_delta = read_varlong(&mut reader)?;
-        let offset_delta = read_varint(&mut reader)?;
+        reader.skip(1)?;
+        let timestamp_delta = reader.varlong()?;
+        let offset_delta = reader.varint()?;
         if offset_delta != expected_delta {
             return Err(invalid("record offset deltas are not consecutive from zero"));
         }
-        let key_len = read_varint(&mut reader)?;
+        let key_len = reader.varint()?;
         if key_len == -1 && config.compacts() {
             return Err(invalid("Compacted topic cannot accept message without key"));
         }
         if key_len >= 0 {
-            read_bytes_skip(&mut reader, key_len as u64)?;
+            reader.skip(key_len as u64)?;
         } else if key_len != -1 {
             return Err(invalid("negative key length"));
         }
-        let value_len = read_varint(&mut reader)?;
+        let value_len = reader.varint()?;
         if value_len >= 0 {
-            read_bytes_skip(&mut reader, value_len as u64)?;
+            reader.skip(value_len as u64)?;
         } else if value_len != -1 {
             return Err(invalid("negative value length"));
         }
-        let headers = read_varint(&mut reader)?;
+        let headers = reader.varint()?;
         if headers < 0 {
             return Err(invalid("negative header count"));
         }
         for _ in 0..headers {
-            let header_key_len = read_varint(&mut reader)?;
+            let header_key_len = reader.varint()?;
             if header_key_len < 0 {
                 return Err(invalid("null header key"));
             }
-            read_bytes_skip(&mut reader, header_key_len as u64)?;
-            let header_value_len = read_varint(&mut reader)?;
+            reader.skip(header_key_len as u64)?;
+            let header_value_len = reader.varint()?;
             if header_value_len >= 0 {
-                read_bytes_skip(&mut reader, header_value_len as u64)?;
+                reader.skip(header_value_len as u64)?;
             } else if header_value_len != -1 {
                 return Err(invalid("negative header value length"));
             }
@@ -325,11 +354,8 @@ fn walk_records(
             offset_delta_of_max_timestamp = offset_delta;
         }
     }
-    let mut probe = [0u8; 1];
-    match reader.read(&mut probe) {
-        Ok(0) => {}
-        Ok(_) => return Err(invalid("bytes left over after the last record")),
-        Err(e) => return Err(io_to_corrupt(e)),
+    if !reader.at_end()? {
+        return Err(invalid("bytes left over after the last record"));
     }
     Ok(BatchSummary { record_count: count, max_timestamp, offset_delta_of_max_timestamp, codec })
 }
@@ -350,18 +376,18 @@ pub fn control_type(batch: &[u8]) -> Option<i16> {
         return None;
     }
     let total = (header.total_bytes() as usize).min(batch.len());
-    let mut body: &[u8] = &batch[HEADER_BYTES..total];
-    let reader: &mut dyn Read = &mut body;
-    read_varint(reader).ok()?;
-    read_bytes_skip(reader, 1).ok()?;
-    read_varlong(reader).ok()?;
-    read_varint(reader).ok()?;
-    if read_varint(reader).ok()? < 4 {
+    let mut reader = Walker::new(&batch[HEADER_BYTES..total]);
+    reader.varint().ok()?;
+    reader.skip(1).ok()?;
+    reader.varlong().ok()?;
+    reader.varint().ok()?;
+    if reader.varint().ok()? < 4 {
         return None;
     }
-    let mut key = [0u8; 4];
-    reader.read_exact(&mut key).ok()?;
-    Some(i16::from_be_bytes([key[2], key[3]]))
+    reader.skip(2).ok()?;
+    let high = reader.byte().ok()?;
+    let low = reader.byte().ok()?;
+    Some(i16::from_be_bytes([high, low]))
 }
 
 /// Encodes a transaction marker (control batch) for `producer_id` at `epoch`.
@@ -409,37 +435,99 @@ pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Result<Option<(i32
         return Ok((header.max_timestamp() >= target).then_some((0, header.max_timestamp())));
     }
     let total = header.total_bytes() as usize;
-    let mut inner = compression::decompressing_reader(codec, &batch[HEADER_BYTES..total])?;
-    let mut reader = CountingReader { inner: &mut inner, read: 0, limit: MAX_DECOMPRESSED_BYTES };
+    let mut reader = Walker::new(compression::decompressing_reader(codec, &batch[HEADER_BYTES..total])?);
     for _ in 0..header.record_count() {
-        let length = read_varint(&mut reader)?;
+        let length = reader.varint()?;
         let start = reader.read;
-        read_bytes_skip(&mut reader, 1)?;
-        let timestamp = header.base_timestamp().saturating_add(read_varlong(&mut reader)?);
-        let offset_delta = read_varint(&mut reader)?;
+        reader.skip(1)?;
+        let timestamp = header.base_timestamp().saturating_add(reader.varlong()?);
+        let offset_delta = reader.varint()?;
         if timestamp >= target {
             return Ok(Some((offset_delta, timestamp)));
         }
         let consumed = reader.read - start;
-        read_bytes_skip(&mut reader, (length as u64).saturating_sub(consumed))?;
+        reader.skip((length as u64).saturating_sub(consumed))?;
     }
     Ok(None)
 }
 
-struct CountingReader<'a> {
-    inner: &'a mut dyn Read,
+/// Reads a batch's records where they sit (the stored bytes, or a decompressor's buffer),
+/// counting the bytes consumed against `MAX_DECOMPRESSED_BYTES`.
+struct Walker<R> {
+    inner: R,
     read: u64,
-    limit: u64,
 }
 
-impl Read for CountingReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
+impl<R: BufRead> Walker<R> {
+    fn new(inner: R) -> Self {
+        Walker { inner, read: 0 }
+    }
+
+    fn advance(&mut self, n: usize) -> Result<(), LogError> {
+        self.inner.consume(n);
         self.read += n as u64;
-        if self.read > self.limit {
-            return Err(std::io::Error::other("decompressed batch exceeds the size limit"));
+        if self.read > MAX_DECOMPRESSED_BYTES {
+            return Err(LogError::CorruptMessage(
+                "cannot read records: decompressed batch exceeds the size limit".into(),
+            ));
         }
-        Ok(n)
+        Ok(())
+    }
+
+    /// Up to `want` bytes are available (at least one), or the data ended.
+    fn available(&mut self, want: u64) -> Result<usize, LogError> {
+        let buf = self.inner.fill_buf().map_err(io_to_corrupt)?;
+        if buf.is_empty() {
+            return Err(LogError::CorruptMessage("record data ends early".into()));
+        }
+        Ok((buf.len() as u64).min(want) as usize)
+    }
+
+    fn byte(&mut self) -> Result<u8, LogError> {
+        let Some(&b) = self.inner.fill_buf().map_err(io_to_corrupt)?.first() else {
+            return Err(LogError::CorruptMessage("record data ends early".into()));
+        };
+        self.advance(1)?;
+        Ok(b)
+    }
+
+    fn skip(&mut self, mut n: u64) -> Result<(), LogError> {
+        while n > 0 {
+            let k = self.available(n)?;
+            self.advance(k)?;
+            n -= k as u64;
+        }
+        Ok(())
+    }
+
+    fn at_end(&mut self) -> Result<bool, LogError> {
+        Ok(self.inner.fill_buf().map_err(io_to_corrupt)?.is_empty())
+    }
+
+    fn unsigned_varint(&mut self, max_bytes: u32) -> Result<u64, LogError> {
+        let mut value = 0u64;
+        for i in 0..max_bytes {
+            let b = self.byte()?;
+            value |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(LogError::InvalidRecord("varint too long".into()))
+    }
+
+    fn varint(&mut self) -> Result<i32, LogError> {
+        let raw = self.unsigned_varint(5)?;
+        if raw > u32::MAX as u64 {
+            return Err(LogError::InvalidRecord("varint out of range".into()));
+        }
+        let raw = raw as u32;
+        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+    }
+
+    fn varlong(&mut self) -> Result<i64, LogError> {
+        let raw = self.unsigned_varint(10)?;
+        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
 }
 
@@ -449,44 +537,4 @@ fn io_to_corrupt(e: std::io::Error) -> LogError {
     } else {
         LogError::CorruptMessage(format!("cannot read records: {e}"))
     }
-}
-
-fn read_u8(reader: &mut dyn Read) -> Result<u8, LogError> {
-    let mut b = [0u8; 1];
-    reader.read_exact(&mut b).map_err(io_to_corrupt)?;
-    Ok(b[0])
-}
-
-fn read_unsigned_varint(reader: &mut dyn Read, max_bytes: u32) -> Result<u64, LogError> {
-    let mut value = 0u64;
-    for i in 0..max_bytes {
-        let b = read_u8(reader)?;
-        value |= ((b & 0x7f) as u64) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(LogError::InvalidRecord("varint too long".into()))
-}
-
-fn read_varint(reader: &mut dyn Read) -> Result<i32, LogError> {
-    let raw = read_unsigned_varint(reader, 5)?;
-    if raw > u32::MAX as u64 {
-        return Err(LogError::InvalidRecord("varint out of range".into()));
-    }
-    let raw = raw as u32;
-    Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
-}
-
-fn read_varlong(reader: &mut dyn Read) -> Result<i64, LogError> {
-    let raw = read_unsigned_varint(reader, 10)?;
-    Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
-}
-
-fn read_bytes_skip(reader: &mut dyn Read, n: u64) -> Result<(), LogError> {
-    let copied = std::io::copy(&mut reader.take(n), &mut std::io::sink()).map_err(io_to_corrupt)?;
-    if copied != n {
-        return Err(LogError::CorruptMessage("record data ends early".into()));
-    }
-    Ok(())
 }

@@ -8,7 +8,7 @@
 //! block (snappy blocks are capped at `MAX_SNAPPY_BLOCK_BYTES`, zstd windows at
 //! 2^`ZSTD_WINDOW_LOG_MAX`); callers bound total output (see `batch::MAX_DECOMPRESSED_BYTES`).
 
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 
 use bytes::BytesMut;
 use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
@@ -69,10 +69,11 @@ impl Codec {
 }
 
 /// A reader yielding the decompressed record bytes of a batch body (the bytes after the header).
-pub fn decompressing_reader<'a>(codec: Codec, body: &'a [u8]) -> Result<Box<dyn Read + 'a>, LogError> {
+/// Buffered (`BufRead`), so the record walker can look at bytes where they are.
+pub fn decompressing_reader<'a>(codec: Codec, body: &'a [u8]) -> Result<Box<dyn BufRead + 'a>, LogError> {
     // The record walker reads a varint at a time: stream decoders that would run their codec
     // for every such read sit behind a buffer, so each codec call yields up to 64 KiB.
-    let buffered = |inner: Box<dyn Read + 'a>| -> Box<dyn Read + 'a> {
+    let buffered = |inner: Box<dyn Read + 'a>| -> Box<dyn BufRead + 'a> {
         Box::new(io::BufReader::with_capacity(DECODED_BUFFER_BYTES, inner))
     };
     Ok(match codec {
@@ -116,11 +117,11 @@ struct XerialSnappyReader<'a> {
     at: usize,
 }
 
-impl Read for XerialSnappyReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+impl BufRead for XerialSnappyReader<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
         while self.at == self.block.len() {
             if self.rest.is_empty() {
-                return Ok(0);
+                return Ok(&[]);
             }
             if self.rest.len() < 4 {
                 return Err(io::Error::other("truncated snappy block length"));
@@ -134,9 +135,20 @@ impl Read for XerialSnappyReader<'_> {
             self.block = snappy_block(block).map_err(|e| io::Error::other(e.to_string()))?;
             self.at = 0;
         }
-        let n = buf.len().min(self.block.len() - self.at);
-        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
-        self.at += n;
+        Ok(&self.block[self.at..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.at = (self.at + amount).min(self.block.len());
+    }
+}
+
+impl Read for XerialSnappyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = buf.len().min(available.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
         Ok(n)
     }
 }

@@ -265,15 +265,17 @@ impl PartitionLog {
     }
 
     /// Validates nothing: `batch` comes from `batch::validate_produce`. Assigns offsets from the
-    /// log end, stamps the leader epoch, rolls the segment if needed and writes.
+    /// log end, stamps the leader epoch, rolls the segment if needed and writes. `batch` itself
+    /// is not changed: its header is copied, stamped and written in front of the rest.
     pub fn append(
         &mut self,
-        mut batch: Vec<u8>,
+        batch: impl AsRef<[u8]>,
         summary: &BatchSummary,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
-        let header = batch::Header::new(&batch);
+        let batch = batch.as_ref();
+        let header = batch::Header::new(batch);
         let transactional = header.is_transactional();
         let producer = header.producer_batch();
         // Coordinator writes carry a producer id but no sequence: only client batches are
@@ -292,15 +294,17 @@ impl PartitionLog {
         }
         let base_offset = self.log_end_offset();
         let last_offset = base_offset + summary.record_count as i64 - 1;
-        batch::set_base_offset(&mut batch, base_offset);
-        batch::set_leader_epoch(&mut batch, leader_epoch);
+        let (head, body) = batch.split_at(batch::HEADER_BYTES);
+        let mut head: [u8; batch::HEADER_BYTES] = head.try_into().expect("split at the header length");
+        batch::set_base_offset(&mut head, base_offset);
+        batch::set_leader_epoch(&mut head, leader_epoch);
         self.maybe_roll(batch.len() as u64, last_offset, now_ms)?;
         if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
             self.epochs.push((leader_epoch, base_offset));
             self.write_epochs()?;
         }
         let offset_of_max_timestamp = base_offset + summary.offset_delta_of_max_timestamp as i64;
-        self.segments.last_mut().expect("active segment").append(&batch, offset_of_max_timestamp)?;
+        self.segments.last_mut().expect("active segment").append_parts(&head, body, offset_of_max_timestamp)?;
         assert_eq!(self.log_end_offset(), last_offset + 1, "offsets stay contiguous");
         if let Some(producer) = &producer {
             self.producers.update(producer, base_offset, last_offset, transactional);
@@ -309,7 +313,7 @@ impl PartitionLog {
         self.high_watermark = self.log_end_offset();
         self.unflushed_messages += summary.record_count as i64;
         let flush_due = self.unflushed_messages >= self.config.flush_messages;
-        let header = batch::Header::new(&batch);
+        let header = batch::Header::new(&head);
         let log_append_time_ms = if header.attributes() & (1 << 3) != 0 { header.max_timestamp() } else { -1 };
         Ok(AppendInfo {
             base_offset,

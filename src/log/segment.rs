@@ -213,7 +213,7 @@ impl Segment {
             if batch::check_batch(&buf).is_err() {
                 break;
             }
-            self.note_appended(&buf, position)?;
+            self.note_appended(&buf, total as u64, position)?;
             position += total as u64;
         }
         if position < file_size {
@@ -227,9 +227,10 @@ impl Segment {
         Ok(())
     }
 
-    /// Index bookkeeping for a batch that now sits at `position`.
-    fn note_appended(&mut self, batch: &[u8], position: u64) -> io::Result<()> {
-        let header = Header::new(batch);
+    /// Index bookkeeping for a batch of `len` bytes (starting with `header`) that now sits at
+    /// `position`.
+    fn note_appended(&mut self, header: &[u8], len: u64, position: u64) -> io::Result<()> {
+        let header = Header::new(header);
         let relative = (header.last_offset() - self.base_offset) as u32;
         let max_ts = header.max_timestamp();
         if self.first_batch_timestamp.is_none() {
@@ -250,7 +251,7 @@ impl Segment {
             })?;
             self.bytes_since_index_entry = 0;
         }
-        self.bytes_since_index_entry += batch.len() as u64;
+        self.bytes_since_index_entry += len;
         debug_assert_eq!(self.base_offset + relative as i64, header.last_offset());
         self.next_offset = header.last_offset() + 1;
         Ok(())
@@ -259,11 +260,20 @@ impl Segment {
     /// Appends one batch whose base offset has already been set. `offset_of_max_timestamp`
     /// refines the segment's max-timestamp bookkeeping to the exact record.
     pub fn append(&mut self, batch: &[u8], offset_of_max_timestamp: i64) -> io::Result<()> {
+        let (head, body) = batch.split_at(HEADER_BYTES);
+        self.append_parts(head, body, offset_of_max_timestamp)
+    }
+
+    /// `append` of a batch given as its 61-byte header and the rest, written with one `pwritev`
+    /// so the produce path never joins them into one buffer.
+    pub fn append_parts(&mut self, head: &[u8], body: &[u8], offset_of_max_timestamp: i64) -> io::Result<()> {
+        assert_eq!(head.len(), HEADER_BYTES, "a batch header is {HEADER_BYTES} bytes");
         let position = self.size;
-        self.file.write_all_at(batch, position)?;
-        self.size += batch.len() as u64;
+        write_all_at(&self.file, head, body, position)?;
+        let len = (head.len() + body.len()) as u64;
+        self.size += len;
         let before = self.max_timestamp;
-        self.note_appended(batch, position)?;
+        self.note_appended(head, len, position)?;
         if self.max_timestamp > before {
             self.offset_of_max_timestamp = offset_of_max_timestamp;
         }
@@ -423,4 +433,22 @@ impl Segment {
         index.delete()?;
         time_index.delete()
     }
+}
+
+/// Writes `head` then `body` at `position` of `file`, as one `pwritev` when the kernel takes it
+/// all (it may write less; the rest follows).
+fn write_all_at(file: &File, mut head: &[u8], mut body: &[u8], mut position: u64) -> io::Result<()> {
+    while !head.is_empty() || !body.is_empty() {
+        let written = match rustix::io::pwritev(file, &[io::IoSlice::new(head), io::IoSlice::new(body)], position) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        position += written as u64;
+        let from_head = written.min(head.len());
+        head = &head[from_head..];
+        body = &body[written - from_head..];
+    }
+    Ok(())
 }
