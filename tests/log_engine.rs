@@ -329,3 +329,21 @@ fn a_located_slice_outlives_the_deletion_of_its_segment() {
     assert!(log.read_slice(30, 40, 1, false).unwrap().is_none());
     assert!(log.read_slice(30, 30, 1 << 20, true).unwrap().is_none(), "nothing at or past max_offset");
 }
+
+#[test]
+fn a_segment_created_during_an_fsync_still_gets_its_directory_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), defaults(), NOW).unwrap();
+    append(&mut log, &["a"], NOW, NOW);
+    let first = log.flush_work().unwrap();
+    assert!(first.includes_dir(), "the new log's first segment needs its directory entry synced");
+    // While that fsync runs (outside the lock), the log rolls: the new segment is not covered.
+    log.roll().unwrap();
+    append(&mut log, &["b"], NOW, NOW);
+    log.mark_flushed(&first, NOW);
+    let second = log.flush_work().unwrap();
+    assert!(second.includes_dir(), "the segment created during the first fsync needs the directory synced");
+    log.mark_flushed(&second, NOW);
+    assert!(!log.flush_work().unwrap().includes_dir());
+    assert_eq!(log.flushed_offset(), 2);
+}

@@ -36,8 +36,11 @@ pub struct PartitionLog {
     flushed_offset: i64,
     unflushed_messages: i64,
     last_flush_ms: i64,
-    /// A segment file was created since the last flush: the directory needs an fsync too.
-    dir_dirty: bool,
+    /// Segment files created in the directory so far, and how many of those creations an fsync
+    /// of the directory covers: while they differ the directory needs an fsync too. (Counts, not
+    /// a flag: a segment created while an fsync is running is not covered by it.)
+    dir_changes: u64,
+    dir_changes_synced: u64,
     /// (leader epoch, first offset written in it), ascending.
     epochs: Vec<(i32, i64)>,
     /// Idempotent producers' sequence state.
@@ -61,7 +64,14 @@ pub struct AppendInfo {
 pub struct FlushWork {
     pub files: Vec<File>,
     pub up_to_offset: i64,
-    pub includes_dir: bool,
+    /// Set when the directory is synced too: the directory changes that sync covers.
+    pub dir_changes: Option<u64>,
+}
+
+impl FlushWork {
+    pub fn includes_dir(&self) -> bool {
+        self.dir_changes.is_some()
+    }
 }
 
 impl PartitionLog {
@@ -114,7 +124,8 @@ impl PartitionLog {
             flushed_offset: log_end_offset,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
-            dir_dirty: true,
+            dir_changes: 1,
+            dir_changes_synced: 0,
             epochs: Vec::new(),
             producers: ProducerState::default(),
             cleaner_checkpoint: 0,
@@ -342,7 +353,7 @@ impl PartitionLog {
         // As Kafka does, snapshot producer state at every roll so recovery replays little.
         self.producers.write_snapshot(&self.dir, base)?;
         self.segments.push(Segment::create(&self.dir, base, self.config.index_interval_bytes)?);
-        self.dir_dirty = true;
+        self.dir_changes += 1;
         Ok(())
     }
 
@@ -356,18 +367,23 @@ impl PartitionLog {
             }
             files.push(segment.sync_handle()?);
         }
-        if self.dir_dirty {
+        let includes_dir = self.dir_changes > self.dir_changes_synced;
+        if includes_dir {
             // The directory too, so newly created segment files survive a crash.
             files.push(File::open(&self.dir)?);
         }
-        Ok(FlushWork { files, up_to_offset: self.log_end_offset(), includes_dir: self.dir_dirty })
+        Ok(FlushWork {
+            files,
+            up_to_offset: self.log_end_offset(),
+            dir_changes: includes_dir.then_some(self.dir_changes),
+        })
     }
 
     /// Records that everything below `offset` is durable.
     pub fn mark_flushed(&mut self, work: &FlushWork, now_ms: i64) {
         let offset = work.up_to_offset;
-        if work.includes_dir {
-            self.dir_dirty = false;
+        if let Some(changes) = work.dir_changes {
+            self.dir_changes_synced = self.dir_changes_synced.max(changes);
         }
         if offset > self.flushed_offset {
             self.flushed_offset = offset;
