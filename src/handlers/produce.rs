@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::TopicName;
 
 use super::str_bytes;
 use crate::broker::Broker;
@@ -128,7 +129,9 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
         }
         responses.push(
             TopicProduceResponse::default()
-                .with_name(topic_data.name)
+                // A copy: the request's name is a slice of its frame, which would otherwise stay
+                // in memory (megabytes) until the response is written, after the fsync.
+                .with_name(TopicName(str_bytes(topic_data.name.0.as_str())))
                 .with_topic_id(topic_data.topic_id)
                 .with_partition_responses(partitions),
         );

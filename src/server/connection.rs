@@ -17,7 +17,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
@@ -37,6 +37,12 @@ use crate::protocol::{self, ProtocolError};
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
 const INITIAL_FRAME_BYTES: usize = 64 * 1024;
+
+/// Buffers of earlier large frames a connection keeps for reuse (see `Spares`).
+const SPARE_BUFFERS: usize = 3;
+
+/// A connection idle this long releases its spare buffers.
+const SPARE_IDLE: Duration = Duration::from_millis(200);
 
 /// Counts a request as in flight until dropped (shutdown waits for the count to reach zero).
 struct InFlight(Arc<AtomicUsize>);
@@ -245,8 +251,13 @@ async fn drain(
 /// Reads length-prefixed frames into `out` until EOF (channel closed) or an error (sent). Each
 /// frame carries the moment it was whole (request latency counts from there).
 async fn read_frames(mut reader: OwnedReadHalf, max_frame: usize, out: mpsc::Sender<anyhow::Result<(Bytes, Instant)>>) {
+    let mut spares = Spares::default();
     loop {
-        let frame = read_frame(&mut reader, max_frame).await;
+        if !spares.0.is_empty() && tokio::time::timeout(SPARE_IDLE, reader.readable()).await.is_err() {
+            // `readable` is cancel-safe (it consumes nothing), unlike a read cut short.
+            spares.0.clear();
+        }
+        let frame = read_frame(&mut reader, max_frame, &mut spares).await;
         let last = !matches!(frame, Ok(Some(_)));
         let item = match frame {
             Ok(Some(frame)) => Ok((frame, Instant::now())),
@@ -259,8 +270,35 @@ async fn read_frames(mut reader: OwnedReadHalf, max_frame: usize, out: mpsc::Sen
     }
 }
 
+/// Buffers that held earlier large frames. A frame body is read into a buffer that grows as its
+/// bytes arrive (so a length prefix alone never makes the broker allocate), and every growth
+/// copies what came so far: for a 5 MB produce request that is as much copying as receiving it.
+/// Once every request read into a spare has been dropped, the next large frame is read straight
+/// into it. Kept: at most `SPARE_BUFFERS`, each no bigger than twice a frame this connection
+/// sent, all released after `SPARE_IDLE` without a request.
+#[derive(Default)]
+struct Spares(Vec<BytesMut>);
+
+impl Spares {
+    /// An empty buffer with room for `len` bytes whose earlier frames are all gone, if any.
+    fn take_fitting(&mut self, len: usize) -> Option<BytesMut> {
+        let i = self.0.iter_mut().position(|b| b.try_reclaim(len))?;
+        Some(self.0.swap_remove(i))
+    }
+
+    fn keep(&mut self, rest: BytesMut) {
+        if self.0.len() < SPARE_BUFFERS {
+            self.0.push(rest);
+        }
+    }
+}
+
 /// One frame body; `None` at a clean end of stream between frames.
-async fn read_frame(reader: &mut OwnedReadHalf, max_frame: usize) -> anyhow::Result<Option<Bytes>> {
+async fn read_frame(
+    reader: &mut OwnedReadHalf,
+    max_frame: usize,
+    spares: &mut Spares,
+) -> anyhow::Result<Option<Bytes>> {
     let len = match reader.read_i32().await {
         Ok(len) => len,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -270,7 +308,9 @@ async fn read_frame(reader: &mut OwnedReadHalf, max_frame: usize) -> anyhow::Res
         anyhow::bail!("frame of {len} bytes is outside 0..={max_frame}");
     }
     let len = len as usize;
-    let mut frame = BytesMut::with_capacity(len.min(INITIAL_FRAME_BYTES));
+    let large = len > INITIAL_FRAME_BYTES;
+    let reused = if large { spares.take_fitting(len) } else { None };
+    let mut frame = reused.unwrap_or_else(|| BytesMut::with_capacity(len.min(INITIAL_FRAME_BYTES)));
     while frame.len() < len {
         if frame.capacity() == frame.len() {
             frame.reserve((len - frame.len()).min(frame.len().max(INITIAL_FRAME_BYTES)));
@@ -281,7 +321,11 @@ async fn read_frame(reader: &mut OwnedReadHalf, max_frame: usize) -> anyhow::Res
             anyhow::bail!("connection closed mid-frame");
         }
     }
-    Ok(Some(frame.freeze()))
+    let body = frame.split_to(len).freeze();
+    if large {
+        spares.keep(frame);
+    }
+    Ok(Some(body))
 }
 
 /// Aborts the frame reader when the connection ends, whichever way it ends.
@@ -290,5 +334,66 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected pair over loopback: (client side, server read half).
+    async fn pair() -> (TcpStream, OwnedReadHalf) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, server.into_split().0)
+    }
+
+    fn frame(len: usize, fill: u8) -> Vec<u8> {
+        let mut out = (len as i32).to_be_bytes().to_vec();
+        out.resize(4 + len, fill);
+        out
+    }
+
+    #[tokio::test]
+    async fn large_frames_reuse_a_buffer_once_earlier_frames_are_dropped() {
+        let (mut client, mut reader) = pair().await;
+        let len = 300 * 1024;
+        let mut spares = Spares::default();
+        for fill in 1..=3u8 {
+            client.write_all(&frame(len, fill)).await.unwrap();
+        }
+        let first = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        let second = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        assert_ne!(first.as_ptr(), second.as_ptr(), "a live frame's buffer is never reused");
+        assert!(first.iter().all(|&b| b == 1) && second.iter().all(|&b| b == 2));
+        assert_eq!(spares.0.len(), 2, "both buffers are kept");
+        assert!(spares.take_fitting(len).is_none(), "no buffer is free while its frame lives");
+        drop(first);
+        let free = spares.take_fitting(len).expect("the first frame's buffer is free again");
+        let free_at = free.as_ptr();
+        assert!(free.capacity() >= len);
+        spares.keep(free);
+        let third = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        assert_eq!(third.len(), len);
+        assert!(third.iter().all(|&b| b == 3));
+        assert_eq!(third.as_ptr(), free_at, "the third frame is read into the freed buffer");
+        assert!(spares.0.len() <= SPARE_BUFFERS);
+        drop(second);
+    }
+
+    #[tokio::test]
+    async fn small_frames_keep_no_spares_and_a_short_frame_is_an_error() {
+        let (mut client, mut reader) = pair().await;
+        let mut spares = Spares::default();
+        client.write_all(&frame(1000, 7)).await.unwrap();
+        let small = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        assert_eq!(small.len(), 1000);
+        assert!(spares.0.is_empty());
+        // A length prefix promising more than arrives: an error once the peer closes.
+        client.write_all(&(200_000i32).to_be_bytes()).await.unwrap();
+        client.write_all(&[0u8; 10]).await.unwrap();
+        drop(client);
+        assert!(read_frame(&mut reader, 1 << 20, &mut spares).await.is_err());
     }
 }
