@@ -245,18 +245,51 @@ fn every_codec_validates_and_recompresses() {
 /// sent by clients built on it) validate like Kafka's 64 KiB-block frames.
 #[test]
 fn lz4_frames_with_4_mib_blocks_validate() {
-    use std::io::Write;
     let values: Vec<String> = (0..200).map(|i| format!("value-{i}-{}", "y".repeat(i % 50))).collect();
     let refs: Vec<&str> = values.iter().map(|v| v.as_str()).collect();
-    let plain = encode(&refs, NOW, Compression::None);
+    let (batch, _) = lz4_batch(&refs, |_| {});
+    let (_, summary) = batch::validate_produce(batch, &defaults(), NOW).unwrap();
+    assert_eq!(summary.record_count, 200);
+}
+
+/// Like Kafka 4.1 (whose LZ4 reader skips the trailer), a frame's content checksum is not
+/// verified: the batch CRC covers the compressed bytes. The records are still walked in full.
+#[test]
+fn lz4_content_checksum_is_not_verified_but_records_are() {
+    let values: Vec<String> = (0..100).map(|i| format!("v{i}-{}", "z".repeat(i))).collect();
+    let refs: Vec<&str> = values.iter().map(|v| v.as_str()).collect();
+    let (wrong_checksum, _) = lz4_batch(&refs, |frame| {
+        let n = frame.len();
+        frame[n - 1] ^= 0xff; // the last byte of the xxHash32 content checksum
+    });
+    let (_, summary) = batch::validate_produce(wrong_checksum, &defaults(), NOW).unwrap();
+    assert_eq!(summary.record_count, 100);
+    // A damaged block is still refused, with the same correct batch CRC.
+    let (damaged, frame_len) = lz4_batch(&refs, |frame| {
+        let middle = frame.len() / 2;
+        frame[middle] ^= 0x5a;
+        frame[middle + 1] ^= 0xa5;
+    });
+    assert!(frame_len > 100);
+    let code = batch::validate_produce(damaged, &defaults(), NOW).unwrap_err().code();
+    assert!(code == 2 || code == 87, "error code {code}");
+}
+
+/// A v2 batch of `values` whose body is one LZ4 frame as Go's pierrec/lz4 writes by default
+/// (4 MiB blocks, content checksum), after `edit` of the frame, with a correct batch CRC.
+/// Returns the batch and the frame's length.
+fn lz4_batch(values: &[&str], edit: impl FnOnce(&mut Vec<u8>)) -> (Vec<u8>, usize) {
+    use std::io::Write;
+    let plain = encode(values, NOW, Compression::None);
     let mut encoder = lz4::EncoderBuilder::new()
         .block_size(lz4::BlockSize::Max4MB)
         .checksum(lz4::ContentChecksum::ChecksumEnabled)
         .build(Vec::new())
         .unwrap();
     encoder.write_all(&plain[61..]).unwrap();
-    let (frame, result) = encoder.finish();
+    let (mut frame, result) = encoder.finish();
     result.unwrap();
+    edit(&mut frame);
     let mut batch = plain[..61].to_vec();
     batch.extend_from_slice(&frame);
     let attributes = i16::from_be_bytes([batch[21], batch[22]]) | 3; // lz4
@@ -265,8 +298,7 @@ fn lz4_frames_with_4_mib_blocks_validate() {
     batch[8..12].copy_from_slice(&len.to_be_bytes());
     let crc = crc32c::crc32c(&batch[21..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    let (_, summary) = batch::validate_produce(batch, &defaults(), NOW).unwrap();
-    assert_eq!(summary.record_count, 200);
+    (batch, frame.len())
 }
 
 /// A compressed body that is cut short or garbage (with a correct batch CRC, so only the codec

@@ -13,6 +13,7 @@ pub mod cleaner;
 pub mod compression;
 pub mod flusher;
 pub mod index;
+pub mod lz4_frame;
 pub mod partition_log;
 pub mod producer_state;
 pub mod segment;
