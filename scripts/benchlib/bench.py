@@ -224,8 +224,8 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, Report):
     def _create_topic(self, s: str, topic: str):
         """A 6-partition topic for one measured run. Kafka's get file.delete.delay.ms=0: Kafka
         otherwise removes a deleted topic's files 60 s later, in the middle of some later run, and
-        on this disk (ext4 mounted with `discard`) freeing hundreds of MB stalls the journal commits
-        of every fsync for a moment: that hit whichever fsyncing system was being measured then.
+        on this disk (ext4 mounted with `discard`) freeing hundreds of MB stalls every fsync for a
+        moment: that hit whichever fsyncing system was being measured then.
         With 0 Kafka removes them at once, so the sync before the next run settles them, as it
         does Ketch's (which removes deleted files at once). Nothing else changes for Kafka."""
         extra = ["-configs", "file.delete.delay.ms=0"] if s == "kafka" else []

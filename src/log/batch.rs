@@ -209,16 +209,7 @@ pub fn validate_produce(
     }
     let codec = Codec::from_id(header.compression_id())?;
     let base_timestamp = header.base_timestamp();
-    let summary = {
-        let body = &records[HEADER_BYTES..];
-        if codec == Codec::None {
-            // Walked where the bytes are, with no copy and no dynamic dispatch per byte.
-            walk_records(body, count, base_timestamp, codec, config, now_ms)?
-        } else {
-            let reader = compression::decompressing_reader(codec, body)?;
-            walk_records(reader, count, base_timestamp, codec, config, now_ms)?
-        }
-    };
+    let summary = walk_body(&records[HEADER_BYTES..], count, base_timestamp, codec, config, now_ms)?;
     if let Some(target) = Codec::for_topic(config.compression_type) {
         if target != codec {
             records = compression::recompress(&records, target)?.into();
@@ -273,11 +264,26 @@ pub fn validate_internal(
     let header = Header::new(&records);
     let count = header.record_count();
     let codec = Codec::from_id(header.compression_id())?;
-    let summary = {
-        let reader = compression::decompressing_reader(codec, &records[HEADER_BYTES..total])?;
-        walk_records(reader, count, header.base_timestamp(), codec, config, now_ms)?
-    };
+    let summary = walk_body(&records[HEADER_BYTES..total], count, header.base_timestamp(), codec, config, now_ms)?;
     Ok((records, summary))
+}
+
+/// `walk_records` over a batch body: uncompressed bodies are walked where the bytes are, with no
+/// copy and no dynamic dispatch per byte; compressed ones through their decompressor.
+fn walk_body(
+    body: &[u8],
+    count: i32,
+    base_timestamp: i64,
+    codec: Codec,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> Result<BatchSummary, LogError> {
+    if codec == Codec::None {
+        walk_records(body, count, base_timestamp, codec, config, now_ms)
+    } else {
+        let reader = compression::decompressing_reader(codec, body)?;
+        walk_records(reader, count, base_timestamp, codec, config, now_ms)
+    }
 }
 
 /// Streams through `count` records, checking framing, offset deltas, sizes and timestamps.
@@ -478,14 +484,14 @@ impl<R: BufRead> Walker<R> {
     fn available(&mut self, want: u64) -> Result<usize, LogError> {
         let buf = self.inner.fill_buf().map_err(io_to_corrupt)?;
         if buf.is_empty() {
-            return Err(LogError::CorruptMessage("record data ends early".into()));
+            return Err(ends_early());
         }
         Ok((buf.len() as u64).min(want) as usize)
     }
 
     fn byte(&mut self) -> Result<u8, LogError> {
         let Some(&b) = self.inner.fill_buf().map_err(io_to_corrupt)?.first() else {
-            return Err(LogError::CorruptMessage("record data ends early".into()));
+            return Err(ends_early());
         };
         self.advance(1)?;
         Ok(b)
@@ -531,9 +537,13 @@ impl<R: BufRead> Walker<R> {
     }
 }
 
+fn ends_early() -> LogError {
+    LogError::CorruptMessage("record data ends early".into())
+}
+
 fn io_to_corrupt(e: std::io::Error) -> LogError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        LogError::CorruptMessage("record data ends early".into())
+        ends_early()
     } else {
         LogError::CorruptMessage(format!("cannot read records: {e}"))
     }

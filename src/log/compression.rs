@@ -145,12 +145,17 @@ impl BufRead for XerialSnappyReader<'_> {
 
 impl Read for XerialSnappyReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = buf.len().min(available.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
+        read_buffered(self, buf)
     }
+}
+
+/// `Read::read` for a reader whose bytes come from its own `BufRead` buffer.
+pub(crate) fn read_buffered(reader: &mut impl BufRead, buf: &mut [u8]) -> io::Result<usize> {
+    let available = reader.fill_buf()?;
+    let n = buf.len().min(available.len());
+    buf[..n].copy_from_slice(&available[..n]);
+    reader.consume(n);
+    Ok(n)
 }
 
 /// Re-encodes a validated batch with `codec`, keeping offsets deltas, timestamps, keys, values,

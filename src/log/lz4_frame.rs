@@ -93,11 +93,7 @@ impl BufRead for Lz4FrameReader<'_> {
 
 impl Read for Lz4FrameReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = buf.len().min(available.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
+        crate::log::compression::read_buffered(self, buf)
     }
 }
 

@@ -324,7 +324,6 @@ impl PartitionLog {
         self.high_watermark = self.log_end_offset();
         self.unflushed_messages += summary.record_count as i64;
         let flush_due = self.unflushed_messages >= self.config.flush_messages;
-        let header = batch::Header::new(&head);
         let log_append_time_ms = if header.attributes() & (1 << 3) != 0 { header.max_timestamp() } else { -1 };
         Ok(AppendInfo {
             base_offset,
