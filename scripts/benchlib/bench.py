@@ -222,22 +222,30 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, Report):
                 self._keep_log(b, f"main-{s}")
 
     def _create_topic(self, s: str, topic: str):
-        """A 6-partition topic for one measured run. Kafka's get file.delete.delay.ms=0: Kafka
-        otherwise removes a deleted topic's files 60 s later, in the middle of some later run, and
-        on this disk (ext4 mounted with `discard`) freeing hundreds of MB stalls every fsync for a
-        moment: that hit whichever fsyncing system was being measured then.
-        With 0 Kafka removes them at once, so the sync before the next run settles them, as it
-        does Ketch's (which removes deleted files at once). Nothing else changes for Kafka."""
-        extra = ["-configs", "file.delete.delay.ms=0"] if s == "kafka" else []
+        """A 6-partition topic for one measured run."""
         self.client("topic", "create", "-brokers", self.live(s).bootstrap, "-topic", topic, "-partitions", "6",
-                    *extra, timeout=120, what="create topic")
+                    timeout=120, what="create topic")
 
-    def _delete_topic(self, s: str, topic: str):
+    def _delete_topic(self, s: str, topic: str, timeout: float = 90):
+        """Deletes a run's topic and waits until its partition directories are gone from the
+        broker's data directory, so that no later run pays for removing them. On this disk (ext4
+        mounted with `discard`) freeing hundreds of MB stalls writes and fsyncs for a moment.
+        Ketch removes the files before it answers; Kafka renames the directories to `*-delete`
+        and removes them in a background task (every `log.segment.delete.delay.ms`, set to 1 s for
+        the benchmark, see brokers.Kafka; its first pass runs 30 s after start)."""
+        b = self.live(s)
         try:
-            self.client("topic", "delete", "-brokers", self.live(s).bootstrap, "-topic", topic, timeout=120,
+            self.client("topic", "delete", "-brokers", b.bootstrap, "-topic", topic, timeout=120,
                         what="delete topic")
         except RunFailed as e:
             log(f"(delete {topic} on {s} failed: {str(e)[:200]})")
+            return
+        deadline = time.monotonic() + timeout
+        while any(p.name.startswith(f"{topic}-") for p in b.data.iterdir()):
+            if time.monotonic() > deadline:
+                log(f"({topic} on {s}: partition directories still there {timeout:.0f} s after the delete)")
+                return
+            time.sleep(0.1)
 
     # ------------------------------------------------------------------ main
 

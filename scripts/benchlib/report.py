@@ -124,7 +124,7 @@ class Report:
         md.append(f"- Ketch: `{self.ketch_source}` (git `{self.git}`); Kafka {KAFKA_VERSION} from Maven, "
                   f"`{java_version()}`; clients: franz-go (scripts/bench-client), Kafka's Java tools")
         md.append(f"- Runs per measurement: {self.runs} (JVM tools and e2e: {self.slow_runs}); values are medians; "
-                  f"systems alternated run by run; page cache written back (sync) before every measured run, and deleted topics removed before it (Kafka topics created with file.delete.delay.ms=0, see `_create_topic`); all brokers up for the whole run, one loaded at a time; "
+                  f"systems alternated run by run; page cache written back (sync) before every measured run, and the files of the previous run's topic removed before it (Kafka with log.segment.delete.delay.ms=1000, see `Bench._delete_topic`); all brokers up for the whole run, one loaded at a time; "
                   f"client and broker on the same cores over loopback")
         md.append(f"- Produce runs: {self.produce_records:,} records of 1 KiB (native), {self.perf_records:,} "
                   f"(ProducerPerformance), text-like payloads (lz4 ≈2-3x); consume topic: "
