@@ -7,7 +7,8 @@
 //   - consume-raw fetches from the start with Kafka's consumer defaults (1 MiB per
 //     partition, 50 MiB per response, one fetch in flight), checks every batch's CRC-32C (as
 //     Java's consumer does with check.crcs=true) and counts records from the batch headers,
-//     without decoding records one by one.
+//     without decoding records one by one. Every response is read into one reused buffer
+//     (rawconn.go), so the client allocates nothing per fetch.
 //
 // MB/s counts record values (records x -size), like the produce and consume modes.
 
@@ -17,6 +18,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,7 @@ import (
 // to, and the topic's id (Produce v13+ and Fetch v13+ name topics by id) and partition count.
 type rawTopic struct {
 	broker     *kgo.Broker
+	addr       string
 	id         [16]byte
 	partitions int
 }
@@ -52,7 +56,9 @@ func rawBroker(ctx context.Context, c *common, extra ...kgo.Opt) (*kgo.Client, r
 		return nil, rawTopic{}, fmt.Errorf("metadata for %q: %+v", c.topic, resp.Topics)
 	}
 	t0 := resp.Topics[0]
-	return cl, rawTopic{cl.Broker(int(resp.Brokers[0].NodeID)), t0.TopicID, len(t0.Partitions)}, nil
+	b := resp.Brokers[0]
+	addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	return cl, rawTopic{cl.Broker(int(b.NodeID)), addr, t0.TopicID, len(t0.Partitions)}, nil
 }
 
 func runProduceRaw(args []string) (map[string]any, error) {
@@ -180,11 +186,21 @@ func runConsumeRaw(args []string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	broker, partitions := rt.broker, rt.partitions
-	defer cl.Close()
+	cl.Close()
+	conn, err := dialRaw(ctx, rt.addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	version := conn.version(kmsg.NewPtrFetchRequest())
+	if version < 13 {
+		return nil, fmt.Errorf("broker %s: Fetch up to v%d, consume-raw needs v13+ (topic ids)", rt.addr, version)
+	}
+	partitions := rt.partitions
 	offsets := make([]int64, partitions)
 	var n, fetches int64
 	var first time.Time
+	var buf []byte // every response is read into it (nothing of a response is kept)
 	c.windowStart()
 	start := time.Now()
 	for n < *records {
@@ -192,6 +208,7 @@ func runConsumeRaw(args []string) (map[string]any, error) {
 			return nil, fmt.Errorf("read %d of %d records before the timeout", n, *records)
 		}
 		req := kmsg.NewPtrFetchRequest()
+		req.Version = version
 		req.ReplicaID = -1
 		req.MaxWaitMillis = 500
 		req.MinBytes = 1
@@ -210,12 +227,11 @@ func runConsumeRaw(args []string) (map[string]any, error) {
 			topic.Partitions = append(topic.Partitions, part)
 		}
 		req.Topics = append(req.Topics, topic)
-		r, err := broker.Request(ctx, req)
-		if err != nil {
+		resp := kmsg.NewPtrFetchResponse()
+		if err := conn.roundTrip(req, resp, &buf); err != nil {
 			return nil, fmt.Errorf("fetch: %w", err)
 		}
 		fetches++
-		resp := r.(*kmsg.FetchResponse)
 		if resp.ErrorCode != 0 {
 			return nil, fmt.Errorf("fetch: error code %d", resp.ErrorCode)
 		}
