@@ -379,3 +379,44 @@ fn a_segment_created_during_an_fsync_still_gets_its_directory_synced() {
     assert!(!log.flush_work().unwrap().includes_dir());
     assert_eq!(log.flushed_offset(), 2);
 }
+
+#[test]
+fn reads_near_the_log_end_match_reads_that_scan_the_file() {
+    // The active segment remembers its newest batches so that tail reads need no header reads;
+    // a log reopened with trusted indexes has no such memory and scans the file. Both must
+    // locate exactly the same bytes for every offset, bound and size limit.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), defaults(), NOW).unwrap();
+    let values: Vec<String> = (0..40).map(|i| "v".repeat(1 + i * 37 % 300)).collect();
+    for i in 0..100 {
+        let n = 1 + i % 5;
+        let batch: Vec<&str> = values[i % 30..i % 30 + n].iter().map(String::as_str).collect();
+        append(&mut log, &batch, NOW + i as i64, NOW);
+    }
+    let end = log.log_end_offset();
+    let cases: Vec<(i64, usize, bool)> = [end, end - 7, end - 60, 3]
+        .into_iter()
+        .flat_map(|max_offset| {
+            [0, 1, 700, 5_000, 1 << 20].into_iter().flat_map(move |max_bytes| {
+                [true, false].into_iter().map(move |min_one| (max_offset, max_bytes, min_one))
+            })
+        })
+        .collect();
+    let located = |log: &PartitionLog| -> Vec<Option<(u64, usize)>> {
+        let mut out = Vec::new();
+        for offset in 0..=end {
+            for &(max_offset, max_bytes, min_one) in &cases {
+                let slice = log.read_slice(offset, max_offset, max_bytes, min_one).unwrap();
+                out.push(slice.map(|s| (s.position, s.len)));
+            }
+        }
+        out
+    };
+    let with_memory = located(&log);
+    assert!(with_memory.iter().filter(|s| s.is_some()).count() > 1000, "the cases locate batches");
+    log.close().unwrap();
+    drop(log);
+    let reopened = PartitionLog::open_with(dir.path(), defaults(), NOW, false).unwrap();
+    assert_eq!(reopened.log_end_offset(), end);
+    assert_eq!(located(&reopened), with_memory);
+}

@@ -6,6 +6,7 @@
 //! the byte length of valid data (a torn tail past it is truncated by `recover`); index entries
 //! only point at batch starts within `size`.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -18,6 +19,9 @@ use crate::log::index::{IndexFile, OffsetEntry, TimeEntry};
 
 /// Bytes of a batch header needed to find its last offset.
 const PEEK_BYTES: usize = 27;
+
+/// Most batches `Segment::recent` remembers.
+const RECENT_BATCHES: usize = 32;
 
 #[derive(Debug)]
 pub struct Segment {
@@ -37,6 +41,11 @@ pub struct Segment {
     pub offset_of_max_timestamp: i64,
     /// Max timestamp of the first batch, the reference for time-based rolling (as Kafka does).
     pub first_batch_timestamp: Option<i64>,
+    /// The newest batches (at most `RECENT_BATCHES`), oldest first, back to back and ending at
+    /// `size`: fetches near the end of the log, where caught-up consumers read, locate their
+    /// batches here instead of reading headers from the file. Empty for a segment opened with
+    /// trusted indexes until something is appended (lookups then read headers, as before).
+    recent: VecDeque<BatchPos>,
 }
 
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
@@ -87,6 +96,7 @@ impl Segment {
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
+            recent: VecDeque::new(),
         })
     }
 
@@ -124,6 +134,7 @@ impl Segment {
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
+            recent: VecDeque::new(),
         };
         if let (Some(index), Some(time_index)) = (index, time_index) {
             segment.index = index;
@@ -195,6 +206,7 @@ impl Segment {
         self.max_timestamp = -1;
         self.bytes_since_index_entry = 0;
         self.first_batch_timestamp = None;
+        self.recent.clear();
         let mut position = 0u64;
         let mut buf = Vec::new();
         while position + HEADER_BYTES as u64 <= file_size {
@@ -254,6 +266,16 @@ impl Segment {
         self.bytes_since_index_entry += len;
         debug_assert_eq!(self.base_offset + relative as i64, header.last_offset());
         self.next_offset = header.last_offset() + 1;
+        if self.recent.len() == RECENT_BATCHES {
+            self.recent.pop_front();
+        }
+        debug_assert!(self.recent.back().is_none_or(|b| b.position + b.total_bytes == position));
+        self.recent.push_back(BatchPos {
+            position,
+            total_bytes: len,
+            base_offset: header.base_offset(),
+            last_offset: header.last_offset(),
+        });
         Ok(())
     }
 
@@ -316,15 +338,32 @@ impl Segment {
     /// Finds the batch containing `offset` (or the first batch after it), scanning from the
     /// index entry at or before it. Returns `None` when no batch at or after `offset` exists.
     pub fn find_batch(&self, offset: i64) -> io::Result<Option<BatchPos>> {
+        if offset >= self.next_offset {
+            return Ok(None);
+        }
+        if self.recent.front().is_some_and(|b| b.base_offset <= offset) {
+            // `recent` ends with the last batch, whose last offset is >= `offset`.
+            return Ok(self.recent.get(self.recent.partition_point(|b| b.last_offset < offset)).copied());
+        }
         let relative = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;
         let mut position = self.index.lookup(relative) as u64;
-        while let Some(b) = self.peek(position)? {
+        while let Some(b) = self.batch_at(position)? {
             if b.last_offset >= offset {
                 return Ok(Some(b));
             }
             position += b.total_bytes;
         }
         Ok(None)
+    }
+
+    /// The batch starting at `position` (a batch start, or `size`), from `recent` if it is there.
+    fn batch_at(&self, position: u64) -> io::Result<Option<BatchPos>> {
+        if self.recent.front().is_some_and(|b| b.position <= position) {
+            let b = self.recent.get(self.recent.partition_point(|b| b.position < position));
+            debug_assert!(b.is_none_or(|b| b.position == position), "{position} is not a batch start");
+            return Ok(b.copied());
+        }
+        self.peek(position)
     }
 
     fn peek(&self, position: u64) -> io::Result<Option<BatchPos>> {
@@ -391,7 +430,7 @@ impl Segment {
                 break;
             }
             end = batch_end;
-            next = self.peek(end)?;
+            next = self.batch_at(end)?;
         }
         Ok((end > first.position).then(|| FileSlice {
             file: self.file.clone(),
@@ -418,7 +457,7 @@ impl Segment {
                     }
                 }
             }
-            match self.peek(b.position + b.total_bytes)? {
+            match self.batch_at(b.position + b.total_bytes)? {
                 Some(next) => b = next,
                 None => return Ok(None),
             }
