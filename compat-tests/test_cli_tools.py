@@ -324,6 +324,39 @@ def test_kafka_configs_topic(broker, kt, soft):
         assert got == want, f"--all: {got}, expected {want}"
         assert ("DEFAULT_CONFIG", "message.max.bytes=1048588") in e["max.message.bytes"]["synonyms"], \
             f"max.message.bytes synonyms {e['max.message.bytes']['synonyms']}"
+        # The configs Kafka 3.x/4.x added, with their defaults and synonyms.
+        want = {"segment.jitter.ms": "0", "segment.index.bytes": "10485760", "file.delete.delay.ms": "60000",
+                "preallocate": "false", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+                "compression.zstd.level": "3", "unclean.leader.election.enable": "false",
+                "local.retention.ms": "-2", "local.retention.bytes": "-2", "remote.storage.enable": "false",
+                "leader.replication.throttled.replicas": "", "follower.replication.throttled.replicas": ""}
+        got = {k: e.get(k, {}).get("value") for k in want}
+        assert got == want, f"--all: {got}, expected {want}"
+        # As for retention.ms: synonyms start at the broker name itself, which has no default.
+        assert e["segment.jitter.ms"]["synonyms"] == [], e["segment.jitter.ms"]
+        assert e["file.delete.delay.ms"]["synonyms"] == [("DEFAULT_CONFIG", "log.segment.delete.delay.ms=60000")], \
+            e["file.delete.delay.ms"]
+        assert e["remote.storage.enable"]["synonyms"] == [], e["remote.storage.enable"]
+        assert len(e) == 33, f"--all lists {len(e)} topic configs: {sorted(e)}"
+
+    with soft("newer topic configs: set, described, refused out of range"):
+        r = kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config",
+                    "segment.jitter.ms=1000,compression.zstd.level=9,preallocate=true")
+        assert_in(f"Completed updating config for topic {topic}.", r.out, "--add-config segment.jitter.ms ...")
+        e = config_entries(kt.tool(CONFIG_CMD, "--describe", *ent).stdout, header)
+        got = {k: v["value"] for k, v in e.items()}
+        assert got == {"retention.ms": "60000", "segment.jitter.ms": "1000", "compression.zstd.level": "9",
+                       "preallocate": "true"}, f"describe after --add-config: {got}"
+        r = kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config", "compression.zstd.level=30", check=False)
+        assert r.returncode == 1, f"compression.zstd.level=30 exited {r.returncode}\n{r.out}"
+        assert_in("Invalid value 30 for configuration compression.zstd.level: Value must be no more than 22",
+                  r.out, "compression.zstd.level=30")
+        r = kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config", "remote.storage.enable=true", check=False)
+        assert r.returncode == 1, f"remote.storage.enable=true exited {r.returncode}\n{r.out}"
+        assert_in("Tiered Storage functionality is disabled in the broker", r.out, "remote.storage.enable=true")
+        r = kt.tool(CONFIG_CMD, "--alter", *ent, "--delete-config",
+                    "segment.jitter.ms,compression.zstd.level,preallocate")
+        assert_in(f"Completed updating config for topic {topic}.", r.out, "--delete-config segment.jitter.ms ...")
 
     with soft("invalid value"):
         r = kt.tool(CONFIG_CMD, "--alter", *ent, "--add-config", "retention.ms=abc", check=False)

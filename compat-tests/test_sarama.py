@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TARGET, go_build, run_logged
+from conftest import go_build, run_logged
 
 RUN_TIMEOUT = 150  # the program's own overall deadline is 100 s
 MODERN = "4.1.0"
@@ -81,11 +81,6 @@ def test_sarama_cluster_admin(broker, sarama_bin):
     sarama(sarama_bin, broker, "admin", "-version", MODERN)
 
 
-@pytest.mark.xfail(TARGET == "ketch", strict=True, reason=(
-    "Ketch's DescribeConfigs for a topic lists 18 of the 33 topic configs Kafka 4.1 lists (no "
-    "compression.{gzip,lz4,zstd}.level, file.delete.delay.ms, {leader,follower}.replication.throttled.replicas, "
-    "local.retention.{bytes,ms}, preallocate, remote.log.copy.disable, remote.log.delete.on.disable, "
-    "remote.storage.enable, segment.index.bytes, segment.jitter.ms, unclean.leader.election.enable)"))
 def test_sarama_describe_config_lists_every_topic_config(broker, sarama_bin):
     """DescribeConfig of a topic lists every topic config Kafka 4.1 lists (names; values of the ones
     the admin scenario sets are checked there)."""

@@ -105,6 +105,53 @@ pub struct TopicConfig {
     pub min_cleanable_dirty_ratio: f64,
     pub min_compaction_lag_ms: i64,
     pub max_compaction_lag_ms: i64,
+    /// `segment.jitter.ms`: a segment rolls up to this much (random per segment) before `segment.ms`.
+    pub segment_jitter_ms: i64,
+    /// `segment.index.bytes`: a segment rolls once its offset or time index would outgrow this.
+    pub segment_index_bytes: u64,
+    /// `file.delete.delay.ms`: the files of segments that retention or DeleteRecords remove are
+    /// renamed `*.deleted` and removed this much later.
+    pub file_delete_delay_ms: i64,
+    /// `preallocate`: reserve `segment.bytes` of disk for every new segment.
+    pub preallocate: bool,
+    /// `compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level`: the levels
+    /// of broker-side recompression.
+    pub gzip_level: i32,
+    pub lz4_level: i32,
+    pub zstd_level: i32,
+    /// Values set for [`INERT_TOPIC_CONFIGS`] (the rest have their defaults).
+    pub inert: Properties,
+}
+
+/// Topic configs Kafka keeps that change nothing on a single node without tiered storage, with
+/// their defaults: the only replica is always the leader and in sync, so unclean election and
+/// replication throttles have nothing to act on (as on a Kafka topic with one replica), and the
+/// local retention and remote log settings only act with `remote.storage.enable=true`, which is
+/// refused as Kafka refuses it when tiered storage is off. They are validated, kept and
+/// described as Kafka does.
+pub const INERT_TOPIC_CONFIGS: &[(&str, &str)] = &[
+    ("unclean.leader.election.enable", "false"),
+    ("leader.replication.throttled.replicas", ""),
+    ("follower.replication.throttled.replicas", ""),
+    ("local.retention.ms", "-2"),
+    ("local.retention.bytes", "-2"),
+    ("remote.storage.enable", "false"),
+    ("remote.log.copy.disable", "false"),
+    ("remote.log.delete.on.disable", "false"),
+];
+
+/// Topic configs without a broker-level default (Kafka has no server synonym for them).
+pub const TOPIC_ONLY_CONFIG_KEYS: &[&str] = &[
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+    "remote.storage.enable",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+];
+
+/// Every topic-level config name, as DescribeConfigs and CreateTopics list them.
+pub fn topic_config_names() -> impl Iterator<Item = &'static str> {
+    TOPIC_CONFIG_KEYS.iter().map(|(topic_key, _)| *topic_key).chain(TOPIC_ONLY_CONFIG_KEYS.iter().copied())
 }
 
 /// Topic-level config names Ketch knows, with the broker property each one defaults from.
@@ -127,6 +174,16 @@ pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
     ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
     ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
     ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    ("segment.jitter.ms", "log.roll.jitter.ms"),
+    ("segment.index.bytes", "log.index.size.max.bytes"),
+    ("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    ("preallocate", "log.preallocate"),
+    ("compression.gzip.level", "compression.gzip.level"),
+    ("compression.lz4.level", "compression.lz4.level"),
+    ("compression.zstd.level", "compression.zstd.level"),
+    ("unclean.leader.election.enable", "unclean.leader.election.enable"),
+    ("local.retention.ms", "log.local.retention.ms"),
+    ("local.retention.bytes", "log.local.retention.bytes"),
 ];
 
 impl TopicConfig {
@@ -182,7 +239,17 @@ impl TopicConfig {
             "min.cleanable.dirty.ratio" => format!("{:?}", self.min_cleanable_dirty_ratio),
             "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
             "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
-            _ => String::new(),
+            "segment.jitter.ms" => self.segment_jitter_ms.to_string(),
+            "segment.index.bytes" => self.segment_index_bytes.to_string(),
+            "file.delete.delay.ms" => self.file_delete_delay_ms.to_string(),
+            "preallocate" => self.preallocate.to_string(),
+            "compression.gzip.level" => self.gzip_level.to_string(),
+            "compression.lz4.level" => self.lz4_level.to_string(),
+            "compression.zstd.level" => self.zstd_level.to_string(),
+            _ => match INERT_TOPIC_CONFIGS.iter().find(|(name, _)| *name == key) {
+                Some((name, default)) => self.inert.get(*name).map_or(default.to_string(), String::clone),
+                None => String::new(),
+            },
         }
     }
 
@@ -226,7 +293,31 @@ impl TopicConfig {
             }
             "min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_i64_min(key, value, 0)?,
             "max.compaction.lag.ms" => self.max_compaction_lag_ms = parse_i64_min(key, value, 1)?,
-            _ => return Err(ConfigError::UnknownKey(key.to_string())),
+            "segment.jitter.ms" => self.segment_jitter_ms = parse_i64_min(key, value, 0)?,
+            "segment.index.bytes" => self.segment_index_bytes = parse_i32_range(key, value, 4, i32::MAX)? as u64,
+            "file.delete.delay.ms" => self.file_delete_delay_ms = parse_i64_min(key, value, 0)?,
+            "preallocate" => self.preallocate = parse_bool(key, value)?,
+            "compression.gzip.level" => {
+                self.gzip_level = match value.trim().parse::<i32>() {
+                    Ok(level) if level == -1 || (1..=9).contains(&level) => level,
+                    Ok(_) => {
+                        return Err(ConfigError::invalid_because(
+                            key,
+                            value,
+                            "Value must be between 1 and 9 or equal to -1",
+                        ))
+                    }
+                    Err(_) => return Err(ConfigError::invalid_because(key, value, "Not a number of type INT")),
+                }
+            }
+            "compression.lz4.level" => self.lz4_level = parse_i32_range(key, value, 1, 17)?,
+            "compression.zstd.level" => self.zstd_level = parse_i32_range(key, value, -131_072, 22)?,
+            _ => {
+                let Some((name, _)) = INERT_TOPIC_CONFIGS.iter().find(|(name, _)| *name == key) else {
+                    return Err(ConfigError::UnknownKey(key.to_string()));
+                };
+                self.inert.insert(name.to_string(), validate_inert(key, value)?);
+            }
         }
         Ok(())
     }
@@ -370,7 +461,40 @@ impl BrokerConfig {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: int("log.cleaner.min.compaction.lag.ms", 0, 0)?,
             max_compaction_lag_ms: int("log.cleaner.max.compaction.lag.ms", i64::MAX, 1)?,
+            segment_jitter_ms: match get("log.roll.jitter.ms") {
+                Some(v) => parse_i64_min("log.roll.jitter.ms", v, 0)?,
+                None => int("log.roll.jitter.hours", 0, 0)?.saturating_mul(MS_PER_HOUR),
+            },
+            segment_index_bytes: 10_485_760,
+            file_delete_delay_ms: int("log.segment.delete.delay.ms", 60_000, 0)?,
+            preallocate: false,
+            gzip_level: -1,
+            lz4_level: 9,
+            zstd_level: 3,
+            inert: Properties::new(),
         };
+        // Broker-level names whose topic-level checks (ranges, booleans) apply as they are.
+        for (topic_key, broker_key) in TOPIC_CONFIG_KEYS {
+            let checked_here = matches!(
+                *topic_key,
+                "segment.index.bytes"
+                    | "preallocate"
+                    | "compression.gzip.level"
+                    | "compression.lz4.level"
+                    | "compression.zstd.level"
+                    | "unclean.leader.election.enable"
+                    | "local.retention.ms"
+                    | "local.retention.bytes"
+            );
+            if let (true, Some(v)) = (checked_here, get(broker_key)) {
+                topic_defaults.set(topic_key, v).map_err(|e| match e {
+                    ConfigError::Invalid { value, reason, .. } => {
+                        ConfigError::Invalid { key: broker_key.to_string(), value, reason }
+                    }
+                    other => other,
+                })?;
+            }
+        }
         if let Some(v) = get("log.cleaner.min.cleanable.ratio") {
             topic_defaults.set("min.cleanable.dirty.ratio", v)?;
         }
@@ -423,6 +547,56 @@ impl BrokerConfig {
     }
 }
 
+/// Checks a value for one of [`INERT_TOPIC_CONFIGS`] as Kafka does; returns it as Kafka prints it.
+fn validate_inert(key: &str, value: &str) -> Result<String, ConfigError> {
+    match key {
+        "local.retention.ms" | "local.retention.bytes" => Ok(parse_i64_min(key, value, -2)?.to_string()),
+        "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas" => {
+            let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+            let replica = |item: &str| {
+                item.split_once(':')
+                    .is_some_and(|(p, b)| p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok())
+            };
+            if items == ["*"] || items.iter().all(|item| replica(item)) {
+                Ok(items.join(","))
+            } else {
+                Err(ConfigError::invalid_because(
+                    key,
+                    value,
+                    &format!(
+                        "{key} must be the literal '*' or a list of replicas in the following format: \
+                         [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                    ),
+                ))
+            }
+        }
+        "remote.storage.enable" if parse_bool(key, value)? => Err(ConfigError::Refused(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log \
+             storage."
+                .into(),
+        )),
+        _ => Ok(parse_bool(key, value)?.to_string()),
+    }
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::invalid_because(key, value, "Expected value to be either true or false")),
+    }
+}
+
+/// Kafka's `Range.between` on an INT config.
+fn parse_i32_range(key: &str, value: &str, min: i32, max: i32) -> Result<i32, ConfigError> {
+    match value.trim().parse::<i32>() {
+        Ok(v) if v < min => Err(ConfigError::invalid_because(key, value, &format!("Value must be at least {min}"))),
+        Ok(v) if v > max => Err(ConfigError::invalid_because(key, value, &format!("Value must be no more than {max}"))),
+        Ok(v) => Ok(v),
+        Err(_) => Err(ConfigError::invalid_because(key, value, "Not a number of type INT")),
+    }
+}
+
 fn parse_i64_min(key: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
     match value.trim().parse::<i64>() {
         Ok(v) if v >= min => Ok(v),
@@ -454,6 +628,60 @@ mod tests {
         assert_eq!(config.topic_defaults.max_message_bytes, 1_048_588);
         assert_eq!(config.listeners[0].port, 9092);
         assert!(config.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn kafka_topic_configs_default_and_validate_as_kafka_does() {
+        let mut c = BrokerConfig::from_properties(Properties::new()).unwrap().topic_defaults;
+        for (key, default) in [
+            ("segment.jitter.ms", "0"),
+            ("segment.index.bytes", "10485760"),
+            ("file.delete.delay.ms", "60000"),
+            ("preallocate", "false"),
+            ("compression.gzip.level", "-1"),
+            ("compression.lz4.level", "9"),
+            ("compression.zstd.level", "3"),
+            ("unclean.leader.election.enable", "false"),
+            ("local.retention.ms", "-2"),
+            ("local.retention.bytes", "-2"),
+            ("remote.storage.enable", "false"),
+            ("leader.replication.throttled.replicas", ""),
+        ] {
+            assert_eq!(c.value_of(key), default, "{key}");
+        }
+        assert_eq!(topic_config_names().count(), 33, "Kafka 4.1 lists 33 topic configs");
+        let error = |c: &mut TopicConfig, k: &str, v: &str| c.set(k, v).unwrap_err().to_string();
+        assert_eq!(
+            error(&mut c, "compression.gzip.level", "0"),
+            "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1"
+        );
+        assert_eq!(
+            error(&mut c, "compression.lz4.level", "18"),
+            "Invalid value 18 for configuration compression.lz4.level: Value must be no more than 17"
+        );
+        assert_eq!(
+            error(&mut c, "segment.index.bytes", "3"),
+            "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"
+        );
+        assert!(error(&mut c, "remote.storage.enable", "true").starts_with("Tiered Storage functionality is disabled"));
+        assert!(c.set("preallocate", "yes").is_err());
+        assert!(c.set("follower.replication.throttled.replicas", "0-1").is_err());
+        c.set("remote.storage.enable", "false").unwrap();
+        c.set("leader.replication.throttled.replicas", " 0:1, 1:1").unwrap();
+        c.set("follower.replication.throttled.replicas", "*").unwrap();
+        c.set("unclean.leader.election.enable", "TRUE").unwrap();
+        assert_eq!(c.value_of("leader.replication.throttled.replicas"), "0:1,1:1");
+        assert_eq!(c.value_of("unclean.leader.election.enable"), "true");
+        // Broker-level names set the defaults topics start from.
+        let mut props = Properties::new();
+        for (k, v) in [("log.roll.jitter.hours", "1"), ("compression.zstd.level", "7"), ("log.preallocate", "true")] {
+            props.insert(k.into(), v.into());
+        }
+        let d = BrokerConfig::from_properties(props.clone()).unwrap().topic_defaults;
+        assert_eq!((d.segment_jitter_ms, d.zstd_level, d.preallocate), (3_600_000, 7, true));
+        props.insert("compression.lz4.level".into(), "99".into());
+        let e = BrokerConfig::from_properties(props).unwrap_err().to_string();
+        assert!(e.contains("configuration compression.lz4.level: Value must be no more than 17"), "{e}");
     }
 
     #[test]

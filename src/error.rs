@@ -18,6 +18,9 @@ pub enum ConfigError {
     UnknownKey(String),
     #[error("not supported by Ketch yet: {0}")]
     Unsupported(String),
+    /// A valid value Kafka refuses too in this setup, with Kafka's message.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl ConfigError {

@@ -420,3 +420,129 @@ fn reads_near_the_log_end_match_reads_that_scan_the_file() {
     assert_eq!(reopened.log_end_offset(), end);
     assert_eq!(located(&reopened), with_memory);
 }
+
+/// `.log` files in a partition directory.
+fn segment_files(dir: &std::path::Path, suffix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(suffix))
+        .count()
+}
+
+#[test]
+fn segment_index_bytes_rolls_a_segment_whose_index_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.set("index.interval.bytes", "1").unwrap();
+    // Room for 4 time-index entries (12 bytes each); an entry is added for every batch but the first.
+    config.set("segment.index.bytes", "48").unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    for i in 0..20 {
+        append(&mut log, &["v"], NOW + i, NOW);
+    }
+    assert_eq!(segment_files(dir.path(), ".log"), 4, "5 batches per segment");
+    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(batches(&log.read(0, 20, 1 << 20, true).unwrap()).len(), 5);
+}
+
+#[test]
+fn segment_jitter_ms_rolls_segments_early_by_a_random_amount() {
+    let rolled_after_999_ms = |jitter: &str| {
+        (0..10)
+            .filter(|_| {
+                let dir = tempfile::tempdir().unwrap();
+                let mut config = defaults();
+                config.set("segment.ms", "1000").unwrap();
+                config.set("segment.jitter.ms", jitter).unwrap();
+                let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+                append(&mut log, &["first"], NOW, NOW);
+                append(&mut log, &["second"], NOW, NOW + 999);
+                segment_files(dir.path(), ".log") == 2
+            })
+            .count()
+    };
+    assert_eq!(rolled_after_999_ms("0"), 0, "without jitter a segment rolls at segment.ms");
+    // The jitter is drawn below min(segment.jitter.ms, segment.ms): 0 only 1 time in 1,000.
+    assert!(rolled_after_999_ms("5000") >= 9);
+}
+
+#[test]
+fn file_delete_delay_ms_keeps_deleted_segments_as_deleted_files_for_a_while() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.segment_bytes = 200;
+    config.retention_ms = 10_000;
+    config.set("file.delete.delay.ms", "300").unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    for i in 0..10 {
+        append(&mut log, &["old-record-payload"], NOW - 60_000 + i, NOW);
+    }
+    append(&mut log, &["new-record-payload"], NOW, NOW);
+    let segments = segment_files(dir.path(), ".log");
+    let deleted = log.apply_retention(NOW).unwrap();
+    assert!(deleted > 0);
+    assert_eq!(segment_files(dir.path(), ".log"), segments - deleted);
+    assert_eq!(segment_files(dir.path(), ".log.deleted"), deleted, "renamed, not removed yet");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while segment_files(dir.path(), ".deleted") > 0 {
+        assert!(std::time::Instant::now() < deadline, "deleted files still there after 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // With 0 they go at once; a `.deleted` file left by a crash goes when the log is opened.
+    let mut config = log.config().clone();
+    config.set("file.delete.delay.ms", "0").unwrap();
+    log.set_config(config);
+    for i in 0..10 {
+        append(&mut log, &["later-record-payload"], NOW + i, NOW);
+    }
+    assert!(log.apply_retention(NOW + 100_000).unwrap() > 0);
+    assert_eq!(segment_files(dir.path(), ".deleted"), 0);
+    drop(log);
+    std::fs::write(dir.path().join("00000000000000000000.log.deleted"), b"left over").unwrap();
+    PartitionLog::open(dir.path(), defaults(), NOW).unwrap();
+    assert_eq!(segment_files(dir.path(), ".deleted"), 0);
+}
+
+#[test]
+fn preallocate_reserves_segment_bytes_without_changing_the_file_length() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.segment_bytes = 8 << 20;
+    config.set("preallocate", "true").unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    append(&mut log, &["a", "b"], NOW, NOW);
+    let first = dir.path().join("00000000000000000000.log");
+    let meta = std::fs::metadata(&first).unwrap();
+    assert_eq!(meta.len(), log.size_bytes(), "the file ends where its data ends");
+    assert!(meta.blocks() * 512 >= 8 << 20, "{} bytes reserved", meta.blocks() * 512);
+    log.roll().unwrap();
+    let meta = std::fs::metadata(&first).unwrap();
+    assert!(meta.blocks() * 512 < 1 << 20, "a rolled segment gives the reservation back");
+    let second = dir.path().join(format!("{:020}.log", log.log_end_offset()));
+    assert!(std::fs::metadata(&second).unwrap().blocks() * 512 >= 8 << 20, "the new segment is reserved");
+    log.close().unwrap();
+    assert!(std::fs::metadata(&second).unwrap().blocks() * 512 < 1 << 20, "released at close");
+}
+
+#[test]
+fn recompression_uses_the_topics_compression_levels() {
+    let text: Vec<String> = (0..200).map(|i| format!("record {i} of a fairly repetitive payload {}", i % 7)).collect();
+    let values: Vec<&str> = text.iter().map(String::as_str).collect();
+    let produced = encode(&values, NOW, Compression::None);
+    let size = |codec: &str, key: &str, level: &str| {
+        let mut config = defaults();
+        config.set("compression.type", codec).unwrap();
+        config.set(key, level).unwrap();
+        let (bytes, summary) = batch::validate_produce(produced.clone(), &config, NOW).unwrap();
+        assert_eq!(summary.record_count, 200);
+        let mut decoded = bytes.clone();
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut decoded).unwrap();
+        assert_eq!(set.records.len(), 200);
+        assert_eq!(set.records[199].value.as_deref(), Some(values[199].as_bytes()));
+        bytes.len()
+    };
+    assert!(size("gzip", "compression.gzip.level", "9") < size("gzip", "compression.gzip.level", "1"));
+    assert!(size("zstd", "compression.zstd.level", "19") < size("zstd", "compression.zstd.level", "-5"));
+    assert!(size("lz4", "compression.lz4.level", "12") < size("lz4", "compression.lz4.level", "1"));
+}

@@ -78,6 +78,8 @@ static ROWS: &[Row] = &[
     def("log.retention.minutes", Int, None, false, "The number of minutes to keep a log file before deleting it (in minutes), secondary to log.retention.ms property. If not set, the value in log.retention.hours is used"),
     def("log.retention.ms", Long, None, true, "The number of milliseconds to keep a log file before deleting it (in milliseconds), If not set, the value in log.retention.minutes is used. If set to -1, no time limit is applied."),
     def("log.roll.hours", Int, Some("168"), false, "The maximum time before a new log segment is rolled out (in hours), secondary to log.roll.ms property"),
+    def("log.roll.jitter.hours", Int, Some("0"), false, "The maximum jitter to subtract from logRollTimeMillis (in hours), secondary to log.roll.jitter.ms property"),
+    def("log.roll.jitter.ms", Long, None, true, "The maximum jitter to subtract from logRollTimeMillis (in milliseconds). If not set, the value in log.roll.jitter.hours is used"),
     def("log.roll.ms", Long, None, true, "The maximum time before a new log segment is rolled out (in milliseconds). If not set, the value in log.roll.hours is used"),
     def("log.segment.bytes", Int, Some("1073741824"), true, "The maximum size of a single log file"),
     def("max.incremental.fetch.session.cache.slots", Int, Some("1000"), false, "The maximum number of total incremental fetch sessions that we will maintain. FetchSessionCache is sharded into 8 shards and the limit is equally divided among all shards. Sessions are allocated to each shard in round-robin. Only entries within a shard are considered eligible for eviction."),
@@ -109,9 +111,19 @@ static ROWS: &[Row] = &[
 /// Kafka's type of a topic-level config (DescribeConfigs on a topic).
 pub fn topic_config_type(topic_key: &str) -> Type {
     match topic_key {
-        "cleanup.policy" => List,
+        "cleanup.policy" | "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas" => List,
         "compression.type" | "message.timestamp.type" => Str,
-        "index.interval.bytes" | "max.message.bytes" | "segment.bytes" | "min.insync.replicas" => Int,
+        "index.interval.bytes"
+        | "max.message.bytes"
+        | "segment.bytes"
+        | "min.insync.replicas"
+        | "segment.index.bytes" => Int,
+        "compression.gzip.level" | "compression.lz4.level" | "compression.zstd.level" => Int,
+        "preallocate"
+        | "unclean.leader.election.enable"
+        | "remote.storage.enable"
+        | "remote.log.copy.disable"
+        | "remote.log.delete.on.disable" => Bool,
         "min.cleanable.dirty.ratio" => Double,
         _ => Long,
     }
@@ -160,6 +172,7 @@ pub fn synonyms(name: &str) -> Vec<&str> {
             vec!["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
         }
         "log.roll.ms" | "log.roll.hours" => vec!["log.roll.ms", "log.roll.hours"],
+        "log.roll.jitter.ms" | "log.roll.jitter.hours" => vec!["log.roll.jitter.ms", "log.roll.jitter.hours"],
         "log.flush.interval.ms" => vec!["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
         _ => vec![name],
     }

@@ -24,7 +24,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::config::{Properties, TOPIC_CONFIG_KEYS};
+use crate::config::{topic_config_names, Properties, TOPIC_CONFIG_KEYS};
 use crate::dynconf::defs::{self, Type};
 use crate::dynconf::{Refusal, Scope};
 use crate::metadata::Topic;
@@ -149,13 +149,13 @@ fn synonym_entries(synonyms: &[Synonym]) -> Vec<DescribeConfigsSynonym> {
 
 fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) -> Vec<DescribeConfigsResourceResult> {
     let layers = Layers::of(broker);
-    TOPIC_CONFIG_KEYS
-        .iter()
-        .filter(|(key, _)| wanted(key))
-        .map(|(key, broker_key)| {
+    topic_config_names()
+        .filter(|key| wanted(key))
+        .map(|key| {
             let value = topic.config.value_of(key);
-            let mut synonyms = layers.synonyms(broker_key);
-            if topic.overrides.contains_key(*key) {
+            let broker_key = TOPIC_CONFIG_KEYS.iter().find(|(k, _)| *k == key).map(|(_, b)| *b);
+            let mut synonyms = broker_key.map_or_else(Vec::new, |b| layers.synonyms(b));
+            if topic.overrides.contains_key(key) {
                 synonyms.insert(0, (key.to_string(), Some(value.clone()), DYNAMIC_TOPIC_CONFIG));
             }
             DescribeConfigsResourceResult::default()

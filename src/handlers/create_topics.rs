@@ -88,10 +88,9 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, versi
 
 /// The topic's effective configs as CreateTopics v5+ reports them.
 pub fn describe_configs(config: &TopicConfig, overrides: &Properties) -> Vec<CreatableTopicConfigs> {
-    crate::config::TOPIC_CONFIG_KEYS
-        .iter()
-        .map(|(key, _)| {
-            let source = if overrides.contains_key(*key) { SOURCE_DYNAMIC_TOPIC } else { SOURCE_DEFAULT };
+    crate::config::topic_config_names()
+        .map(|key| {
+            let source = if overrides.contains_key(key) { SOURCE_DYNAMIC_TOPIC } else { SOURCE_DEFAULT };
             CreatableTopicConfigs::default()
                 .with_name(str_bytes(key))
                 .with_value(Some(str_bytes(&config.value_of(key))))

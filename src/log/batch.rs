@@ -212,7 +212,7 @@ pub fn validate_produce(
     let summary = walk_body(&records[HEADER_BYTES..], count, base_timestamp, codec, config, now_ms)?;
     if let Some(target) = Codec::for_topic(config.compression_type) {
         if target != codec {
-            records = compression::recompress(&records, target)?.into();
+            records = compression::recompress(&records, target, config)?.into();
             check_batch(&records)?;
         }
     }

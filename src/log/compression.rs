@@ -3,17 +3,19 @@
 //!
 //! Owns: mapping the attribute codec id to a [`Codec`], a streaming reader per codec (gzip,
 //! snappy in xerial framing or raw, LZ4 frame, zstd) whose working memory is bounded regardless
-//! of what the compressed bytes claim, and [`recompress`].
+//! of what the compressed bytes claim, and [`recompress`] at the topic's
+//! `compression.{gzip,lz4,zstd}.level` (KIP-390).
 //! Invariants: decompression never allocates more than a small fixed buffer plus one codec
 //! block (snappy blocks are capped at `MAX_SNAPPY_BLOCK_BYTES`, zstd windows at
 //! 2^`ZSTD_WINDOW_LOG_MAX`); callers bound total output (see `batch::MAX_DECOMPRESSED_BYTES`).
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, Read, Write};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::compression::Compressor;
 use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
 
-use crate::config::CompressionType;
+use crate::config::{CompressionType, TopicConfig};
 use crate::error::LogError;
 
 /// Decompressed bytes a stream decoder produces per call (see `decompressing_reader`).
@@ -159,15 +161,51 @@ pub(crate) fn read_buffered(reader: &mut impl BufRead, buf: &mut [u8]) -> io::Re
 }
 
 /// Re-encodes a validated batch with `codec`, keeping offsets deltas, timestamps, keys, values,
-/// headers and producer fields. Only called after `batch::validate_produce` accepted the batch,
-/// so the kafka-protocol decoder's pre-sized allocations are bounded by the walked contents.
-pub fn recompress(batch: &[u8], codec: Codec) -> Result<Vec<u8>, LogError> {
+/// headers and producer fields, compressing at the topic's level for that codec. Only called
+/// after `batch::validate_produce` accepted the batch, so the kafka-protocol decoder's pre-sized
+/// allocations are bounded by the walked contents.
+pub fn recompress(batch: &[u8], codec: Codec, config: &TopicConfig) -> Result<Vec<u8>, LogError> {
     let mut input = bytes::Bytes::copy_from_slice(batch);
     let set = RecordBatchDecoder::decode(&mut input)
         .map_err(|e| LogError::CorruptMessage(format!("cannot decode batch for recompression: {e}")))?;
     let mut out = BytesMut::with_capacity(batch.len());
     let options = RecordEncodeOptions { version: 2, compression: codec.to_protocol() };
-    RecordBatchEncoder::encode(&mut out, set.records.iter(), &options)
+    let compressor = |records: &mut BytesMut, out: &mut BytesMut, _: Compression| compress(records, out, codec, config);
+    RecordBatchEncoder::encode_with_custom_compression(&mut out, set.records.iter(), &options, Some(compressor))
         .map_err(|e| LogError::CorruptMessage(format!("cannot re-encode batch: {e}")))?;
     Ok(out.to_vec())
+}
+
+/// Compresses a batch's encoded records for `codec`: gzip, LZ4 frames and zstd at the topic's
+/// levels (gzip -1 is zlib's default, 6; the LZ4 level goes to liblz4, whose high-compression
+/// levels stop at 12), snappy and none as kafka-protocol writes them.
+fn compress(records: &[u8], out: &mut BytesMut, codec: Codec, config: &TopicConfig) -> anyhow::Result<()> {
+    let copy_in = |tmp: &mut BytesMut| {
+        tmp.extend_from_slice(records);
+        Ok(())
+    };
+    match codec {
+        Codec::None => kafka_protocol::compression::None::compress(out, copy_in),
+        Codec::Snappy => kafka_protocol::compression::Snappy::compress(out, copy_in),
+        Codec::Gzip => {
+            let level =
+                u32::try_from(config.gzip_level).map_or(flate2::Compression::default(), flate2::Compression::new);
+            let mut encoder = flate2::write::GzEncoder::new(out.writer(), level);
+            encoder.write_all(records)?;
+            encoder.finish()?;
+            Ok(())
+        }
+        Codec::Lz4 => {
+            // Independent 64 KiB blocks, as Kafka's own LZ4 writer uses.
+            let mut encoder = lz4::EncoderBuilder::new()
+                .level(config.lz4_level.max(1) as u32)
+                .block_size(lz4::BlockSize::Max64KB)
+                .block_mode(lz4::BlockMode::Independent)
+                .build(out.writer())?;
+            encoder.write_all(records)?;
+            let (_, result) = encoder.finish();
+            Ok(result?)
+        }
+        Codec::Zstd => Ok(zstd::stream::copy_encode(records, out.writer(), config.zstd_level)?),
+    }
 }

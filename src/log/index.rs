@@ -163,6 +163,10 @@ impl<E: Entry> IndexFile<E> {
         Ok(())
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn delete(self) -> io::Result<()> {
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod cleaner;
 pub mod compression;
+pub mod deleter;
 pub mod flusher;
 pub mod index;
 pub mod lz4_frame;

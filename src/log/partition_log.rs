@@ -47,6 +47,9 @@ pub struct PartitionLog {
     producers: ProducerState,
     /// Compaction: records below this offset have been cleaned (`cleaner-offset-checkpoint`).
     cleaner_checkpoint: i64,
+    /// How much earlier than `segment.ms` the active segment rolls: random per segment, below
+    /// `segment.jitter.ms` and `segment.ms`, as Kafka draws it.
+    roll_jitter_ms: i64,
 }
 
 /// What an append produced, for the produce response.
@@ -113,6 +116,10 @@ impl PartitionLog {
         if segments.is_empty() {
             segments.push(Segment::create(dir, 0, config.index_interval_bytes)?);
         }
+        if config.preallocate {
+            segments.last_mut().expect("one segment").preallocate(config.segment_bytes);
+        }
+        let roll_jitter_ms = roll_jitter_ms(&config);
         let log_start_offset = segments[0].base_offset;
         let log_end_offset = segments.last().expect("one segment").next_offset;
         let mut log = PartitionLog {
@@ -128,6 +135,7 @@ impl PartitionLog {
             dir_changes_synced: 0,
             epochs: Vec::new(),
             producers: ProducerState::default(),
+            roll_jitter_ms,
             cleaner_checkpoint: 0,
         };
         log.load_epochs()?;
@@ -337,9 +345,10 @@ impl PartitionLog {
     fn maybe_roll(&mut self, incoming_bytes: u64, last_offset: i64, now_ms: i64) -> Result<(), LogError> {
         let active = self.active();
         // Like Kafka, a segment's age for `segment.ms` counts from its first batch's timestamp.
-        let too_old =
-            active.first_batch_timestamp.is_some_and(|first| now_ms.saturating_sub(first) >= self.config.segment_ms);
-        if active.is_full(incoming_bytes, self.config.segment_bytes, last_offset) || too_old {
+        let roll_ms = self.config.segment_ms - self.roll_jitter_ms;
+        let too_old = active.first_batch_timestamp.is_some_and(|first| now_ms.saturating_sub(first) >= roll_ms);
+        let index_full = !active.is_empty() && active.index_full(self.config.segment_index_bytes);
+        if active.is_full(incoming_bytes, self.config.segment_bytes, last_offset) || too_old || index_full {
             self.roll()?;
         }
         Ok(())
@@ -348,10 +357,17 @@ impl PartitionLog {
     /// Starts a new active segment at the log end offset.
     pub fn roll(&mut self) -> Result<(), LogError> {
         let base = self.log_end_offset();
-        self.segments.last_mut().expect("active segment").sync_indexes()?;
+        let active = self.segments.last_mut().expect("active segment");
+        active.sync_indexes()?;
+        active.release_preallocation()?;
         // As Kafka does, snapshot producer state at every roll so recovery replays little.
         self.producers.write_snapshot(&self.dir, base)?;
-        self.segments.push(Segment::create(&self.dir, base, self.config.index_interval_bytes)?);
+        let mut segment = Segment::create(&self.dir, base, self.config.index_interval_bytes)?;
+        if self.config.preallocate {
+            segment.preallocate(self.config.segment_bytes);
+        }
+        self.segments.push(segment);
+        self.roll_jitter_ms = roll_jitter_ms(&self.config);
         self.dir_changes += 1;
         Ok(())
     }
@@ -470,7 +486,7 @@ impl PartitionLog {
         let whole = self.segments.iter().take_while(|s| s.next_offset <= target && !s.is_empty()).count();
         let deletable = whole.min(self.segments.len() - 1);
         for segment in self.segments.drain(..deletable).collect::<Vec<_>>() {
-            segment.delete()?;
+            segment.delete_after(self.config.file_delete_delay_ms)?;
         }
         self.producers.truncate_head(self.log_start_offset);
         Ok(self.log_start_offset)
@@ -526,7 +542,7 @@ impl PartitionLog {
         self.write_epochs()?;
         for segment in removed {
             tracing::info!(dir = %self.dir.display(), base_offset = segment.base_offset, "retention deleted segment");
-            segment.delete()?;
+            segment.delete_after(self.config.file_delete_delay_ms)?;
         }
         Ok(deletable)
     }
@@ -648,7 +664,10 @@ impl PartitionLog {
         for file in &work.files {
             file.sync_all()?;
         }
-        self.segments.last_mut().expect("active segment").sync_indexes()?;
+        let active = self.segments.last_mut().expect("active segment");
+        active.sync_indexes()?;
+        // The next open reserves again if `preallocate` is still set.
+        active.release_preallocation()?;
         self.flushed_offset = work.up_to_offset;
         // A snapshot at the log end lets the next start skip replaying the log. Not needed when
         // one is there already (nothing appended since) or there is nothing to replay.
@@ -667,6 +686,17 @@ impl PartitionLog {
         std::fs::remove_dir_all(&dir)?;
         Ok(())
     }
+}
+
+/// Kafka's `randomSegmentJitter`: uniform below `segment.jitter.ms` and `segment.ms` (0 without jitter).
+fn roll_jitter_ms(config: &TopicConfig) -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let bound = config.segment_jitter_ms.min(config.segment_ms);
+    if bound <= 0 {
+        return 0;
+    }
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    (random % bound as u64) as i64
 }
 
 /// Writes `bytes` to `path` via a temp file, fsync and rename, so readers see old or new.

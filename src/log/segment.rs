@@ -46,6 +46,8 @@ pub struct Segment {
     /// batches here instead of reading headers from the file. Empty for a segment opened with
     /// trusted indexes until something is appended (lookups then read headers, as before).
     recent: VecDeque<BatchPos>,
+    /// Disk reserved past the data by `preallocate`, until `release_preallocation`.
+    preallocated: bool,
 }
 
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
@@ -97,6 +99,7 @@ impl Segment {
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
             recent: VecDeque::new(),
+            preallocated: false,
         })
     }
 
@@ -135,6 +138,7 @@ impl Segment {
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
             recent: VecDeque::new(),
+            preallocated: false,
         };
         if let (Some(index), Some(time_index)) = (index, time_index) {
             segment.index = index;
@@ -462,6 +466,55 @@ impl Segment {
                 None => return Ok(None),
             }
         }
+    }
+
+    /// `preallocate`: reserves `bytes` of disk for this segment without changing the file's
+    /// length, so the file still ends where its data ends (unlike Kafka's, which grows the file
+    /// to `segment.bytes` and finds the data's end again on recovery). Best effort: a file
+    /// system without `fallocate` just does not reserve.
+    pub fn preallocate(&mut self, bytes: u64) {
+        match rustix::fs::fallocate(&*self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, bytes) {
+            Ok(()) => self.preallocated = true,
+            Err(e) => tracing::debug!(segment = %self.log_path.display(), error = %e, "cannot preallocate"),
+        }
+    }
+
+    /// Gives back the disk `preallocate` reserved past the data (truncating to the data's length).
+    pub fn release_preallocation(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.preallocated) {
+            self.file.set_len(self.size)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the offset or time index holds as many entries as `index_bytes` of index file
+    /// would (`segment.index.bytes`; Kafka rolls the segment then).
+    pub fn index_full(&self, index_bytes: u64) -> bool {
+        self.index.entries().len() as u64 >= index_bytes / 8
+            || self.time_index.entries().len() as u64 >= index_bytes / 12
+    }
+
+    /// Removes the segment's files after `delay_ms` (`file.delete.delay.ms`): renamed
+    /// `*.deleted` now, removed by `deleter` later. Fetches already sending from the file keep it.
+    pub fn delete_after(self, delay_ms: i64) -> io::Result<()> {
+        if delay_ms <= 0 {
+            return self.delete();
+        }
+        let paths = [self.log_path.clone(), self.index.path().to_path_buf(), self.time_index.path().to_path_buf()];
+        drop(self);
+        let mut renamed = Vec::new();
+        for path in paths {
+            let mut target = path.clone().into_os_string();
+            target.push(".deleted");
+            match std::fs::rename(&path, &target) {
+                Ok(()) => renamed.push(PathBuf::from(target)),
+                // An index that never reached its file.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        crate::log::deleter::remove_later(renamed, std::time::Duration::from_millis(delay_ms as u64));
+        Ok(())
     }
 
     /// Removes the segment's files.
