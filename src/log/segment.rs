@@ -2,9 +2,12 @@
 //!
 //! On-disk format: `<base offset, 20 digits>.log` holds batches exactly as produced (with broker-
 //! assigned base offsets and leader epochs), back to back; `.index` / `.timeindex` are described in
-//! `index.rs`. Invariants: batches are contiguous and their offsets strictly increase; `size` is
-//! the byte length of valid data (a torn tail past it is truncated by `recover`); index entries
-//! only point at batch starts within `size`.
+//! `index.rs`. A deleted segment's files may stay a while renamed `*.deleted`
+//! (`file.delete.delay.ms`); opening the partition removes any left. Invariants: batches are
+//! contiguous and their offsets strictly increase; `size` is the byte length of valid data and,
+//! once the segment is open, of its file (a torn tail past it is truncated by `recover`;
+//! `preallocate` reserves disk without changing the length); index entries only point at batch
+//! starts within `size`.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -500,7 +503,8 @@ impl Segment {
         if delay_ms <= 0 {
             return self.delete();
         }
-        let paths = [self.log_path.clone(), self.index.path().to_path_buf(), self.time_index.path().to_path_buf()];
+        // The log last: a crash in between leaves a whole segment whose indexes are rebuilt.
+        let paths = [self.index.path().to_path_buf(), self.time_index.path().to_path_buf(), self.log_path.clone()];
         drop(self);
         let mut renamed = Vec::new();
         for path in paths {
