@@ -140,18 +140,15 @@ pub const INERT_TOPIC_CONFIGS: &[(&str, &str)] = &[
     ("remote.log.delete.on.disable", "false"),
 ];
 
-/// Topic configs without a broker-level default (Kafka has no server synonym for them).
-pub const TOPIC_ONLY_CONFIG_KEYS: &[&str] = &[
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-    "remote.storage.enable",
-    "remote.log.copy.disable",
-    "remote.log.delete.on.disable",
-];
-
-/// Every topic-level config name, as DescribeConfigs and CreateTopics list them.
+/// Every topic-level config name, as DescribeConfigs and CreateTopics list them: those with a
+/// broker-level default (`TOPIC_CONFIG_KEYS`), then the inert ones Kafka has no server synonym
+/// for (the replication throttles and the remote log settings).
 pub fn topic_config_names() -> impl Iterator<Item = &'static str> {
-    TOPIC_CONFIG_KEYS.iter().map(|(topic_key, _)| *topic_key).chain(TOPIC_ONLY_CONFIG_KEYS.iter().copied())
+    let with_default = |name: &str| TOPIC_CONFIG_KEYS.iter().any(|(topic_key, _)| *topic_key == name);
+    TOPIC_CONFIG_KEYS
+        .iter()
+        .map(|(topic_key, _)| *topic_key)
+        .chain(INERT_TOPIC_CONFIGS.iter().map(|(name, _)| *name).filter(move |name| !with_default(name)))
 }
 
 /// Topic-level config names Ketch knows, with the broker property each one defaults from.
