@@ -445,6 +445,68 @@ fn segment_index_bytes_rolls_a_segment_whose_index_is_full() {
     assert_eq!(batches(&log.read(0, 20, 1 << 20, true).unwrap()).len(), 5);
 }
 
+/// Kafka's rule (`LogSegment.shouldRoll`): a segment's age is the incoming batch's max timestamp
+/// minus the segment's first batch's, not the broker's clock minus that timestamp. Records from
+/// 1970 (a replay of old data, fixed test timestamps, a skewed client clock) used to roll a new
+/// segment, and write a producer snapshot, on every append.
+#[test]
+fn old_create_time_records_do_not_roll_a_segment_per_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), defaults(), NOW).unwrap();
+    for i in 0..50 {
+        append(&mut log, &["a", "b"], 1_000 + i, NOW + i);
+    }
+    assert_eq!(segment_files(dir.path(), ".log"), 1, "one segment, as in Kafka");
+    assert_eq!(segment_files(dir.path(), ".snapshot"), 0, "no producer snapshot per append");
+    // A read from inside the first batch returns it and the ones after it (one segment per read).
+    assert_eq!(batches(&log.read(1, 100, 1 << 20, true).unwrap()).len(), 50);
+}
+
+#[test]
+fn segment_ms_counts_between_batch_timestamps_not_on_the_broker_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.set("segment.ms", "1000").unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    append(&mut log, &["first"], 5_000, NOW);
+    // A day later on the broker's clock, but only 1000 ms later in the records: no roll yet.
+    append(&mut log, &["second"], 6_000, NOW + 86_400_000);
+    assert_eq!(segment_files(dir.path(), ".log"), 1, "rolls only once the wait exceeds segment.ms");
+    append(&mut log, &["third"], 6_001, NOW);
+    assert_eq!(segment_files(dir.path(), ".log"), 2, "a batch 1001 ms after the first batch rolls");
+    // An out-of-order (older) batch does not roll the new segment either.
+    append(&mut log, &["fourth"], 10, NOW);
+    assert_eq!(segment_files(dir.path(), ".log"), 2);
+}
+
+#[test]
+fn log_append_time_topics_roll_on_the_broker_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.set("segment.ms", "1000").unwrap();
+    config.set("message.timestamp.type", "LogAppendTime").unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    append(&mut log, &["first"], 1_000, NOW);
+    append(&mut log, &["second"], 1_000, NOW + 1_000);
+    assert_eq!(segment_files(dir.path(), ".log"), 1);
+    append(&mut log, &["third"], 1_000, NOW + 1_001);
+    assert_eq!(segment_files(dir.path(), ".log"), 2, "the stamped append times are 1001 ms apart");
+}
+
+#[test]
+fn segments_whose_first_batch_has_no_timestamp_roll_by_their_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.set("segment.ms", "1000").unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    // Timestamp -1 (NO_TIMESTAMP): the segment's creation time on the broker clock counts.
+    append(&mut log, &["first"], -1, NOW);
+    append(&mut log, &["second"], -1, NOW + 1_000);
+    assert_eq!(segment_files(dir.path(), ".log"), 1);
+    append(&mut log, &["third"], -1, NOW + 1_001);
+    assert_eq!(segment_files(dir.path(), ".log"), 2);
+}
+
 #[test]
 fn segment_jitter_ms_rolls_segments_early_by_a_random_amount() {
     let rolled_after_999_ms = |jitter: &str| {
@@ -456,7 +518,7 @@ fn segment_jitter_ms_rolls_segments_early_by_a_random_amount() {
                 config.set("segment.jitter.ms", jitter).unwrap();
                 let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
                 append(&mut log, &["first"], NOW, NOW);
-                append(&mut log, &["second"], NOW, NOW + 999);
+                append(&mut log, &["second"], NOW + 999, NOW + 999);
                 segment_files(dir.path(), ".log") == 2
             })
             .count()

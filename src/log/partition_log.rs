@@ -122,6 +122,7 @@ impl PartitionLog {
         let roll_jitter_ms = roll_jitter_ms(&config);
         let log_start_offset = segments[0].base_offset;
         let log_end_offset = segments.last().expect("one segment").next_offset;
+        segments.last_mut().expect("one segment").created_ms = now_ms;
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
@@ -270,7 +271,7 @@ impl PartitionLog {
         let offset = self.log_end_offset();
         batch::set_base_offset(&mut marker, offset);
         batch::set_leader_epoch(&mut marker, leader_epoch);
-        self.maybe_roll(marker.len() as u64, offset, now_ms)?;
+        self.maybe_roll(marker.len() as u64, offset, now_ms, now_ms)?;
         self.segments.last_mut().expect("active segment").append(&marker, offset)?;
         self.high_watermark = self.log_end_offset();
         self.unflushed_messages += 1;
@@ -317,7 +318,7 @@ impl PartitionLog {
         let mut head: [u8; batch::HEADER_BYTES] = head.try_into().expect("split at the header length");
         batch::set_base_offset(&mut head, base_offset);
         batch::set_leader_epoch(&mut head, leader_epoch);
-        self.maybe_roll(batch.len() as u64, last_offset, now_ms)?;
+        self.maybe_roll(batch.len() as u64, last_offset, header.max_timestamp(), now_ms)?;
         if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
             self.epochs.push((leader_epoch, base_offset));
             self.write_epochs()?;
@@ -342,20 +343,39 @@ impl PartitionLog {
         })
     }
 
-    fn maybe_roll(&mut self, incoming_bytes: u64, last_offset: i64, now_ms: i64) -> Result<(), LogError> {
+    /// Rolls before a write of `incoming_bytes` ending at `last_offset` whose largest timestamp
+    /// is `max_timestamp`, with Kafka's rule (`LogSegment.shouldRoll`): the segment is full, its
+    /// index is full, or it holds data and has waited longer than `segment.ms` minus the jitter.
+    /// The wait is the incoming batch's max timestamp minus the segment's first batch's, so old
+    /// or skewed CreateTime records roll by their own clock, not on every write; only when the
+    /// first batch has no timestamp does it count from the segment's creation on the broker's clock.
+    fn maybe_roll(
+        &mut self,
+        incoming_bytes: u64,
+        last_offset: i64,
+        max_timestamp: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
         let active = self.active();
-        // Like Kafka, a segment's age for `segment.ms` counts from its first batch's timestamp.
-        let roll_ms = self.config.segment_ms - self.roll_jitter_ms;
-        let too_old = active.first_batch_timestamp.is_some_and(|first| now_ms.saturating_sub(first) >= roll_ms);
+        let waited_ms = match active.first_batch_timestamp {
+            Some(first) if first >= 0 => max_timestamp.saturating_sub(first),
+            _ => now_ms.saturating_sub(active.created_ms),
+        };
+        let too_old = !active.is_empty() && waited_ms > self.config.segment_ms - self.roll_jitter_ms;
         let index_full = !active.is_empty() && active.index_full(self.config.segment_index_bytes);
         if active.is_full(incoming_bytes, self.config.segment_bytes, last_offset) || too_old || index_full {
-            self.roll()?;
+            self.roll_at(now_ms)?;
         }
         Ok(())
     }
 
     /// Starts a new active segment at the log end offset.
     pub fn roll(&mut self) -> Result<(), LogError> {
+        self.roll_at(crate::log::now_ms())
+    }
+
+    /// `roll`, with the new segment created at `now_ms`.
+    fn roll_at(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base = self.log_end_offset();
         let active = self.segments.last_mut().expect("active segment");
         active.sync_indexes()?;
@@ -363,6 +383,7 @@ impl PartitionLog {
         // As Kafka does, snapshot producer state at every roll so recovery replays little.
         self.producers.write_snapshot(&self.dir, base)?;
         let mut segment = Segment::create(&self.dir, base, self.config.index_interval_bytes)?;
+        segment.created_ms = now_ms;
         if self.config.preallocate {
             segment.preallocate(self.config.segment_bytes);
         }
@@ -528,7 +549,7 @@ impl PartitionLog {
             return Ok(0);
         }
         if deletable == self.segments.len() {
-            self.roll()?;
+            self.roll_at(now_ms)?;
         }
         let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
         self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);

@@ -44,6 +44,9 @@ pub struct Segment {
     pub offset_of_max_timestamp: i64,
     /// Max timestamp of the first batch, the reference for time-based rolling (as Kafka does).
     pub first_batch_timestamp: Option<i64>,
+    /// When this segment was created or opened (wall clock, ms): the reference for time-based
+    /// rolling when its first batch has no timestamp (Kafka's `LogSegment.created`).
+    pub created_ms: i64,
     /// The newest batches (at most `RECENT_BATCHES`), oldest first, back to back and ending at
     /// `size`: fetches near the end of the log, where caught-up consumers read, locate their
     /// batches here instead of reading headers from the file. Empty for a segment opened with
@@ -101,6 +104,7 @@ impl Segment {
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
+            created_ms: crate::log::now_ms(),
             recent: VecDeque::new(),
             preallocated: false,
         })
@@ -140,6 +144,7 @@ impl Segment {
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
+            created_ms: crate::log::now_ms(),
             recent: VecDeque::new(),
             preallocated: false,
         };
