@@ -45,6 +45,10 @@ pub enum LogError {
     MessageTooLarge { size: usize, limit: usize },
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// Records of a produced batch that Kafka refuses one by one (KIP-467): the batch is refused
+    /// whole, and the response lists each of them.
+    #[error("{} invalid records, the first at batch index {}", .0.len(), .0.first().map_or(-1, |e| e.batch_index))]
+    InvalidRecords(Vec<crate::log::record_error::RecordError>),
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(i16),
     #[error("out of order sequence: {0}")]
@@ -62,6 +66,7 @@ pub enum LogError {
 impl LogError {
     pub fn code(&self) -> i16 {
         let error = match self {
+            LogError::InvalidRecords(errors) => return crate::log::record_error::error_code(errors),
             LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
             LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
             LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,

@@ -13,6 +13,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use ketch::config::{BrokerConfig, Properties, TopicConfig};
+use ketch::error::LogError;
 use ketch::log::batch;
 use ketch::log::cleaner::{self, CleanStats};
 use ketch::log::{Partition, PartitionLog};
@@ -338,7 +339,8 @@ fn keyless_records_are_refused_on_compacted_topics() {
     )
     .unwrap();
     let err = batch::validate_produce(buf.to_vec(), &config, NOW).unwrap_err();
-    assert!(err.to_string().contains("without key"), "{err}");
+    let LogError::InvalidRecords(errors) = &err else { panic!("{err}") };
+    assert!(errors[0].message("t-0").contains("without key"), "{err}");
 }
 
 /// Copies the regular files of `from` into `to`.

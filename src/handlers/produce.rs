@@ -5,12 +5,15 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::TopicName;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::log::{batch, now_ms, Partition};
+use crate::error::LogError;
+use crate::log::{batch, now_ms, record_error, Partition};
 
 /// The leader epoch this single node writes with.
 pub const LEADER_EPOCH: i32 = 0;
@@ -122,8 +125,7 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                 }
                 Err(e) => {
                     tracing::debug!(topic = %partition.topic, partition = partition.index, error = %e, "produce rejected");
-                    partitions
-                        .push(response.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))));
+                    partitions.push(rejected(response, &e, &partition));
                 }
             }
         }
@@ -142,6 +144,33 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
     Appended { acks, responses, to_flush }
 }
 
+/// The response for a batch the log refused, filled as Kafka's `ReplicaManager` fills it: only
+/// refused records (KIP-467) get an `error_message` and `record_errors`; the log start offset is
+/// reported except for corrupt, too large and storage errors, which Kafka answers before looking
+/// at the partition.
+fn rejected(response: PartitionProduceResponse, error: &LogError, partition: &Partition) -> PartitionProduceResponse {
+    let response = response.with_error_code(error.code());
+    match error {
+        LogError::CorruptMessage(_) | LogError::MessageTooLarge { .. } | LogError::Io(_) => response,
+        LogError::InvalidRecords(errors) => {
+            let topic_partition = format!("{}-{}", partition.topic, partition.index);
+            let record_errors = errors
+                .iter()
+                .map(|e| {
+                    BatchIndexAndErrorMessage::default()
+                        .with_batch_index(e.batch_index)
+                        .with_batch_index_error_message(Some(str_bytes(&e.message(&topic_partition))))
+                })
+                .collect();
+            response
+                .with_log_start_offset(partition.log().log_start_offset())
+                .with_record_errors(record_errors)
+                .with_error_message(Some(str_bytes(&record_error::summary(errors, &topic_partition))))
+        }
+        _ => response.with_log_start_offset(partition.log().log_start_offset()),
+    }
+}
+
 /// Waits until the appended data is durable where required, then builds the response
 /// (`None` for acks=0, which gets none).
 pub async fn complete(broker: &Broker, appended: Appended) -> Option<ProduceResponse> {
@@ -151,9 +180,8 @@ pub async fn complete(broker: &Broker, appended: Appended) -> Option<ProduceResp
     for ((_, _, t, p), result) in to_flush.into_iter().zip(results) {
         if let Err(e) = result {
             tracing::error!(error = %e, "fsync failed");
-            let response = &mut responses[t].partition_responses[p];
-            response.error_code = ResponseError::KafkaStorageError.code();
-            response.error_message = Some(str_bytes(&e));
+            // Kafka answers a storage error without a message.
+            responses[t].partition_responses[p].error_code = ResponseError::KafkaStorageError.code();
         }
     }
     if acks == 0 {

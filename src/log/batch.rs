@@ -21,6 +21,7 @@ use crate::config::{TimestampType, TopicConfig};
 use crate::error::LogError;
 use crate::log::compression::{self, Codec};
 use crate::log::producer_state::ProducerBatch;
+use crate::log::record_error::{RecordError, RecordProblem};
 
 pub const HEADER_BYTES: usize = 61;
 /// Bytes before the length field's coverage starts: base offset + batch length.
@@ -208,8 +209,7 @@ pub fn validate_produce(
         )));
     }
     let codec = Codec::from_id(header.compression_id())?;
-    let base_timestamp = header.base_timestamp();
-    let summary = walk_body(&records[HEADER_BYTES..], count, base_timestamp, codec, config, now_ms)?;
+    let summary = walk_body(header, codec, config, now_ms)?;
     if let Some(target) = Codec::for_topic(config.compression_type) {
         if target != codec {
             records = compression::recompress(&records, target, config)?.into();
@@ -262,42 +262,41 @@ pub fn validate_internal(
 ) -> Result<(Vec<u8>, BatchSummary), LogError> {
     let total = check_batch(&records)?;
     let header = Header::new(&records);
-    let count = header.record_count();
     let codec = Codec::from_id(header.compression_id())?;
-    let summary = walk_body(&records[HEADER_BYTES..total], count, header.base_timestamp(), codec, config, now_ms)?;
+    let summary = walk_body(Header::new(&records[..total]), codec, config, now_ms)?;
     Ok((records, summary))
 }
 
-/// `walk_records` over a batch body: uncompressed bodies are walked where the bytes are, with no
-/// copy and no dynamic dispatch per byte; compressed ones through their decompressor.
-fn walk_body(
-    body: &[u8],
-    count: i32,
-    base_timestamp: i64,
-    codec: Codec,
-    config: &TopicConfig,
-    now_ms: i64,
-) -> Result<BatchSummary, LogError> {
+/// `walk_records` over the body of the batch `header` starts: uncompressed bodies are walked
+/// where the bytes are, with no copy and no dynamic dispatch per byte; compressed ones through
+/// their decompressor.
+fn walk_body(header: Header, codec: Codec, config: &TopicConfig, now_ms: i64) -> Result<BatchSummary, LogError> {
+    let body = &header.0[HEADER_BYTES..];
     if codec == Codec::None {
-        walk_records(body, count, base_timestamp, codec, config, now_ms)
+        walk_records(body, header, codec, config, now_ms)
     } else {
         let reader = compression::decompressing_reader(codec, body)?;
-        walk_records(reader, count, base_timestamp, codec, config, now_ms)
+        walk_records(reader, header, codec, config, now_ms)
     }
 }
 
-/// Streams through `count` records, checking framing, offset deltas, sizes and timestamps.
+/// Streams through the batch's records, checking framing, offset deltas, sizes, keys and
+/// timestamps. Framing errors stop the walk; invalid keys and timestamps are collected for every
+/// record and refuse the batch at the end with all of them, as Kafka's `LogValidator` does.
 fn walk_records(
     reader: impl BufRead,
-    count: i32,
-    base_timestamp: i64,
+    header: Header,
     codec: Codec,
     config: &TopicConfig,
     now_ms: i64,
 ) -> Result<BatchSummary, LogError> {
+    let count = header.record_count();
+    let base_timestamp = header.base_timestamp();
+    let producer_log_append_time = header.attributes() & ATTR_TIMESTAMP_TYPE != 0;
     let mut reader = Walker::new(reader);
     let mut max_timestamp = i64::MIN;
     let mut offset_delta_of_max_timestamp = 0;
+    let mut record_errors: Vec<RecordError> = Vec::new();
     let invalid = |what: &str| LogError::InvalidRecord(what.to_string());
     for expected_delta in 0..count {
         let length = reader.varint()?;
@@ -312,9 +311,6 @@ fn walk_records(
             return Err(invalid("record offset deltas are not consecutive from zero"));
         }
         let key_len = reader.varint()?;
-        if key_len == -1 && config.compacts() {
-            return Err(invalid("Compacted topic cannot accept message without key"));
-        }
         if key_len >= 0 {
             reader.skip(key_len as u64)?;
         } else if key_len != -1 {
@@ -352,8 +348,16 @@ fn walk_records(
             return Err(invalid("record length does not match its contents"));
         }
         let timestamp = base_timestamp.saturating_add(timestamp_delta);
-        if config.message_timestamp_type == TimestampType::CreateTime {
-            check_timestamp(timestamp, config, now_ms)?;
+        let problem = if key_len == -1 && config.compacts() {
+            Some(RecordProblem::NoKeyOnCompactedTopic)
+        } else {
+            let offset = header.base_offset().wrapping_add(offset_delta as i64);
+            let sizes = (key_len.max(0), value_len.max(0));
+            record_timestamp_problem(timestamp, offset, sizes, producer_log_append_time, config, now_ms)
+        };
+        if let Some(problem) = problem {
+            // Bounded by the record count, itself bounded by the batch's bytes.
+            record_errors.push(RecordError { batch_index: offset_delta, problem });
         }
         if timestamp > max_timestamp {
             max_timestamp = timestamp;
@@ -363,17 +367,48 @@ fn walk_records(
     if !reader.at_end()? {
         return Err(invalid("bytes left over after the last record"));
     }
+    if !record_errors.is_empty() {
+        return Err(LogError::InvalidRecords(record_errors));
+    }
     Ok(BatchSummary { record_count: count, max_timestamp, offset_delta_of_max_timestamp, codec })
 }
 
-fn check_timestamp(timestamp: i64, config: &TopicConfig, now_ms: i64) -> Result<(), LogError> {
-    let earliest = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
-    let latest = now_ms.saturating_add(config.message_timestamp_after_max_ms);
-    if timestamp < earliest || timestamp > latest {
-        return Err(LogError::InvalidTimestamp(format!("timestamp {timestamp} is outside [{earliest}, {latest}]")));
+/// Kafka's `validateTimestamp`: a CreateTime timestamp (other than -1, "none") must lie within
+/// `message.timestamp.{before,after}.max.ms` of the broker's clock; otherwise only the broker may
+/// use LogAppendTime.
+fn record_timestamp_problem(
+    timestamp_ms: i64,
+    offset: i64,
+    (key_bytes, value_bytes): (i32, i32),
+    producer_log_append_time: bool,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> Option<RecordProblem> {
+    if config.message_timestamp_type == TimestampType::CreateTime && timestamp_ms != NO_TIMESTAMP {
+        // Kafka compares differences and prints the bounds as Java computes them (wrapping).
+        let before_ms = now_ms.wrapping_sub(timestamp_ms);
+        if before_ms <= config.message_timestamp_before_max_ms
+            && before_ms.wrapping_neg() <= config.message_timestamp_after_max_ms
+        {
+            return None;
+        }
+        return Some(RecordProblem::TimestampOutOfRange {
+            timestamp_ms,
+            offset,
+            earliest_ms: now_ms.wrapping_sub(config.message_timestamp_before_max_ms),
+            latest_ms: now_ms.wrapping_add(config.message_timestamp_after_max_ms),
+        });
     }
-    Ok(())
+    producer_log_append_time.then_some(RecordProblem::LogAppendTimeFromProducer {
+        offset,
+        timestamp_ms,
+        key_bytes,
+        value_bytes,
+    })
 }
+
+/// A record's timestamp when it has none (Kafka's `RecordBatch.NO_TIMESTAMP`).
+const NO_TIMESTAMP: i64 = -1;
 
 /// For a control batch: the control type of its (single) record, 0 = abort, 1 = commit.
 pub fn control_type(batch: &[u8]) -> Option<i16> {

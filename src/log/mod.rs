@@ -17,6 +17,7 @@ pub mod index;
 pub mod lz4_frame;
 pub mod partition_log;
 pub mod producer_state;
+pub mod record_error;
 pub mod segment;
 
 use std::sync::{Mutex, MutexGuard};
