@@ -78,7 +78,10 @@ impl CompressionType {
             "snappy" => Self::Snappy,
             "lz4" => Self::Lz4,
             "zstd" => Self::Zstd,
-            _ => return Err(ConfigError::invalid(key, value)),
+            _ => {
+                let reason = "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer";
+                return Err(ConfigError::invalid_because(key, value, reason));
+            }
         })
     }
 }
@@ -256,7 +259,12 @@ impl TopicConfig {
             "cleanup.policy" => {
                 for policy in value.split(',') {
                     if !matches!(policy.trim(), "delete" | "compact") {
-                        return Err(ConfigError::invalid(key, value));
+                        // Kafka's ValidList names the element it refuses.
+                        return Err(ConfigError::invalid_because(
+                            key,
+                            policy.trim(),
+                            "String must be one of: compact, delete",
+                        ));
                     }
                 }
                 self.cleanup_policy = value.split(',').map(str::trim).collect::<Vec<_>>().join(",");
@@ -272,7 +280,10 @@ impl TopicConfig {
                 self.message_timestamp_type = match value {
                     "CreateTime" => TimestampType::CreateTime,
                     "LogAppendTime" => TimestampType::LogAppendTime,
-                    _ => return Err(ConfigError::invalid(key, value)),
+                    _ => {
+                        let reason = "String must be one of: CreateTime, LogAppendTime";
+                        return Err(ConfigError::invalid_because(key, value, reason));
+                    }
                 }
             }
             "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms = parse_i64_min(key, value, 0)?,

@@ -82,6 +82,26 @@ impl LogError {
     }
 }
 
+/// Kafka's default message of an error (`Errors.message()`, the exception's own text), which
+/// Kafka puts in a response's error message where it has nothing more specific to say. Only
+/// the errors Ketch answers that way are listed; others give their name.
+pub fn default_message(error: ResponseError) -> String {
+    match error {
+        ResponseError::UnknownTopicOrPartition => "This server does not host this topic-partition.",
+        ResponseError::UnknownTopicId => "This server does not host this topic ID.",
+        ResponseError::ElectionNotNeeded => "Leader election not needed for topic partition.",
+        ResponseError::InvalidRequest => {
+            "This most likely occurs because of a request being malformed by the client library or the message \
+             was sent to an incompatible broker. See the broker logs for more details."
+        }
+        ResponseError::TopicDeletionDisabled => "Topic deletion is disabled.",
+        ResponseError::CoordinatorNotAvailable => "The coordinator is not available.",
+        ResponseError::CoordinatorLoadInProgress => "The coordinator is loading and hence can't process requests.",
+        other => return other.to_string(),
+    }
+    .to_string()
+}
+
 /// Kafka error code for a success.
 pub const NONE: i16 = 0;
 

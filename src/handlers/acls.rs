@@ -14,9 +14,10 @@ use super::str_bytes;
 const MESSAGE: &str = "No Authorizer is configured.";
 
 pub fn describe() -> DescribeAclsResponse {
+    // Kafka words this one differently from the create and delete answers.
     DescribeAclsResponse::default()
         .with_error_code(ResponseError::SecurityDisabled.code())
-        .with_error_message(Some(str_bytes(MESSAGE)))
+        .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")))
 }
 
 pub fn create(req: CreateAclsRequest) -> CreateAclsResponse {

@@ -1,10 +1,11 @@
 //! Admin APIs for the Kafka CLI tools and AdminClient: CreatePartitions (grow only),
 //! DeleteRecords and DescribeCluster. The config APIs live in `configs.rs`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
+use kafka_protocol::messages::create_partitions_request::{CreatePartitionsRequest, CreatePartitionsTopic};
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
 use kafka_protocol::messages::delete_records_response::{
@@ -14,38 +15,73 @@ use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::{DescribeClusterBroker, DescribeClusterResponse};
 use kafka_protocol::messages::BrokerId;
 
+use super::create_topics::validate_assignment;
 use super::metadata::advertised_endpoint;
-use super::{str_bytes, RequestContext};
+use super::{authorized, str_bytes, RequestContext, CLUSTER_OPERATIONS};
 use crate::broker::Broker;
 
+/// CreatePartitions with Kafka's checks and messages (`ControllerApis` refuses a topic named
+/// twice; `ReplicationControlManager.createPartitions` the rest, in its order).
 pub fn create_partitions(broker: &Arc<Broker>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let node = broker.config.node_id;
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<&str> = req.topics.iter().map(|t| t.name.0.as_str()).filter(|n| !seen.insert(*n)).collect();
+    let mut reported = HashSet::new();
     let results = req
         .topics
         .iter()
+        .filter(|t| !duplicates.contains(t.name.0.as_str()) || reported.insert(t.name.0.as_str()))
         .map(|t| {
-            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            let bad_assignment =
-                t.assignments.as_ref().is_some_and(|a| a.iter().any(|x| x.broker_ids.iter().any(|b| b.0 != node)));
-            let outcome = if bad_assignment {
-                Err((ResponseError::InvalidReplicaAssignment, format!("only broker {node} exists")))
-            } else if t.name.0.starts_with("__") {
-                Err((ResponseError::InvalidPartitions, "internal topics cannot be changed".to_string()))
+            let name = t.name.0.as_str();
+            let outcome = if duplicates.contains(name) {
+                Err((ResponseError::InvalidRequest, Some("Duplicate topic name.".to_string())))
+            } else if name.starts_with("__") {
+                Err((ResponseError::InvalidPartitions, Some("internal topics cannot be changed".to_string())))
             } else {
-                broker
-                    .topics
-                    .add_partitions(t.name.0.as_str(), t.count, req.validate_only)
-                    .map_err(|e| (e.error, e.message))
+                check_new_partitions(broker, t, node).and_then(|()| {
+                    broker
+                        .topics
+                        .add_partitions(name, t.count, req.validate_only)
+                        .map_err(|e| (e.error, Some(e.message)))
+                })
             };
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_message(None);
             match outcome {
                 Ok(()) => result,
                 Err((error, message)) => {
-                    result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
+                    result.with_error_code(error.code()).with_error_message(message.as_deref().map(str_bytes))
                 }
             }
         })
         .collect();
     CreatePartitionsResponse::default().with_results(results)
+}
+
+/// The checks Kafka makes before growing `t`: the topic exists (no message when it does not),
+/// grows, and any assignment names one valid replica list per new partition.
+fn check_new_partitions(
+    broker: &Broker,
+    t: &CreatePartitionsTopic,
+    node: i32,
+) -> Result<(), (ResponseError, Option<String>)> {
+    let Some(topic) = broker.topics.get(t.name.0.as_str()) else {
+        return Err((ResponseError::UnknownTopicOrPartition, None));
+    };
+    let additional = t.count - topic.partitions.len() as i32;
+    let Some(assignments) = t.assignments.as_ref().filter(|_| additional > 0) else {
+        return Ok(()); // the partition count itself is checked by `add_partitions`
+    };
+    if assignments.len() as i32 != additional {
+        let message = format!(
+            "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+            assignments.len()
+        );
+        return Err((ResponseError::InvalidReplicaAssignment, Some(message)));
+    }
+    for a in assignments {
+        validate_assignment(&a.broker_ids, &[node]).map_err(|(e, message)| (e, Some(message)))?;
+    }
+    Ok(())
 }
 
 pub fn describe_cluster(
@@ -54,11 +90,15 @@ pub fn describe_cluster(
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
-    // Endpoint type 2 (controllers) is not served: this single node is a broker.
+    // Controllers (endpoint type 2) are asked on a controller listener; this is a broker's, and
+    // Kafka answers with the type it is and why.
     if version >= 1 && req.endpoint_type == 2 {
+        let message =
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER";
         return DescribeClusterResponse::default()
-            .with_error_code(ResponseError::UnsupportedEndpointType.code())
-            .with_endpoint_type(req.endpoint_type)
+            .with_error_code(ResponseError::MismatchedEndpointType.code())
+            .with_error_message(Some(str_bytes(message)))
+            .with_endpoint_type(1)
             .with_controller_id(BrokerId(-1));
     }
     let (host, port) = advertised_endpoint(broker, ctx);
@@ -70,7 +110,7 @@ pub fn describe_cluster(
             .with_broker_id(node)
             .with_host(str_bytes(&host))
             .with_port(port)])
-        .with_cluster_authorized_operations(i32::MIN);
+        .with_cluster_authorized_operations(authorized(req.include_cluster_authorized_operations, CLUSTER_OPERATIONS));
     if version >= 1 {
         response.with_endpoint_type(1)
     } else {

@@ -2,6 +2,7 @@
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use kafka_protocol::messages::ApiKey;
 
 use crate::protocol::versions::SERVED;
 
@@ -19,7 +20,9 @@ pub fn handle(_version: i16) -> ApiVersionsResponse {
 }
 
 /// KIP-511: a client asking with a version we do not know gets a v0 body with
-/// UNSUPPORTED_VERSION and our table, so it can retry at a version we serve.
+/// UNSUPPORTED_VERSION and, as in Kafka, only ApiVersions' own range, so it can retry at a
+/// version we serve.
 pub fn unsupported_version_response() -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_error_code(ResponseError::UnsupportedVersion.code()).with_api_keys(table())
+    let own = table().into_iter().filter(|v| v.api_key == ApiKey::ApiVersions as i16).collect();
+    ApiVersionsResponse::default().with_error_code(ResponseError::UnsupportedVersion.code()).with_api_keys(own)
 }

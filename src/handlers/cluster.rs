@@ -28,8 +28,10 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{BrokerId, TopicName};
 
-use super::str_bytes;
+use super::create_topics::validate_assignment;
+use super::{str_bytes, TOPIC_OPERATIONS};
 use crate::broker::Broker;
+use crate::error::default_message;
 
 pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, version: i16) -> DescribeLogDirsResponse {
     let wanted = |topic: &str, p: i32| {
@@ -59,8 +61,15 @@ pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, vers
     let dir = std::fs::canonicalize(broker.config.log_dir()).unwrap_or_else(|_| broker.config.log_dir().clone());
     let result =
         DescribeLogDirsResult::default().with_log_dir(str_bytes(&dir.display().to_string())).with_topics(topics);
-    // Volume sizes are not measured: Kafka's "unknown" is -1.
-    let result = if version >= 4 { result.with_total_bytes(-1).with_usable_bytes(-1) } else { result };
+    // v4+: the size of the directory's volume and the space left to this process, as Kafka's
+    // FileStore total and usable space (-1 when unknown).
+    let result = if version >= 4 {
+        let (total, usable) = rustix::fs::statvfs(&dir)
+            .map_or((-1, -1), |s| ((s.f_blocks * s.f_frsize) as i64, (s.f_bavail * s.f_frsize) as i64));
+        result.with_total_bytes(total).with_usable_bytes(usable)
+    } else {
+        result
+    };
     DescribeLogDirsResponse::default().with_results(vec![result])
 }
 
@@ -87,7 +96,7 @@ pub fn describe_topic_partitions(
                 DescribeTopicPartitionsResponseTopic::default()
                     .with_error_code(ResponseError::UnknownTopicOrPartition.code())
                     .with_name(Some(TopicName(str_bytes(&name))))
-                    .with_topic_authorized_operations(i32::MIN),
+                    .with_topic_authorized_operations(TOPIC_OPERATIONS),
             );
             continue;
         };
@@ -118,7 +127,7 @@ pub fn describe_topic_partitions(
                 .with_topic_id(topic.id)
                 .with_is_internal(topic.internal)
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(i32::MIN),
+                .with_topic_authorized_operations(TOPIC_OPERATIONS),
         );
         if next_cursor.is_some() {
             break;
@@ -160,22 +169,37 @@ pub fn offset_for_leader_epoch(broker: &Arc<Broker>, req: OffsetForLeaderEpochRe
 }
 
 pub fn elect_leaders(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLeadersResponse {
-    // The only replica already leads every partition: nothing to elect.
-    let results = req
-        .topic_partitions
+    // The only replica already leads every partition: nothing to elect. Asked for every
+    // partition (null), Kafka lists each topic with no partition results, as a partition that
+    // needs no election is left out then.
+    let Some(requested) = req.topic_partitions.as_ref() else {
+        let results = broker
+            .topics
+            .all()
+            .iter()
+            .map(|t| ReplicaElectionResult::default().with_topic(TopicName(str_bytes(&t.name))))
+            .collect();
+        return ElectLeadersResponse::default().with_replica_election_results(results);
+    };
+    let results = requested
         .iter()
-        .flatten()
         .map(|t| {
+            let name = t.topic.0.as_str();
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
-                    let error = if broker.topics.partition(t.topic.0.as_str(), *p).is_some() {
-                        ResponseError::ElectionNotNeeded
+                    let (error, message) = if broker.topics.get(name).is_none() {
+                        (ResponseError::UnknownTopicOrPartition, format!("No such topic as {name}"))
+                    } else if broker.topics.partition(name, *p).is_none() {
+                        (ResponseError::UnknownTopicOrPartition, format!("No such partition as {name}-{p}"))
                     } else {
-                        ResponseError::UnknownTopicOrPartition
+                        (ResponseError::ElectionNotNeeded, default_message(ResponseError::ElectionNotNeeded))
                     };
-                    PartitionResult::default().with_partition_id(*p).with_error_code(error.code())
+                    PartitionResult::default()
+                        .with_partition_id(*p)
+                        .with_error_code(error.code())
+                        .with_error_message(Some(str_bytes(&message)))
                 })
                 .collect();
             ReplicaElectionResult::default().with_topic(t.topic.clone()).with_partition_result(partitions)
@@ -193,32 +217,40 @@ pub fn alter_partition_reassignments(
         .topics
         .iter()
         .map(|t| {
+            let name = t.name.0.as_str();
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, message) = if broker.topics.partition(t.name.0.as_str(), p.partition_index).is_none() {
-                        (ResponseError::UnknownTopicOrPartition.code(), None)
+                    // Kafka's checks and messages (`alterPartitionReassignment`); reassignments
+                    // complete at once on a single node.
+                    let index = p.partition_index;
+                    let outcome = if broker.topics.get(name).is_none() {
+                        Err((ResponseError::UnknownTopicOrPartition, format!("Unable to find a topic named {name}.")))
+                    } else if broker.topics.partition(name, index).is_none() {
+                        let message = format!("Unable to find partition {name}:{index}.");
+                        Err((ResponseError::UnknownTopicOrPartition, message))
                     } else {
                         match &p.replicas {
-                            None => (ResponseError::NoReassignmentInProgress.code(), None),
-                            Some(r) if r.len() == 1 && r[0].0 == node => (0, None),
-                            Some(_) => (
-                                ResponseError::InvalidReplicaAssignment.code(),
-                                Some(format!("only broker {node} exists")),
-                            ),
+                            // Kafka answers this one without a message.
+                            None => Err((ResponseError::NoReassignmentInProgress, String::new())),
+                            Some(replicas) => validate_assignment(replicas, &[node]),
                         }
                     };
+                    let (error, message) = match outcome {
+                        Ok(()) => (0, None),
+                        Err((e, message)) => (e.code(), Some(message).filter(|m| !m.is_empty()).map(|m| str_bytes(&m))),
+                    };
                     ReassignablePartitionResponse::default()
-                        .with_partition_index(p.partition_index)
+                        .with_partition_index(index)
                         .with_error_code(error)
-                        .with_error_message(message.as_deref().map(str_bytes))
+                        .with_error_message(message)
                 })
                 .collect();
             ReassignableTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions)
         })
         .collect();
-    AlterPartitionReassignmentsResponse::default().with_responses(responses)
+    AlterPartitionReassignmentsResponse::default().with_responses(responses).with_error_message(None)
 }
 
 pub fn list_partition_reassignments(
@@ -226,5 +258,5 @@ pub fn list_partition_reassignments(
     _req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
     // Reassignments complete at once on a single node: none is ever in progress.
-    ListPartitionReassignmentsResponse::default()
+    ListPartitionReassignmentsResponse::default().with_error_message(None)
 }

@@ -27,10 +27,11 @@ use crate::broker::Broker;
 use crate::config::{topic_config_names, Properties, TOPIC_CONFIG_KEYS};
 use crate::dynconf::defs::{self, Type};
 use crate::dynconf::{Refusal, Scope};
-use crate::metadata::Topic;
+use crate::metadata::{validate_topic_name, Topic};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 // Kafka's ConfigSource values.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
@@ -98,10 +99,14 @@ pub fn describe_configs(broker: &Arc<Broker>, req: DescribeConfigsRequest, versi
             let doc = req.include_documentation;
             let entries = match resource.resource_type {
                 RESOURCE_TOPIC => match broker.topics.get(resource.resource_name.as_str()) {
+                    // Kafka: an illegal name is INVALID_TOPIC_EXCEPTION with its reason; an unknown
+                    // one UNKNOWN_TOPIC_OR_PARTITION with an empty message.
                     None => {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(str_bytes("topic does not exist")))
+                        let (error, message) = match validate_topic_name(resource.resource_name.as_str()) {
+                            Err(e) => (e.error, e.message),
+                            Ok(()) => (ResponseError::UnknownTopicOrPartition, String::new()),
+                        };
+                        return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)));
                     }
                     Some(topic) => topic_entries(broker, &topic, &wanted),
                 },
@@ -111,6 +116,11 @@ pub fn describe_configs(broker: &Arc<Broker>, req: DescribeConfigsRequest, versi
                     }
                     Ok(scope) => broker_entries(broker, scope, &wanted, doc),
                 },
+                // `kafka-configs --entity-type broker-loggers`: Ketch has no log4j loggers to list
+                // or change (its log level is `ketch.log.level`).
+                RESOURCE_BROKER_LOGGER if broker.dynamic.scope_of(resource.resource_name.as_str()).is_ok() => {
+                    Vec::new()
+                }
                 _ => {
                     return result.with_error_code(ResponseError::InvalidRequest.code()).with_error_message(Some(
                         str_bytes(&format!("Unsupported resource type: {}", resource.resource_type)),
@@ -239,7 +249,7 @@ fn apply_topic_config(
     validate_only: bool,
 ) -> Result<(), Refusal> {
     if broker.topics.get(name).is_none() {
-        return Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist")));
+        return Err(unknown_topic(name));
     }
     let topic = broker.topics.alter_config(name, overrides, validate_only).map_err(|e| (e.error, e.message))?;
     if !validate_only {
@@ -253,29 +263,75 @@ fn apply_topic_config(
     Ok(())
 }
 
+/// Kafka's answer for a topic it does not have (QuorumController).
+fn unknown_topic(name: &str) -> Refusal {
+    (ResponseError::UnknownTopicOrPartition, format!("The topic '{name}' does not exist."))
+}
+
+/// Kafka's `ConfigAdminManager.preprocess`: a resource named twice in one request is refused
+/// (both entries); then, per resource, a name given twice, and null values (`nulls_refused`
+/// tells which entries may not be null).
+fn preprocess<'a>(resources: impl Iterator<Item = (i8, &'a str, Vec<(&'a str, bool)>)>) -> Vec<Result<(), Refusal>> {
+    let resources: Vec<_> = resources.collect();
+    resources
+        .iter()
+        .map(|(kind, name, configs)| {
+            if resources.iter().filter(|(k, n, _)| k == kind && n == name).count() > 1 {
+                return Err((ResponseError::InvalidRequest, "Each resource must appear at most once.".to_string()));
+            }
+            let mut seen = std::collections::HashSet::new();
+            if !configs.iter().all(|(key, _)| seen.insert(*key)) {
+                return Err((ResponseError::InvalidRequest, "Error due to duplicate config keys".to_string()));
+            }
+            let nulls: Vec<&str> = configs.iter().filter(|(_, null)| *null).map(|(key, _)| *key).collect();
+            if !nulls.is_empty() {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("Null value not supported for : {}", nulls.join(", ")),
+                ));
+            }
+            Ok(())
+        })
+        .collect()
+}
+
+/// The response's error code and message: Kafka leaves the message of a success null.
+fn outcome_fields(outcome: Result<(), Refusal>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match outcome {
+        Ok(()) => (0, None),
+        // An unknown server error (e.g. an unknown operation) has no message.
+        Err((ResponseError::UnknownServerError, _)) => (ResponseError::UnknownServerError.code(), None),
+        Err((e, message)) => (e.code(), Some(str_bytes(&message))),
+    }
+}
+
 pub fn alter_configs(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let checks = preprocess(req.resources.iter().map(|r| {
+        let configs = r.configs.iter().map(|c| (c.name.as_str(), c.value.is_none())).collect();
+        (r.resource_type, r.resource_name.as_str(), configs)
+    }));
     let responses = req
         .resources
         .iter()
-        .map(|r| {
+        .zip(checks)
+        .map(|(r, check)| {
             // Legacy AlterConfigs replaces the whole set (topic overrides, or dynamic broker configs).
             let set: Properties = r
                 .configs
                 .iter()
                 .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
                 .collect();
-            let outcome = match r.resource_type {
+            let outcome = check.and_then(|()| match r.resource_type {
                 RESOURCE_TOPIC => apply_topic_config(broker, r.resource_name.as_str(), set, req.validate_only),
                 RESOURCE_BROKER => alter_broker(broker, r.resource_name.as_str(), req.validate_only, |_| Ok(set)),
                 _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
-            };
-            let response = AlterConfigsResourceResponse::default()
+            });
+            let (error_code, error_message) = outcome_fields(outcome);
+            AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone());
-            match outcome {
-                Ok(()) => response,
-                Err((e, message)) => response.with_error_code(e.code()).with_error_message(Some(str_bytes(&message))),
-            }
+                .with_resource_name(r.resource_name.clone())
+                .with_error_code(error_code)
+                .with_error_message(error_message)
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)
@@ -320,13 +376,14 @@ fn apply_ops(
                 set.insert(key, items.join(","));
             }
             OP_APPEND | OP_SUBTRACT => {
-                let verb = if c.config_operation == OP_APPEND { "append" } else { "subtract" };
+                let verb = if c.config_operation == OP_APPEND { "APPEND" } else { "SUBTRACT" };
                 return Err((
                     ResponseError::InvalidConfig,
-                    format!("Config value {verb} is not allowed for config key: {key}"),
+                    format!("Can't {verb} to key {key} because its type is not LIST."),
                 ));
             }
-            other => return Err((ResponseError::InvalidRequest, format!("unknown config operation {other}"))),
+            // Kafka fails to parse the operation: an unknown server error, without a message.
+            other => return Err((ResponseError::UnknownServerError, format!("unknown config operation {other}"))),
         }
     }
     Ok(set)
@@ -336,14 +393,19 @@ pub fn incremental_alter_configs(
     broker: &Arc<Broker>,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let checks = preprocess(req.resources.iter().map(|r| {
+        let configs = r.configs.iter().map(|c| (c.name.as_str(), c.value.is_none() && c.config_operation != OP_DELETE));
+        (r.resource_type, r.resource_name.as_str(), configs.collect())
+    }));
     let responses = req
         .resources
         .iter()
-        .map(|r| {
+        .zip(checks)
+        .map(|(r, check)| {
             let name = r.resource_name.as_str();
-            let outcome = match r.resource_type {
+            let outcome = check.and_then(|()| match r.resource_type {
                 RESOURCE_TOPIC => match broker.topics.get(name) {
-                    None => Err((ResponseError::UnknownTopicOrPartition, "topic does not exist".to_string())),
+                    None => Err(unknown_topic(name)),
                     Some(topic) => {
                         apply_ops(&topic.overrides, &r.configs, &|k| defs::topic_config_type(k) == Type::List, &|k| {
                             topic.config.value_of(k)
@@ -357,14 +419,13 @@ pub fn incremental_alter_configs(
                     })
                 }),
                 _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
-            };
-            let response = IncrementalAlterConfigsResourceResponse::default()
+            });
+            let (error_code, error_message) = outcome_fields(outcome);
+            IncrementalAlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone());
-            match outcome {
-                Ok(()) => response,
-                Err((e, message)) => response.with_error_code(e.code()).with_error_message(Some(str_bytes(&message))),
-            }
+                .with_resource_name(r.resource_name.clone())
+                .with_error_code(error_code)
+                .with_error_message(error_message)
         })
         .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)

@@ -1,5 +1,7 @@
-//! CreateTopics: validate names, partition counts, replication factor and configs; create.
+//! CreateTopics: validate names, partition counts, replication factor, assignments and configs
+//! in Kafka's order and with Kafka's messages; create.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -7,6 +9,9 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopi
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse,
 };
+
+use kafka_protocol::messages::{BrokerId, TopicName};
+use uuid::Uuid;
 
 use super::str_bytes;
 use crate::broker::Broker;
@@ -17,70 +22,141 @@ const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
 pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
-    let topics = req.topics.into_iter().map(|t| create_one(broker, t, req.validate_only, version)).collect();
+    // As Kafka's ControllerApis: a name given twice is refused once, and neither entry is created.
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> =
+        req.topics.iter().map(|t| t.name.0.to_string()).filter(|name| !seen.insert(name.clone())).collect();
+    let mut reported = HashSet::new();
+    let topics = req
+        .topics
+        .into_iter()
+        .filter_map(|t| {
+            if !duplicates.contains(t.name.0.as_str()) {
+                return Some(create_one(broker, t, req.validate_only, version));
+            }
+            reported
+                .insert(t.name.0.to_string())
+                .then(|| error_result(&t.name, ResponseError::InvalidRequest, "Duplicate topic name.".to_string()))
+        })
+        .collect();
     CreateTopicsResponse::default().with_topics(topics)
 }
 
+fn error_result(name: &TopicName, error: ResponseError, message: String) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(name.clone())
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_error_code(error.code())
+        .with_error_message(Some(str_bytes(&message)))
+}
+
+/// Kafka's checks of a manual assignment (`validateManualPartitionAssignment`), given the
+/// brokers that exist; the messages are Kafka's.
+pub fn validate_assignment(replicas: &[BrokerId], registered: &[i32]) -> Result<(), (ResponseError, String)> {
+    let refuse = |message: String| Err((ResponseError::InvalidReplicaAssignment, message));
+    if replicas.is_empty() {
+        return refuse("The manual partition assignment includes an empty replica list.".into());
+    }
+    let mut sorted: Vec<i32> = replicas.iter().map(|b| b.0).collect();
+    sorted.sort_unstable();
+    for (i, broker) in sorted.iter().enumerate() {
+        if !registered.contains(broker) {
+            return refuse(format!(
+                "The manual partition assignment includes broker {broker}, but no such broker is registered."
+            ));
+        }
+        if i > 0 && sorted[i - 1] == *broker {
+            return refuse(format!("The manual partition assignment includes the broker {broker} more than once."));
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's order (`ReplicationControlManager.createTopics`): name, existence, null configs, then
+/// the assignment or partition count and replication factor, then the configs' values.
 fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, version: i16) -> CreatableTopicResult {
     let name = topic.name.0.as_str().to_string();
-    let result = CreatableTopicResult::default()
-        .with_name(topic.name.clone())
-        .with_num_partitions(-1)
-        .with_replication_factor(-1);
-    let fail = |error: ResponseError, message: String| {
-        result.clone().with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
-    };
+    let fail = |error: ResponseError, message: String| error_result(&topic.name, error, message);
+    if let Err(e) = broker.topics.check_new_name(&name) {
+        return fail(e.error, e.message);
+    }
+    let null_configs: Vec<&str> = topic.configs.iter().filter(|c| c.value.is_none()).map(|c| c.name.as_str()).collect();
+    if !null_configs.is_empty() {
+        let message = format!("Null value not supported for topic configs: {}", null_configs.join(","));
+        return fail(ResponseError::InvalidConfig, message);
+    }
     let node_id = broker.config.node_id;
-    let mut partitions = if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
-    let replication_factor = if topic.replication_factor == -1 {
-        broker.config.default_replication_factor
-    } else {
-        topic.replication_factor
-    };
+    let partitions;
+    let replication_factor;
     if !topic.assignments.is_empty() {
-        if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            return fail(
-                ResponseError::InvalidRequest,
-                "both assignments and num_partitions/replication_factor were set".into(),
-            );
+        if topic.replication_factor != -1 {
+            let message = "A manual partition assignment was specified, but replication factor was not set to -1.";
+            return fail(ResponseError::InvalidRequest, message.into());
         }
-        for (i, a) in topic.assignments.iter().enumerate() {
-            if a.partition_index != i as i32 || a.broker_ids.len() != 1 || a.broker_ids[0].0 != node_id {
-                return fail(
-                    ResponseError::InvalidReplicaAssignment,
-                    format!("only broker {node_id} exists; assignments must name it once per partition, in order"),
-                );
+        if topic.num_partitions != -1 {
+            let message = "A manual partition assignment was specified, but numPartitions was not set to -1.";
+            return fail(ResponseError::InvalidRequest, message.into());
+        }
+        let mut indexes = HashSet::new();
+        for a in &topic.assignments {
+            if !indexes.insert(a.partition_index) {
+                let message =
+                    format!("Found multiple manual partition assignments for partition {}", a.partition_index);
+                return fail(ResponseError::InvalidReplicaAssignment, message);
             }
+            if let Err((error, message)) = validate_assignment(&a.broker_ids, &[node_id]) {
+                return fail(error, message);
+            }
+        }
+        if (0..topic.assignments.len() as i32).any(|i| !indexes.contains(&i)) {
+            let message = "partitions should be a consecutive 0-based integer sequence";
+            return fail(ResponseError::InvalidReplicaAssignment, message.into());
         }
         partitions = topic.assignments.len() as i32;
-    } else if replication_factor <= 0 {
-        return fail(ResponseError::InvalidReplicationFactor, "replication factor must be larger than 0".into());
-    } else if replication_factor > 1 {
-        return fail(ResponseError::InvalidReplicationFactor, format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."));
-    }
-    let mut overrides = Properties::new();
-    for config in &topic.configs {
-        match &config.value {
-            Some(value) => {
-                overrides.insert(config.name.as_str().to_string(), value.as_str().to_string());
-            }
-            None => {
-                return fail(ResponseError::InvalidConfig, format!("null value for config {}", config.name.as_str()))
-            }
+        replication_factor = 1;
+    } else if topic.replication_factor < -1 || topic.replication_factor == 0 {
+        let message = "Replication factor must be larger than 0, or -1 to use the default value.";
+        return fail(ResponseError::InvalidReplicationFactor, message.into());
+    } else if topic.num_partitions < -1 || topic.num_partitions == 0 {
+        let message = "Number of partitions was set to an invalid non-positive value.";
+        return fail(ResponseError::InvalidPartitions, message.into());
+    } else {
+        partitions = if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
+        replication_factor = if topic.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            topic.replication_factor
+        };
+        if replication_factor > 1 {
+            return fail(ResponseError::InvalidReplicationFactor, format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."));
         }
     }
+    let overrides: Properties = topic
+        .configs
+        .iter()
+        .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+        .collect();
     let outcome = if validate_only {
-        broker.topics.check_create(&name, partitions, &overrides).map(|config| (uuid::Uuid::nil(), config))
+        // Kafka draws the id of a topic it validates too.
+        let id = Uuid::from_bytes(crate::metadata::random_bytes());
+        broker.topics.check_create(&name, partitions, &overrides).map(|config| (id, config))
     } else {
         broker.topics.create(&name, partitions, overrides.clone()).map(|t| (t.id, t.config.clone()))
     };
     match outcome {
         Ok((id, config)) => {
-            let mut ok = result.with_topic_id(id).with_num_partitions(partitions).with_replication_factor(1);
+            let ok = CreatableTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_topic_id(id)
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication_factor)
+                .with_error_message(None);
             if version >= 5 {
-                ok = ok.with_configs(Some(describe_configs(&config, &overrides)));
+                ok.with_configs(Some(describe_configs(&config, &overrides)))
+            } else {
+                ok
             }
-            ok
         }
         Err(e) => fail(e.error, e.message),
     }

@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::metadata::advertised_endpoint;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
+use crate::error::default_message;
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
@@ -24,27 +25,24 @@ pub fn handle(
 ) -> FindCoordinatorResponse {
     let (host, port) = advertised_endpoint(broker, ctx);
     let node = broker.config.node_id;
-    let answer = |key: &StrBytes| -> (i16, Option<String>) {
-        if req.key_type == TRANSACTION {
-            return match broker.txns.ensure_topic(&broker.topics) {
-                Ok(()) => (0, None),
-                Err(e) => (e.code(), None),
-            };
-        }
-        if req.key_type != GROUP {
-            return (
-                ResponseError::InvalidRequest.code(),
-                Some(format!("unknown coordinator key type {}", req.key_type)),
-            );
-        }
-        // Kafka creates the offsets topic when a group coordinator is first looked up.
-        match broker.groups.offsets_topic(&broker.topics) {
-            Ok(_) => (0, None),
-            Err(e) => {
-                let _ = key;
-                (e.code(), None)
-            }
-        }
+    // Kafka fills the message of every answer: the error's default text, "" for a success in
+    // v4+ and "NONE" (the error's name) before.
+    let answer = |key: &StrBytes| -> (i16, String) {
+        let error = if req.key_type == TRANSACTION {
+            broker.txns.ensure_topic(&broker.topics).err().map_or(0, |e| e.code())
+        } else if req.key_type != GROUP {
+            ResponseError::InvalidRequest.code()
+        } else {
+            // Kafka creates the offsets topic when a group coordinator is first looked up.
+            let _ = key;
+            broker.groups.offsets_topic(&broker.topics).err().map_or(0, |e| e.code())
+        };
+        let message = match ResponseError::try_from_code(error) {
+            Some(e) => default_message(e),
+            None if version >= 4 => String::new(),
+            None => "NONE".to_string(),
+        };
+        (error, message)
     };
     if version >= 4 {
         let coordinators = req
@@ -55,7 +53,7 @@ pub fn handle(
                 let c = Coordinator::default()
                     .with_key(key.clone())
                     .with_error_code(error)
-                    .with_error_message(message.as_deref().map(str_bytes));
+                    .with_error_message(Some(str_bytes(&message)));
                 if error == 0 {
                     c.with_node_id(BrokerId(node)).with_host(str_bytes(&host)).with_port(port)
                 } else {
@@ -67,7 +65,7 @@ pub fn handle(
     }
     let (error, message) = answer(&req.key);
     let response = FindCoordinatorResponse::default().with_error_code(error);
-    let response = if version >= 1 { response.with_error_message(message.as_deref().map(str_bytes)) } else { response };
+    let response = if version >= 1 { response.with_error_message(Some(str_bytes(&message))) } else { response };
     if error == 0 {
         response.with_node_id(BrokerId(node)).with_host(str_bytes(&host)).with_port(port)
     } else {

@@ -23,7 +23,7 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 use kafka_protocol::messages::GroupId;
 
-use super::{str_bytes, RequestContext};
+use super::{authorized, str_bytes, RequestContext, GROUP_OPERATIONS};
 use crate::broker::Broker;
 use crate::group::records::Key;
 use crate::group::{Group, GroupCoordinator, GroupState, JoinRequest, JoinResult, Reply, Storage, SyncResult};
@@ -250,6 +250,8 @@ pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListG
 }
 
 pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
+    // KIP-430, for groups that exist (Kafka leaves an unknown group's "not requested").
+    let operations = authorized(req.include_authorized_operations, GROUP_OPERATIONS);
     let inner = broker.groups.lock();
     let groups = req
         .groups
@@ -258,7 +260,7 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) 
             let described = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(i32::MIN);
             let Some(g) = inner.groups.get(id.0.as_str()) else {
                 if inner.offsets.contains_key(id.0.as_str()) {
-                    return described.with_group_state(str_bytes("Empty"));
+                    return described.with_group_state(str_bytes("Empty")).with_authorized_operations(operations);
                 }
                 return if version >= 6 {
                     described
@@ -266,7 +268,8 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) 
                         .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str()))))
                         .with_group_state(str_bytes("Dead"))
                 } else {
-                    described.with_group_state(str_bytes("Dead"))
+                    // Before v6 an unknown group is described as a dead one, operations included.
+                    described.with_group_state(str_bytes("Dead")).with_authorized_operations(operations)
                 };
             };
             let protocol = g.protocol.clone().unwrap_or_default();
@@ -288,6 +291,7 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) 
                 })
                 .collect();
             described
+                .with_authorized_operations(operations)
                 .with_group_state(str_bytes(g.state.name()))
                 .with_protocol_type(str_bytes(g.protocol_type.as_deref().unwrap_or_default()))
                 .with_protocol_data(str_bytes(&protocol))

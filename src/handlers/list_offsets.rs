@@ -1,5 +1,6 @@
 //! ListOffsets: earliest, latest, max timestamp, and the first offset at or after a timestamp.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -18,6 +19,15 @@ const EARLIEST_PENDING_UPLOAD: i64 = -5;
 const LATEST_TIERED: i64 = -6;
 
 pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    // A partition asked for twice is answered once, INVALID_REQUEST, as Kafka does.
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<(String, i32)> = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index)))
+        .filter(|key| !seen.insert(key.clone()))
+        .collect();
+    let mut answered = HashSet::new();
     let topics = req
         .topics
         .into_iter()
@@ -25,12 +35,16 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
             let partitions = topic
                 .partitions
                 .iter()
+                .filter(|p| answered.insert((topic.name.0.to_string(), p.partition_index)))
                 .map(|p| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
+                    if duplicates.contains(&(topic.name.0.to_string(), p.partition_index)) {
+                        return response.with_error_code(ResponseError::InvalidRequest.code());
+                    }
                     let Some(partition) = broker.topics.partition(topic.name.0.as_str(), p.partition_index) else {
                         return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };

@@ -10,7 +10,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, TopicName};
 use uuid::Uuid;
 
-use super::{str_bytes, RequestContext};
+use super::{authorized, str_bytes, RequestContext, CLUSTER_OPERATIONS, TOPIC_OPERATIONS};
 use crate::broker::Broker;
 use crate::metadata::Topic;
 
@@ -50,12 +50,17 @@ pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest, 
             })
             .collect(),
     };
+    // KIP-430: what the client may do, when asked (every operation: there is no authorizer).
+    let mut topics: Vec<MetadataResponseTopic> = topics;
+    if req.include_topic_authorized_operations {
+        topics.iter_mut().for_each(|t| t.topic_authorized_operations = TOPIC_OPERATIONS);
+    }
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(&broker.cluster_id)))
         .with_controller_id(BrokerId(node_id))
         .with_topics(topics)
-        .with_cluster_authorized_operations(i32::MIN)
+        .with_cluster_authorized_operations(authorized(req.include_cluster_authorized_operations, CLUSTER_OPERATIONS))
 }
 
 fn lookup_or_create(broker: &Broker, name: &str, auto_create: bool, node_id: i32) -> MetadataResponseTopic {

@@ -95,10 +95,12 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         }
         RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(txn::init_producer_id(broker, req).await),
         RequestKind::AddPartitionsToTxn(req) => {
-            ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req).await)
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req, version).await)
         }
-        RequestKind::AddOffsetsToTxn(req) => ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, req).await),
-        RequestKind::EndTxn(req) => ResponseKind::EndTxn(txn::end_txn(broker, req).await),
+        RequestKind::AddOffsetsToTxn(req) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, req, version).await)
+        }
+        RequestKind::EndTxn(req) => ResponseKind::EndTxn(txn::end_txn(broker, req, version).await),
         RequestKind::TxnOffsetCommit(req) => {
             ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, req, version).await)
         }
@@ -114,6 +116,24 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
             return None;
         }
     })
+}
+
+/// KIP-430 authorized operations as Kafka answers without an authorizer: every operation of the
+/// resource type (bit i = ACL operation code i). Topic: READ WRITE CREATE DELETE ALTER DESCRIBE
+/// DESCRIBE_CONFIGS ALTER_CONFIGS.
+pub(crate) const TOPIC_OPERATIONS: i32 = 3576;
+/// Group: READ DELETE DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS.
+pub(crate) const GROUP_OPERATIONS: i32 = 3400;
+/// Cluster: CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE.
+pub(crate) const CLUSTER_OPERATIONS: i32 = 8096;
+
+/// `all` when the client asked for authorized operations, else Kafka's "not requested".
+pub(crate) fn authorized(requested: bool, all: i32) -> i32 {
+    if requested {
+        all
+    } else {
+        i32::MIN
+    }
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

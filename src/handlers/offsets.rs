@@ -263,6 +263,7 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
 
 pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.as_str().to_string();
+    let known = |topic: &TopicName, partition: i32| broker.topics.partition(topic.0.as_str(), partition).is_some();
     let mut entries = Vec::new();
     let result: Result<Vec<OffsetDeleteResponseTopic>, ResponseError> = {
         let mut inner = broker.groups.lock();
@@ -277,7 +278,7 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
             let mut topics = Vec::new();
             for (t, busy) in req.topics.iter().zip(subscribed) {
                 let mut partitions = Vec::new();
-                for p in &t.partitions {
+                for p in t.partitions.iter().filter(|p| known(&t.name, p.partition_index)) {
                     let error = if busy {
                         ResponseError::GroupSubscribedToTopic.code()
                     } else {
@@ -306,15 +307,39 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
             Ok(topics)
         }
     };
-    match result {
-        Err(e) => OffsetDeleteResponse::default().with_error_code(e.code()),
+    // As Kafka's KafkaApis: partitions that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION
+    // and merged into the coordinator's answer, whatever the group's.
+    let (error, mut topics) = match result {
+        Err(e) => (e.code(), Vec::new()),
         Ok(topics) => {
             let written = broker.groups.append(&broker.topics, &group_id, entries);
             let error = match written {
                 Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err().map_or(0, |e| e.code()),
                 Err(e) => e.code(),
             };
-            OffsetDeleteResponse::default().with_error_code(error).with_topics(topics)
+            (error, topics)
+        }
+    };
+    for t in &req.topics {
+        let unknown: Vec<OffsetDeleteResponsePartition> = t
+            .partitions
+            .iter()
+            .filter(|p| !known(&t.name, p.partition_index))
+            .map(|p| {
+                OffsetDeleteResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+            })
+            .collect();
+        if unknown.is_empty() {
+            continue;
+        }
+        match topics.iter_mut().find(|r| r.name == t.name) {
+            Some(r) => r.partitions.extend(unknown),
+            None => {
+                topics.push(OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(unknown))
+            }
         }
     }
+    OffsetDeleteResponse::default().with_error_code(error).with_topics(topics)
 }

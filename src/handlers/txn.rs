@@ -29,12 +29,22 @@ use kafka_protocol::messages::{ProducerId, TopicName, TransactionalId};
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::error::default_message;
 use crate::group::records::OffsetValue;
 use crate::group::{GroupCoordinator, GroupState};
 use crate::log::now_ms;
 
 fn code(r: Result<(), ResponseError>) -> i16 {
     r.err().map_or(0, |e| e.code())
+}
+
+/// Clients before version 2 of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn do not know
+/// PRODUCER_FENCED: Kafka answers them INVALID_PRODUCER_EPOCH instead.
+fn for_version(r: Result<(), ResponseError>, version: i16) -> Result<(), ResponseError> {
+    match r {
+        Err(ResponseError::ProducerFenced) if version < 2 => Err(ResponseError::InvalidProducerEpoch),
+        other => other,
+    }
 }
 
 pub async fn init_producer_id(broker: &Arc<Broker>, req: InitProducerIdRequest) -> InitProducerIdResponse {
@@ -53,7 +63,11 @@ pub async fn init_producer_id(broker: &Arc<Broker>, req: InitProducerIdRequest) 
     }
 }
 
-pub async fn add_partitions(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+pub async fn add_partitions(
+    broker: &Arc<Broker>,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
     // Client versions (v0-3) only: one transaction per request.
     let mut wanted = Vec::new();
     let mut unknown = Vec::new();
@@ -92,7 +106,7 @@ pub async fn add_partitions(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest
                     let error = if unknown.contains(&(topic.name.0.as_str().to_string(), *p)) {
                         ResponseError::UnknownTopicOrPartition.code()
                     } else {
-                        code(outcome)
+                        code(for_version(outcome, version))
                     };
                     AddPartitionsToTxnPartitionResult::default()
                         .with_partition_index(*p)
@@ -105,7 +119,7 @@ pub async fn add_partitions(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
 }
 
-pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, version: i16) -> AddOffsetsToTxnResponse {
     let result = match broker.groups.offsets_topic(&broker.topics) {
         Err(e) => Err(e),
         Ok(_) => {
@@ -123,10 +137,10 @@ pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest) -> A
                 .await
         }
     };
-    AddOffsetsToTxnResponse::default().with_error_code(code(result))
+    AddOffsetsToTxnResponse::default().with_error_code(code(for_version(result, version)))
 }
 
-pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse {
+pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let result = broker
         .txns
         .end_txn(
@@ -140,7 +154,10 @@ pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse
     if result.is_ok() {
         broker.notify_appended();
     }
-    EndTxnResponse::default().with_error_code(code(result)).with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
+    EndTxnResponse::default()
+        .with_error_code(code(for_version(result, version)))
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
 }
 
 pub async fn txn_offset_commit(
@@ -317,7 +334,13 @@ pub fn describe_producers(broker: &Arc<Broker>, req: DescribeProducersRequest) -
                 .map(|p| {
                     let response = dp::PartitionResponse::default().with_partition_index(*p);
                     let Some(partition) = broker.topics.partition(topic.name.0.as_str(), *p) else {
-                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        // Kafka explains an unknown topic, not an unknown partition of a known one.
+                        let error = ResponseError::UnknownTopicOrPartition;
+                        let message =
+                            broker.topics.get(topic.name.0.as_str()).is_none().then(|| default_message(error));
+                        return response
+                            .with_error_code(error.code())
+                            .with_error_message(message.as_deref().map(str_bytes));
                     };
                     let log = partition.log();
                     let producers = log

@@ -183,12 +183,14 @@ impl PartitionLog {
     /// OffsetForLeaderEpoch: the largest epoch <= `epoch` and the offset where it ended (the
     /// next epoch's start, or the log end for the latest). Like Kafka, the current leader epoch
     /// (0 on this single node) counts as started at the log start even before any write.
-    /// Returns (-1, -1) for an epoch older than every known one.
+    /// Returns (-1, -1) for an epoch older than every known one or newer than the latest.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
         let implicit = [(0, self.log_start_offset)];
         let epochs: &[(i32, i64)] = if self.epochs.is_empty() { &implicit } else { &self.epochs };
         let i = epochs.partition_point(|(e, _)| *e <= epoch);
-        if i == 0 {
+        // Older than every known epoch, or newer than the latest (Kafka's `endOffsetFor`: no
+        // higher entry and not the latest): undefined.
+        if i == 0 || (i == epochs.len() && epochs[i - 1].0 != epoch) {
             return (-1, -1);
         }
         let found = epochs[i - 1].0;

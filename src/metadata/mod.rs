@@ -74,18 +74,20 @@ impl CreateError {
     }
 }
 
-/// Kafka's rule for legal topic names.
+/// Kafka's rule for legal topic names (`Topic.validate`), with its messages.
 pub fn validate_topic_name(name: &str) -> Result<(), CreateError> {
-    let legal = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= MAX_TOPIC_NAME_BYTES
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if legal {
-        Ok(())
+    let reason = if name.is_empty() {
+        "the empty string is not allowed".to_string()
+    } else if name == "." || name == ".." {
+        format!("'{name}' is not allowed")
+    } else if name.encode_utf16().count() > MAX_TOPIC_NAME_BYTES {
+        format!("the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_BYTES}")
+    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        format!("'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'")
     } else {
-        Err(CreateError::new(ResponseError::InvalidTopicException, format!("topic name {name:?} is illegal")))
-    }
+        return Ok(());
+    };
+    Err(CreateError::new(ResponseError::InvalidTopicException, format!("Topic name is invalid: {reason}")))
 }
 
 impl TopicRegistry {
@@ -163,15 +165,10 @@ impl TopicRegistry {
         partitions: i32,
         overrides: &Properties,
     ) -> Result<TopicConfig, CreateError> {
-        validate_topic_name(name)?;
-        if self.read().contains_key(name) {
-            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
-        }
+        self.check_new_name(name)?;
         if partitions <= 0 {
-            return Err(CreateError::new(
-                ResponseError::InvalidPartitions,
-                "number of partitions must be larger than 0",
-            ));
+            let message = "Number of partitions was set to an invalid non-positive value.";
+            return Err(CreateError::new(ResponseError::InvalidPartitions, message));
         }
         if partitions > 100_000 {
             return Err(CreateError::new(ResponseError::InvalidPartitions, "too many partitions for one topic"));
@@ -179,6 +176,25 @@ impl TopicRegistry {
         self.defaults()
             .with_overrides(overrides)
             .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))
+    }
+
+    /// Whether `name` may be given to a new topic, checked as Kafka's controller does: a legal
+    /// name, not taken, and not colliding with an existing topic's once '.' and '_' are unified
+    /// (their metric names would clash).
+    pub fn check_new_name(&self, name: &str) -> Result<(), CreateError> {
+        validate_topic_name(name)?;
+        let topics = self.read();
+        if topics.contains_key(name) {
+            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
+        }
+        let unified = name.replace('.', "_");
+        if unified != name || name.contains('_') {
+            if let Some(existing) = topics.keys().find(|t| t.replace('.', "_") == unified) {
+                let message = format!("Topic '{name}' collides with existing topic: {existing}");
+                return Err(CreateError::new(ResponseError::InvalidTopicException, message));
+            }
+        }
+        Ok(())
     }
 
     /// The topic defaults in force.

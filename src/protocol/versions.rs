@@ -29,7 +29,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::ElectLeaders, 0, 2),
-    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     // Consumer groups, classic protocol. OffsetCommit v10 / OffsetFetch v10 (topic ids) and
     // ConsumerGroupHeartbeat (KIP-848) are not served: clients switch protocol on what they see.

@@ -72,15 +72,14 @@ pub struct TxnCoordinator {
     ops: tokio::sync::Mutex<()>,
 }
 
+/// Kafka's check of a client's producer id and epoch against its transaction (transaction
+/// protocol 1: clients never bump the epoch themselves, so any other epoch is fenced).
 fn fenced_or_mapping(meta: &TxnMeta, producer_id: i64, epoch: i16) -> Result<(), ResponseError> {
     if producer_id != meta.producer_id {
         return Err(ResponseError::InvalidProducerIdMapping);
     }
-    if epoch < meta.epoch {
+    if epoch != meta.epoch {
         return Err(ResponseError::ProducerFenced);
-    }
-    if epoch > meta.epoch {
-        return Err(ResponseError::InvalidProducerEpoch);
     }
     Ok(())
 }
@@ -356,7 +355,14 @@ impl TxnCoordinator {
     pub fn check_offsets_producer(&self, id: &str, producer_id: i64, epoch: i16) -> Result<(), ResponseError> {
         let txns = self.lock();
         let meta = txns.get(id).ok_or(ResponseError::InvalidProducerIdMapping)?;
-        fenced_or_mapping(meta, producer_id, epoch)
+        if producer_id != meta.producer_id {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        match epoch.cmp(&meta.epoch) {
+            std::cmp::Ordering::Less => Err(ResponseError::ProducerFenced),
+            std::cmp::Ordering::Greater => Err(ResponseError::InvalidProducerEpoch),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
     }
 
     /// Forgets transactional ids idle for `transactional.id.expiration.ms` (tombstones them).
