@@ -11,6 +11,7 @@ mod delete_topics;
 pub mod fetch;
 mod find_coordinator;
 mod groups;
+mod list_config_resources;
 mod list_offsets;
 mod metadata;
 mod offsets;
@@ -110,6 +111,9 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::ListTransactions(req) => ResponseKind::ListTransactions(txn::list_transactions(broker, req)),
         RequestKind::DescribeProducers(req) => ResponseKind::DescribeProducers(txn::describe_producers(broker, req)),
         RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),
+        RequestKind::ListConfigResources(req) => {
+            ResponseKind::ListConfigResources(list_config_resources::handle(broker, req, version))
+        }
         other => {
             // Unreachable in practice: versions::is_served filters unserved APIs before decoding.
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for request");

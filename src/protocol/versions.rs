@@ -21,6 +21,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::ListConfigResources, 0, 1),
     // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -489,9 +490,14 @@ func (s *state) cluster() {
 	ds := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
 	ds.Users = nil // all users
 	s.optStep("describe-user-scram-credentials", 0, ds)
-	lcr := kmsg.NewPtrListConfigResourcesRequest()
-	lcr.ResourceTypes = []int8{2, 4, 16}
-	s.optStep("list-config-resources", 1, lcr)
+	// ListConfigResources (KIP-1142): each resource type alone, all of them, and v0 (client
+	// metrics only); 1 is not a config resource type.
+	for _, types := range [][]int8{{2, 4, 16}, {}, {2}, {4}, {8}, {16}, {32}, {1}} {
+		lcr := kmsg.NewPtrListConfigResourcesRequest()
+		lcr.ResourceTypes = types
+		s.optStep(fmt.Sprintf("list-config-resources-%v", types), 1, lcr)
+	}
+	s.optStep("list-config-resources-v0", 0, kmsg.NewPtrListConfigResourcesRequest())
 
 	// ACLs: no authorizer on either broker
 	da := kmsg.NewPtrDescribeACLsRequest()
