@@ -103,10 +103,6 @@ KNOWN_DIFFERENCES: list[tuple[str, str, str]] = [
     ("describe-configs-broker-all", "*[Name=log.dir].Value", "Ketch's default data directory is ./data on purpose"),
     ("describe-configs-broker-all", "*[Name=socket.receive.buffer.bytes].Value",
      "Ketch leaves the receive buffer to the OS (-1): Kafka's 100 KiB held large produce requests back"),
-    # In progress (issue 13, item 4): listing every Kafka 4.1 broker config, and storing the
-    # dynamic ones Ketch does not implement the way Kafka stores them.
-    ("describe-configs-broker-all", "*", "every Kafka broker config listed: in progress (issue 13)"),
-    ("*alter*-broker-validate-only", "*", "unimplemented dynamic broker configs stored as Kafka does: in progress (issue 13)"),
     ("describe-producers*", "*.CoordinatorEpoch",
      "producer state does not record the coordinator epoch of markers yet (coordinator epochs come with issue 14)"),
 ]

@@ -134,9 +134,11 @@ impl Broker {
         });
         if self.config.log_cleaner_enable {
             let broker = self.clone();
-            let backoff_ms = self.config.log_cleaner_backoff_ms;
             tokio::spawn(async move {
                 loop {
+                    // log.cleaner.backoff.ms is dynamic: read at every pass (0, which Kafka
+                    // accepts, still yields for a millisecond)
+                    let backoff_ms = broker.dynamic.effective().log_cleaner_backoff_ms.max(1);
                     tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                     let b = broker.clone();
                     let _ = tokio::task::spawn_blocking(move || b.clean_logs()).await;
@@ -186,7 +188,8 @@ impl Broker {
 
     /// One compaction pass over every partition of a `cleanup.policy=compact` topic that is due.
     pub fn clean_logs(&self) {
-        let budget_bytes = self.config.log_cleaner_dedupe_buffer_size;
+        // log.cleaner.dedupe.buffer.size is dynamic: read at every pass
+        let budget_bytes = self.dynamic.effective().log_cleaner_dedupe_buffer_size;
         for partition in self.topics.all_partitions() {
             if !partition.log().config().compacts() {
                 continue;

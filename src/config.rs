@@ -541,7 +541,7 @@ impl BrokerConfig {
                 as u64,
             ketch_acks_all_fsync: boolean("ketch.acks.all.fsync", true)?,
             log_cleaner_enable: boolean("log.cleaner.enable", true)?,
-            log_cleaner_backoff_ms: int("log.cleaner.backoff.ms", 15_000, 1)? as u64,
+            log_cleaner_backoff_ms: int("log.cleaner.backoff.ms", 15_000, 0)? as u64,
             log_cleaner_dedupe_buffer_size: int("log.cleaner.dedupe.buffer.size", 134_217_728, 1024)? as usize,
             topic_defaults,
             properties: props,

@@ -5,21 +5,25 @@
 //! (`broker-<node.id>.properties`, `cluster-default.properties`), validating a change with
 //! Kafka's rules and messages, and the effective broker config they yield. Precedence, as in
 //! Kafka: per-broker > cluster default > static (`server.properties`, `--override`) > default.
-//! Invariants: a stored set holds only configs Ketch updates dynamically ([`defs::Def::dynamic`]),
-//! each with a valid value, and the effective config built from them always parses (a change
-//! that would break it is refused); a change is on disk (fsynced, atomically replaced) before it
-//! becomes visible; changes are serialized.
+//! Invariants: a stored set holds only names Kafka accepts dynamically (its dynamic broker
+//! configs, `listener.name.<listener>.<config>` names and names Kafka does not know, which it
+//! stores too), each with a value Kafka would accept; only the names Ketch applies
+//! ([`defs::Def::applied`]) reach the effective config, which always parses (a change that would
+//! break it is refused), the others are stored and described without effect; a change is on disk
+//! (fsynced, atomically replaced) before it becomes visible; changes are serialized.
 //! Applying the effective config to topics and background work is the broker's job
 //! (`Broker::reconfigure`).
 
 pub mod defs;
+#[rustfmt::skip]
+mod kafka_broker_configs;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::error::ResponseError;
 
-use crate::config::{parse_properties, BrokerConfig, Properties};
+use crate::config::{BrokerConfig, Properties};
 
 /// Which dynamic set a DescribeConfigs / AlterConfigs BROKER resource names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +32,15 @@ pub enum Scope {
     Broker,
     /// Resource name = "" (`--entity-default`).
     ClusterDefault,
+}
+
+/// Why a dynamic set is checked: a change must also pass Kafka's reconfiguration checks against
+/// the value in force (thread pools at most double at once); a stored set read at startup does
+/// not (it was checked when it was set, step by step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    Change,
+    Loading,
 }
 
 /// A refused change, as Kafka reports it.
@@ -67,7 +80,9 @@ impl DynamicConfigs {
         for scope in [Scope::ClusterDefault, Scope::Broker] {
             let path = configs.path(scope);
             let stored = match std::fs::read_to_string(&path) {
-                Ok(text) => parse_properties(&text)?,
+                Ok(text) => {
+                    decode_set(&text).map_err(|line| anyhow::anyhow!("{}: bad line {line:?}", path.display()))?
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
             };
@@ -75,7 +90,7 @@ impl DynamicConfigs {
             for (key, value) in stored {
                 let mut candidate = kept.clone();
                 candidate.insert(key.clone(), value.clone());
-                match configs.check(scope, &candidate) {
+                match configs.check(scope, &candidate, Check::Loading) {
                     Ok(_) => {
                         kept = candidate;
                     }
@@ -84,7 +99,7 @@ impl DynamicConfigs {
                     }
                 }
             }
-            let effective = configs.check(scope, &kept).map_err(|(_, why)| anyhow::anyhow!(why))?;
+            let effective = configs.check(scope, &kept, Check::Loading).map_err(|(_, why)| anyhow::anyhow!(why))?;
             let state = configs.state.get_mut().unwrap_or_else(|p| p.into_inner());
             *state.set_mut(scope) = kept;
             state.effective = Arc::new(effective);
@@ -143,7 +158,7 @@ impl DynamicConfigs {
     ) -> Result<Option<Arc<BrokerConfig>>, Refusal> {
         let _serialized = self.alter.lock().unwrap_or_else(|p| p.into_inner());
         let new_set = change(&self.get(scope))?;
-        let effective = self.check(scope, &new_set)?;
+        let effective = self.check(scope, &new_set, Check::Change)?;
         if validate_only {
             return Ok(None);
         }
@@ -157,40 +172,84 @@ impl DynamicConfigs {
         Ok(Some(effective))
     }
 
-    /// Kafka's checks of a new dynamic set (`DynamicBrokerConfig.validateConfigs`), in its
-    /// order: read-only names, then values; then the effective config must parse.
-    fn check(&self, scope: Scope, set: &Properties) -> Result<BrokerConfig, Refusal> {
+    /// Kafka's checks of a new dynamic set (`DynamicBrokerConfig.validateConfigs`, then the new
+    /// `KafkaConfig` and its reconfigurables), in its order: read-only names, security configs
+    /// without a listener prefix, values (`listener.name.<listener>.<config>` checked as
+    /// `<config>`), per-broker names at the cluster-default level, then the checks that need the
+    /// value in force. Returns the effective config: static settings with the dynamic names Ketch
+    /// applies ([`defs::Def::applied`]); the others are stored and described without effect.
+    fn check(&self, scope: Scope, set: &Properties, why: Check) -> Result<BrokerConfig, Refusal> {
         let invalid = |message: String| (ResponseError::InvalidRequest, message);
-        let mut read_only = Vec::new();
-        let mut unknown = Vec::new();
-        let mut defs = Vec::new();
-        for (key, value) in set {
-            match defs::lookup(key) {
-                Some(def) if def.dynamic => defs.push((def, value)),
-                Some(_) => read_only.push(key.as_str()),
-                None => unknown.push(key.as_str()),
-            }
-        }
+        let keys = || set.keys().map(String::as_str);
+        // Kafka's read-only names, and Ketch's own static settings (Kafka would store those as
+        // unknown names; Ketch reads them at startup only).
+        let read_only: Vec<&str> = keys().filter(|k| defs::lookup(k).is_some_and(|d| !d.alterable())).collect();
         if !read_only.is_empty() {
             return Err(invalid(format!("Cannot update these configs dynamically: Set({})", read_only.join(", "))));
         }
-        if !unknown.is_empty() {
-            // Kafka stores names it does not know; Ketch refuses what it would not apply.
-            return Err(invalid(format!("Ketch does not support these broker configs: Set({})", unknown.join(", "))));
+        let unprefixed: Vec<&str> = keys().filter(|k| defs::lookup(k).is_some_and(|d| d.listener_only())).collect();
+        if !unprefixed.is_empty() {
+            return Err(invalid(format!(
+                "These security configs can be dynamically updated only per-listener using the listener prefix: \
+                 HashSet({})",
+                unprefixed.join(", ")
+            )));
         }
-        for (def, value) in defs {
-            defs::validate(&def, value).map_err(invalid)?;
+        let mut values: Vec<(defs::Def, &str)> = set
+            .iter()
+            .filter_map(|(key, value)| {
+                let def = defs::lookup(defs::listener_base(key).unwrap_or(key)).filter(|d| d.alterable())?;
+                Some((def, value.as_str()))
+            })
+            .collect();
+        values.sort_by_key(|(def, _)| defs::validation_rank(def.name));
+        for (def, value) in &values {
+            defs::validate(def, value).map_err(invalid)?;
+        }
+        if scope == Scope::ClusterDefault {
+            let per_broker: Vec<&str> = keys()
+                .filter(|k| defs::lookup(k).is_some_and(|d| d.per_broker()) || defs::per_broker_listener_config(k))
+                .collect();
+            if !per_broker.is_empty() {
+                return Err(invalid(format!(
+                    "Cannot update these configs at default cluster level, broker id must be specified: Set({})",
+                    per_broker.join(", ")
+                )));
+            }
         }
         let state = self.read();
-        let mut merged = self.static_props.clone();
         let (default_set, broker_set) = match scope {
             Scope::ClusterDefault => (set, &state.per_broker),
             Scope::Broker => (&state.cluster_default, set),
         };
+        let value_now = |name: &str| self.value_of(name, &state.per_broker, &state.cluster_default);
+        let value_then = |name: &str| self.value_of(name, broker_set, default_set);
+        let then = |name| value_then(name).unwrap_or_default();
+        defs::validate_cleaner_memory(&then("log.cleaner.dedupe.buffer.size"), &then("log.cleaner.threads"))
+            .map_err(invalid)?;
+        for (def, _) in values.iter().filter(|_| why == Check::Change) {
+            if let (Some(old), Some(new)) = (value_now(def.name), value_then(def.name)) {
+                defs::validate_reconfiguration(def.name, &old, &new).map_err(invalid)?;
+            }
+        }
+        let mut merged = self.static_props.clone();
         for (key, value) in default_set.iter().chain(broker_set) {
-            merged.insert(key.clone(), value.trim().to_string());
+            if defs::lookup(key).is_some_and(|d| d.applied) {
+                merged.insert(key.clone(), value.trim().to_string());
+            }
         }
         BrokerConfig::from_properties(merged).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// The value of a broker config with these dynamic sets: per-broker > cluster default >
+    /// static > default.
+    fn value_of(&self, name: &str, per_broker: &Properties, cluster_default: &Properties) -> Option<String> {
+        per_broker
+            .get(name)
+            .or_else(|| cluster_default.get(name))
+            .or_else(|| self.static_props.get(name))
+            .cloned()
+            .or_else(|| defs::lookup(name).and_then(|d| d.default).map(str::to_string))
     }
 
     fn path(&self, scope: Scope) -> PathBuf {
@@ -202,16 +261,72 @@ impl DynamicConfigs {
 
     fn persist(&self, scope: Scope, set: &Properties) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let mut text = String::from("# Dynamic broker configs set with AlterConfigs / IncrementalAlterConfigs.\n");
-        for (key, value) in set {
-            text.push_str(&format!("{key}={value}\n"));
-        }
-        crate::log::partition_log::write_atomically(&self.path(scope), text.as_bytes())
+        crate::log::partition_log::write_atomically(&self.path(scope), encode_set(set).as_bytes())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// A stored set as text: `key=value` lines, with `\\`, line breaks, tabs and the characters that
+/// would end a key or make a comment (`=`, `:`, `#`, `!`, space) escaped with a backslash, so
+/// that any name and value Kafka accepts (a JAAS config, a name with a colon) reads back as it
+/// was; files of earlier versions (no backslashes) read the same.
+fn encode_set(set: &Properties) -> String {
+    fn escape(s: &str, out: &mut String) {
+        for c in s.chars() {
+            match c {
+                '\\' | '=' | ':' | '#' | '!' | ' ' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c => out.push(c),
+            }
+        }
+    }
+    let mut text = String::from("# Dynamic broker configs set with AlterConfigs / IncrementalAlterConfigs.\n");
+    for (key, value) in set {
+        escape(key, &mut text);
+        text.push('=');
+        escape(value, &mut text);
+        text.push('\n');
+    }
+    text
+}
+
+/// Reads what [`encode_set`] wrote; the error is the line without an unescaped `=`.
+fn decode_set(text: &str) -> Result<Properties, String> {
+    let mut set = Properties::new();
+    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (mut key, mut value, mut in_value) = (String::new(), String::new(), false);
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            let c = match c {
+                '\\' => match chars.next() {
+                    Some('n') => '\n',
+                    Some('r') => '\r',
+                    Some('t') => '\t',
+                    Some(other) => other,
+                    None => break,
+                },
+                '=' if !in_value => {
+                    in_value = true;
+                    continue;
+                }
+                c => c,
+            };
+            if in_value { &mut value } else { &mut key }.push(c);
+        }
+        if !in_value {
+            return Err(line.to_string());
+        }
+        set.insert(key, value);
+    }
+    Ok(set)
 }
 
 impl State {
@@ -269,7 +384,25 @@ mod tests {
         assert_eq!(message, "Cannot update these configs dynamically: Set(log.retention.hours)");
         let (_, message) = refused(Scope::Broker, &[("log.segment.bytes", "10")]);
         assert_eq!(message, "Invalid value 10 for configuration log.segment.bytes: Value must be at least 1048576");
-        assert!(refused(Scope::Broker, &[("num.io.threads", "4")]).1.contains("Ketch does not support"));
+        let (_, message) = refused(Scope::Broker, &[("ssl.keystore.type", "JKS"), ("log.cleaner.threads", "x")]);
+        assert_eq!(
+            message,
+            "These security configs can be dynamically updated only per-listener using the listener prefix: \
+             HashSet(ssl.keystore.type)"
+        );
+        let (_, message) = refused(Scope::ClusterDefault, &[("listeners", "PLAINTEXT://:9092")]);
+        assert_eq!(
+            message,
+            "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)"
+        );
+        let (_, message) = refused(Scope::Broker, &[("num.io.threads", "abc"), ("log.cleaner.threads", "-3")]);
+        assert_eq!(message, "Invalid value abc for configuration num.io.threads: Not a number of type INT");
+        let (_, message) = refused(Scope::Broker, &[("listener.name.plaintext.max.connections", "abc")]);
+        assert_eq!(message, "Invalid value abc for configuration max.connections: Not a number of type INT");
+        let (_, message) = refused(Scope::Broker, &[("num.io.threads", "17")]);
+        assert!(message.contains("value should not be greater than double the current value 8"), "{message}");
+        let (_, message) = refused(Scope::Broker, &[("ketch.acks.all.fsync", "false")]);
+        assert_eq!(message, "Cannot update these configs dynamically: Set(ketch.acks.all.fsync)");
         assert_eq!(dynamic.effective().topic_defaults.retention_ms, 7000, "refusals change nothing");
 
         // a restart keeps both sets
@@ -282,6 +415,42 @@ mod tests {
         // deleting the per-broker value falls back to the cluster default
         reopened.alter(Scope::Broker, false, |_| Ok(Properties::new())).unwrap();
         assert_eq!(reopened.effective().topic_defaults.retention_ms, 5000);
+    }
+
+    #[test]
+    fn configs_ketch_does_not_implement_are_stored_without_effect() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = broker_config(dir.path(), &[]);
+        let dynamic = DynamicConfigs::open(&config).unwrap();
+        let stored = set(&[
+            ("log.cleaner.threads", "2"),
+            ("num.io.threads", "16"),
+            ("listener.name.plaintext.ssl.keystore.password", "secret"),
+            ("leader.replication.throttled.rate", "1000"),
+            ("no.such.config", "x"),
+            ("log.cleaner.backoff.ms", "500"),
+        ]);
+        dynamic.alter(Scope::Broker, true, |_| Ok(stored.clone())).unwrap();
+        assert_eq!(dynamic.get(Scope::Broker), Properties::new(), "validate_only stores nothing");
+        dynamic.alter(Scope::Broker, false, |_| Ok(stored.clone())).unwrap();
+        let effective = dynamic.effective();
+        assert_eq!(effective.log_cleaner_backoff_ms, 500, "applied");
+        assert!(!effective.properties.contains_key("num.io.threads"), "stored without effect");
+        // the thread-count rule compares with the value in force: 16 now, so 32 is fine; a restart
+        // keeps 32 (not checked against the default, 8)
+        let mut stored = stored;
+        stored.insert("num.io.threads".into(), "32".into());
+        dynamic.alter(Scope::Broker, false, |_| Ok(stored.clone())).unwrap();
+        // names and values that are not plain text read back as they were
+        stored.insert("listener.name.sasl_plaintext.plain.sasl.jaas.config".into(), "a \\\"b\"\n  c=d;".into());
+        stored.insert("odd:name =#x".into(), " v\\".into());
+        dynamic.alter(Scope::Broker, false, |_| Ok(stored.clone())).unwrap();
+        drop(dynamic);
+        let reopened = DynamicConfigs::open(&config).unwrap();
+        assert_eq!(reopened.get(Scope::Broker), stored, "kept across restarts");
+        assert!(!reopened.effective().properties.contains_key("log.cleaner.threads"));
+        reopened.alter(Scope::ClusterDefault, false, |_| Ok(set(&[("log.cleaner.threads", "3")]))).unwrap();
+        assert_eq!(reopened.get(Scope::ClusterDefault), set(&[("log.cleaner.threads", "3")]));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! Invariants: a refused resource changes nothing; a broker config change is validated and
 //! persisted by `DynamicConfigs` before `Broker::reconfigure` applies it to the topics.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -53,10 +54,17 @@ struct Layers {
 
 impl Layers {
     fn of(broker: &Broker) -> Layers {
+        let mut static_props = broker.dynamic.static_props().clone();
+        // Kafka's `populateSynonyms`: node.id and broker.id stand for each other.
+        for (from, to) in [("node.id", "broker.id"), ("broker.id", "node.id")] {
+            if let (Some(v), false) = (static_props.get(from).cloned(), static_props.contains_key(to)) {
+                static_props.insert(to.to_string(), v);
+            }
+        }
         Layers {
             per_broker: broker.dynamic.get(Scope::Broker),
             cluster_default: broker.dynamic.get(Scope::ClusterDefault),
-            static_props: broker.dynamic.static_props().clone(),
+            static_props,
         }
     }
 
@@ -71,7 +79,7 @@ impl Layers {
             (DYNAMIC_BROKER_CONFIG, &|n| self.per_broker.get(n).cloned()),
             (DYNAMIC_DEFAULT_BROKER_CONFIG, &|n| self.cluster_default.get(n).cloned()),
             (STATIC_BROKER_CONFIG, &|n| self.static_props.get(n).cloned()),
-            (DEFAULT_CONFIG, &|n| defs::lookup(n).and_then(|d| d.default.map(|v| v.to_string()))),
+            (DEFAULT_CONFIG, &|n| defs::lookup(n).and_then(|d| d.default).map(str::to_string)),
         ];
         for (source, get) in layers {
             for n in &names {
@@ -179,8 +187,10 @@ fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) 
         .collect()
 }
 
-/// Kafka's `createBrokerConfigEntry`: this broker's configs (every one Ketch knows, plus any
-/// unknown static property), or only the dynamic cluster-default ones.
+/// Kafka's `createBrokerConfigEntry`: this broker's configs (every one Kafka 4.1 lists, Ketch's
+/// own, and any other name set statically or dynamically), or only the dynamic cluster-default
+/// ones. Kafka's type, ReadOnly flag and documentation; a name of unknown type is treated as
+/// sensitive, as Kafka does, and sensitive values are never shown.
 fn broker_entries(
     broker: &Broker,
     scope: Scope,
@@ -188,22 +198,23 @@ fn broker_entries(
     include_documentation: bool,
 ) -> Vec<DescribeConfigsResourceResult> {
     let layers = Layers::of(broker);
-    let names: Vec<String> = match scope {
+    let names: BTreeSet<String> = match scope {
         Scope::ClusterDefault => layers.cluster_default.keys().cloned().collect(),
-        Scope::Broker => {
-            let mut names = defs::all_names();
-            names.extend(layers.static_props.keys().filter(|k| defs::lookup(k).is_none()).cloned());
-            names.sort();
-            names
-        }
+        Scope::Broker => defs::all_names()
+            .into_iter()
+            .map(str::to_string)
+            .chain(layers.static_props.keys().cloned())
+            .chain(layers.cluster_default.keys().cloned())
+            .chain(layers.per_broker.keys().cloned())
+            .collect(),
     };
     names
         .iter()
         .filter(|name| wanted(name))
         .map(|name| {
             let def = defs::lookup(name);
-            // Kafka treats a name it has no type for as possibly sensitive: no values shown.
-            let sensitive = def.is_none();
+            let kind = defs::config_type(name);
+            let sensitive = kind.is_none_or(|k| k == Type::Password);
             let mut synonyms = layers.synonyms(name);
             if scope == Scope::ClusterDefault {
                 synonyms.retain(|s| s.2 == DYNAMIC_DEFAULT_BROKER_CONFIG);
@@ -211,15 +222,20 @@ fn broker_entries(
             if sensitive {
                 synonyms.iter_mut().for_each(|s| s.1 = None);
             }
-            let value = synonyms.first().and_then(|s| s.1.clone());
+            // This broker's values are parsed to their type and printed back; the cluster
+            // default's are shown as stored.
+            let value = synonyms.first().and_then(|s| s.1.clone()).map(|v| match (scope, kind) {
+                (Scope::Broker, Some(kind)) => defs::render(kind, &v),
+                _ => v,
+            });
             DescribeConfigsResourceResult::default()
                 .with_name(str_bytes(name))
                 .with_value(value.as_deref().map(str_bytes))
                 .with_config_source(synonyms.first().map_or(DEFAULT_CONFIG, |s| s.2))
                 .with_is_sensitive(sensitive)
-                .with_read_only(!def.as_ref().is_some_and(|d| d.dynamic))
+                .with_read_only(def.is_none_or(|d| d.read_only()))
                 .with_synonyms(synonym_entries(&synonyms))
-                .with_config_type(def.as_ref().map_or(TYPE_UNKNOWN, |d| d.kind as i8))
+                .with_config_type(kind.map_or(TYPE_UNKNOWN, |k| k as i8))
                 .with_documentation(def.and_then(|d| d.doc).filter(|_| include_documentation).map(str_bytes))
         })
         .collect()
@@ -414,8 +430,8 @@ pub fn incremental_alter_configs(
                     }
                 },
                 RESOURCE_BROKER => alter_broker(broker, name, req.validate_only, |current| {
-                    apply_ops(current, &r.configs, &|k| defs::lookup(k).is_some_and(|d| d.kind == Type::List), &|k| {
-                        defs::lookup(k).and_then(|d| d.default.map(|v| v.to_string())).unwrap_or_default()
+                    apply_ops(current, &r.configs, &|k| defs::config_type(k) == Some(Type::List), &|k| {
+                        defs::lookup(k).and_then(|d| d.default).unwrap_or_default().to_string()
                     })
                 }),
                 _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
