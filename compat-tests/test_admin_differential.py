@@ -94,10 +94,6 @@ KNOWN_DIFFERENCES: list[tuple[str, str, str]] = [
     ("api-versions", ".ApiKeys[ApiKey=24].MaxVersion", "AddPartitionsToTxn v4+ are broker-to-broker (KIP-890)"),
     ("api-versions", ".ApiKeys[ApiKey=26].MaxVersion", "EndTxn v5 is transaction protocol 2 (KIP-890 part 2), not served"),
     ("api-versions", ".ApiKeys[ApiKey=28].MaxVersion", "TxnOffsetCommit v5 is transaction protocol 2, not served"),
-    # Kafka 4.1 writes a cluster-level min.insync.replicas when it formats a cluster with eligible
-    # leader replicas on; Ketch's metadata log and its formatting come with the cluster work (issue 14).
-    ("*", "*[Name=min.insync.replicas].Source", "cluster-level min.insync.replicas written at format (issue 14)"),
-    ("*", "*[Name=min.insync.replicas].ConfigSynonyms", "cluster-level min.insync.replicas written at format (issue 14)"),
     ("describe-configs-topic-all", "*.Documentation", "topic config documentation is not in Ketch's table yet"),
     ("describe-configs-broker-logger", "*", "Ketch has no log4j loggers to list (its level is ketch.log.level)"),
     ("describe-configs-broker-all", "*[Name=log.dir].Value", "Ketch's default data directory is ./data on purpose"),

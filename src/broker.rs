@@ -46,6 +46,20 @@ impl Broker {
         // Before anything in the directory is read or written: a second broker must not touch it.
         let log_dir_lock = crate::metadata::lock_log_dir(config.log_dir())?;
         let dynamic = DynamicConfigs::open(&config)?;
+        // A log directory without meta.properties is being formatted now. Like Kafka 4.1 formatting
+        // a cluster with eligible leader replicas on (KIP-966), keep the cluster-wide
+        // min.insync.replicas as a cluster-default dynamic config.
+        if !config.log_dir().join("meta.properties").exists() {
+            let value = dynamic.effective().topic_defaults.min_insync_replicas.to_string();
+            let with_min_isr = |current: &crate::config::Properties| {
+                let mut set = current.clone();
+                set.entry("min.insync.replicas".to_string()).or_insert(value);
+                Ok(set)
+            };
+            dynamic
+                .alter(crate::dynconf::Scope::ClusterDefault, false, with_min_isr)
+                .map_err(|(_, why)| anyhow::anyhow!(why))?;
+        }
         // Topics open with the topic defaults in force, dynamic ones included.
         let topics = TopicRegistry::open(&dynamic.effective())?;
         let cluster_id = crate::metadata::cluster_id(config.log_dir(), config.node_id, &config.cluster_id)?;

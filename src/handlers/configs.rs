@@ -165,6 +165,20 @@ fn synonym_entries(synonyms: &[Synonym]) -> Vec<DescribeConfigsSynonym> {
         .collect()
 }
 
+/// Where each topic config's value comes from (Kafka's ConfigSource), as CreateTopics reports
+/// it: the topic's override, else the layer of its broker-level name (per-broker, cluster
+/// default, static), else the default.
+pub fn topic_config_sources(broker: &Broker) -> impl Fn(&str, bool) -> i8 {
+    let layers = Layers::of(broker);
+    move |key, overridden| {
+        if overridden {
+            return DYNAMIC_TOPIC_CONFIG;
+        }
+        let broker_key = TOPIC_CONFIG_KEYS.iter().find(|(k, _)| *k == key).map(|(_, b)| *b);
+        broker_key.and_then(|b| layers.synonyms(b).first().map(|s| s.2)).unwrap_or(DEFAULT_CONFIG)
+    }
+}
+
 fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) -> Vec<DescribeConfigsResourceResult> {
     let layers = Layers::of(broker);
     topic_config_names()

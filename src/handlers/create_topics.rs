@@ -13,13 +13,10 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{BrokerId, TopicName};
 use uuid::Uuid;
 
+use super::configs::topic_config_sources;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::config::{Properties, TopicConfig};
-
-/// Kafka's ConfigSource values.
-const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_DEFAULT: i8 = 5;
 
 pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     // As Kafka's ControllerApis: a name given twice is refused once, and neither entry is created.
@@ -153,7 +150,7 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, versi
                 .with_replication_factor(replication_factor)
                 .with_error_message(None);
             if version >= 5 {
-                ok.with_configs(Some(describe_configs(&config, &overrides)))
+                ok.with_configs(Some(describe_configs(&config, &overrides, topic_config_sources(broker))))
             } else {
                 ok
             }
@@ -162,15 +159,19 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, versi
     }
 }
 
-/// The topic's effective configs as CreateTopics v5+ reports them.
-pub fn describe_configs(config: &TopicConfig, overrides: &Properties) -> Vec<CreatableTopicConfigs> {
+/// The topic's effective configs as CreateTopics v5+ reports them; `source` gives a config's
+/// ConfigSource from its name and whether the topic overrides it.
+pub fn describe_configs(
+    config: &TopicConfig,
+    overrides: &Properties,
+    source: impl Fn(&str, bool) -> i8,
+) -> Vec<CreatableTopicConfigs> {
     crate::config::topic_config_names()
         .map(|key| {
-            let source = if overrides.contains_key(key) { SOURCE_DYNAMIC_TOPIC } else { SOURCE_DEFAULT };
             CreatableTopicConfigs::default()
                 .with_name(str_bytes(key))
                 .with_value(Some(str_bytes(&config.value_of(key))))
-                .with_config_source(source)
+                .with_config_source(source(key, overrides.contains_key(key)))
         })
         .collect()
 }

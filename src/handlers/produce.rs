@@ -21,16 +21,36 @@ pub const LEADER_EPOCH: i32 = 0;
 /// KIP-890 part 1: a transactional batch that would open a transaction in this partition is
 /// accepted only if the coordinator has the partition in that producer's ongoing transaction,
 /// so a late or stray write cannot leave a transaction hanging (and the LSO stuck) forever.
-fn verify_transactional(broker: &Broker, partition: &Partition, records: &[u8]) -> Result<(), ResponseError> {
+/// A batch from an epoch older than the partition's is fenced before the coordinator is asked.
+/// The refusal is INVALID_TXN_STATE up to Produce v10 and TRANSACTION_ABORTABLE from v11, as
+/// Kafka answers (clients then abort the transaction instead of failing).
+fn verify_transactional(
+    broker: &Broker,
+    partition: &Partition,
+    records: &[u8],
+    version: i16,
+) -> Result<(), ResponseError> {
     if records.len() < batch::HEADER_BYTES {
         return Ok(()); // validation reports the corrupt batch
     }
     let header = batch::Header::new(records);
-    if !header.is_transactional() || header.producer_id() < 0 || partition.log().has_open_txn(header.producer_id()) {
+    let (producer_id, epoch) = (header.producer_id(), header.producer_epoch());
+    if !header.is_transactional() || producer_id < 0 {
         return Ok(());
     }
-    if broker.txns.verify_partition(header.producer_id(), header.producer_epoch(), &partition.topic, partition.index) {
+    {
+        let log = partition.log();
+        if log.producer_epoch(producer_id).is_some_and(|known| epoch < known) {
+            return Err(ResponseError::InvalidProducerEpoch);
+        }
+        if log.has_open_txn(producer_id, epoch) {
+            return Ok(());
+        }
+    }
+    if broker.txns.verify_partition(producer_id, epoch, &partition.topic, partition.index) {
         Ok(())
+    } else if version >= 11 {
+        Err(ResponseError::TransactionAbortable)
     } else {
         Err(ResponseError::InvalidTxnState)
     }
@@ -103,8 +123,11 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                 partitions.push(response.with_error_code(ResponseError::InvalidRecord.code()));
                 continue;
             };
-            if let Err(e) = verify_transactional(broker, &partition, &records) {
-                partitions.push(response.with_error_code(e.code()));
+            if let Err(e) = verify_transactional(broker, &partition, &records, version) {
+                // Kafka explains this one refusal.
+                let message = (e == ResponseError::InvalidTxnState)
+                    .then(|| str_bytes("Partition was not added to the transaction"));
+                partitions.push(response.with_error_code(e.code()).with_error_message(message));
                 continue;
             }
             let now = now_ms();

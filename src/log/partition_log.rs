@@ -238,9 +238,14 @@ impl PartitionLog {
         &self.producers
     }
 
-    /// Whether `producer_id` has an open transaction in this partition.
-    pub fn has_open_txn(&self, producer_id: i64) -> bool {
-        self.producers.get(producer_id).is_some_and(|e| e.txn_first_offset.is_some())
+    /// Whether `producer_id` at `epoch` has an open transaction in this partition.
+    pub fn has_open_txn(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers.get(producer_id).is_some_and(|e| e.epoch == epoch && e.txn_first_offset.is_some())
+    }
+
+    /// The epoch this partition last saw from `producer_id`, if any.
+    pub fn producer_epoch(&self, producer_id: i64) -> Option<i16> {
+        self.producers.get(producer_id).map(|e| e.epoch)
     }
 
     /// The last stable offset: below it every transaction is decided (read_committed bound).

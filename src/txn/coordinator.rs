@@ -330,7 +330,8 @@ impl TxnCoordinator {
             (TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence, _) => {
                 return Err(ResponseError::ConcurrentTransactions)
             }
-            (TxnState::Empty, false) => return Ok(()),
+            // Nothing to end (transaction protocol 1): Kafka answers INVALID_TXN_STATE to a commit
+            // or an abort alike.
             _ => return Err(ResponseError::InvalidTxnState),
         }
         meta.state = if commit { TxnState::PrepareCommit } else { TxnState::PrepareAbort };

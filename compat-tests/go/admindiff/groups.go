@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -195,6 +196,24 @@ func (s *state) txn() {
 	s.step("add-partitions-to-txn-wrong-epoch", 3, apt(s.txnEpoch+3, tA, 2))
 	s.step("produce-transactional", 11, produceReq(sp(txnID),
 		map[int32][]byte{2: batch(s.txnProducerID, s.txnEpoch, 0, true, recs("t2", 4, ts0+300_000))}, tA))
+	// A partition not added to the transaction (KIP-890 part 1 verification): refused, with
+	// TRANSACTION_ABORTABLE from Produce v11 and INVALID_TXN_STATE before.
+	notAdded := func() *kmsg.ProduceRequest {
+		return produceReq(sp(txnID), map[int32][]byte{1: batch(s.txnProducerID, s.txnEpoch, 0, true, recs("t1", 1, ts0+300_000))}, tA)
+	}
+	s.step("produce-transactional-not-added", 11, notAdded())
+	s.step("produce-transactional-not-added-v10", 10, notAdded())
+
+	// Ending a transaction that never started (protocol 1): refused, commit or abort.
+	ipEmpty := kmsg.NewPtrInitProducerIDRequest()
+	ipEmpty.TransactionalID, ipEmpty.TransactionTimeoutMillis, ipEmpty.ProducerID, ipEmpty.ProducerEpoch = sp("adiff-txn-3"), 60000, -1, -1
+	if r, ok := s.step("init-producer-id-empty-txn", 5, ipEmpty).(*kmsg.InitProducerIDResponse); ok {
+		for _, commit := range []bool{false, true} {
+			etEmpty := kmsg.NewPtrEndTxnRequest()
+			etEmpty.TransactionalID, etEmpty.ProducerID, etEmpty.ProducerEpoch, etEmpty.Commit = "adiff-txn-3", r.ProducerID, r.ProducerEpoch, commit
+			s.step(fmt.Sprintf("end-txn-empty-commit-%v", commit), 4, etEmpty)
+		}
+	}
 
 	// transactional offsets of a consumer group (send_offsets_to_transaction)
 	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
