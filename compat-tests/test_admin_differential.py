@@ -98,7 +98,6 @@ KNOWN_DIFFERENCES: list[tuple[str, str, str]] = [
     # leader replicas on; Ketch's metadata log and its formatting come with the cluster work (issue 14).
     ("*", "*[Name=min.insync.replicas].Source", "cluster-level min.insync.replicas written at format (issue 14)"),
     ("*", "*[Name=min.insync.replicas].ConfigSynonyms", "cluster-level min.insync.replicas written at format (issue 14)"),
-    ("describe-configs-topic-all", "*.Documentation", "topic config documentation is not in Ketch's table yet"),
     ("describe-configs-broker-logger", "*", "Ketch has no log4j loggers to list (its level is ketch.log.level)"),
     ("describe-configs-broker-all", "*[Name=log.dir].Value", "Ketch's default data directory is ./data on purpose"),
     ("describe-configs-broker-all", "*[Name=socket.receive.buffer.bytes].Value",
