@@ -94,7 +94,6 @@ KNOWN_DIFFERENCES: list[tuple[str, str, str]] = [
     ("api-versions", ".ApiKeys[ApiKey=24].MaxVersion", "AddPartitionsToTxn v4+ are broker-to-broker (KIP-890)"),
     ("api-versions", ".ApiKeys[ApiKey=26].MaxVersion", "EndTxn v5 is transaction protocol 2 (KIP-890 part 2), not served"),
     ("api-versions", ".ApiKeys[ApiKey=28].MaxVersion", "TxnOffsetCommit v5 is transaction protocol 2, not served"),
-    ("describe-configs-topic-all", "*.Documentation", "topic config documentation is not in Ketch's table yet"),
     ("describe-configs-broker-logger", "*", "Ketch has no log4j loggers to list (its level is ketch.log.level)"),
     ("describe-configs-broker-all", "*[Name=log.dir].Value", "Ketch's default data directory is ./data on purpose"),
     ("describe-configs-broker-all", "*[Name=socket.receive.buffer.bytes].Value",

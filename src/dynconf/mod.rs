@@ -17,6 +17,8 @@
 pub mod defs;
 #[rustfmt::skip]
 mod kafka_broker_configs;
+#[rustfmt::skip]
+mod kafka_topic_configs;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};

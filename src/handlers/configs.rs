@@ -116,7 +116,7 @@ pub fn describe_configs(broker: &Arc<Broker>, req: DescribeConfigsRequest, versi
                         };
                         return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)));
                     }
-                    Some(topic) => topic_entries(broker, &topic, &wanted),
+                    Some(topic) => topic_entries(broker, &topic, &wanted, doc),
                 },
                 RESOURCE_BROKER => match broker.dynamic.scope_of(resource.resource_name.as_str()) {
                     Err((error, message)) => {
@@ -179,7 +179,14 @@ pub fn topic_config_sources(broker: &Broker) -> impl Fn(&str, bool) -> i8 {
     }
 }
 
-fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) -> Vec<DescribeConfigsResourceResult> {
+/// Kafka's `createTopicConfigEntry`: every topic config Kafka 4.1 lists, with its value, source,
+/// synonyms and type, and (when the request asks) Kafka's documentation of it.
+fn topic_entries(
+    broker: &Broker,
+    topic: &Topic,
+    wanted: &dyn Fn(&str) -> bool,
+    include_documentation: bool,
+) -> Vec<DescribeConfigsResourceResult> {
     let layers = Layers::of(broker);
     topic_config_names()
         .filter(|key| wanted(key))
@@ -196,7 +203,7 @@ fn topic_entries(broker: &Broker, topic: &Topic, wanted: &dyn Fn(&str) -> bool) 
                 .with_config_source(synonyms.first().map_or(DEFAULT_CONFIG, |s| s.2))
                 .with_synonyms(synonym_entries(&synonyms))
                 .with_config_type(defs::topic_config_type(key) as i8)
-                .with_documentation(None)
+                .with_documentation(defs::topic_config_doc(key).filter(|_| include_documentation).map(str_bytes))
         })
         .collect()
 }

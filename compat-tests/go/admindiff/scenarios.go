@@ -265,6 +265,10 @@ func (s *state) configs() {
 	s.step("describe-configs-topic-keys", 4, describeConfigs(true, false,
 		dcRes(T, tA, "retention.ms", "max.message.bytes", "cleanup.policy", "no.such.config")))
 	s.step("describe-configs-topic-keys-v1", 1, describeConfigs(true, false, dcRes(T, tA, "retention.ms", "cleanup.policy", "segment.bytes")))
+	// Documentation exists from v3 (Kafka fills it only when asked); v2 has neither the request
+	// flag nor the response field.
+	s.step("describe-configs-topic-keys-docs-v3", 3, describeConfigs(false, true, dcRes(T, tA, "retention.ms", "cleanup.policy")))
+	s.step("describe-configs-topic-keys-docs-v2", 2, describeConfigs(false, true, dcRes(T, tA, "retention.ms", "cleanup.policy")))
 	s.step("describe-configs-unknown-topic", 4, describeConfigs(false, false, dcRes(T, tMissing)))
 	s.step("describe-configs-invalid-topic-name", 4, describeConfigs(false, false, dcRes(T, "bad/name")))
 	s.step("describe-configs-broker-keys", 4, describeConfigs(true, true, dcRes(B, "1",
