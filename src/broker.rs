@@ -16,6 +16,7 @@ use crate::fetch_session::FetchSessions;
 use crate::group::{GroupConfig, GroupCoordinator, Storage};
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
+use crate::metadata::log_dirs::LogDirs;
 use crate::metadata::TopicRegistry;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
@@ -37,19 +38,20 @@ pub struct Broker {
     pub txns: TxnCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
-    /// Held for the process lifetime: one broker per log directory (Kafka's `.lock`).
-    _log_dir_lock: std::fs::File,
 }
 
 impl Broker {
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
-        // Before anything in the directory is read or written: a second broker must not touch it.
-        let log_dir_lock = crate::metadata::lock_log_dir(config.log_dir())?;
+        // Whether the first log directory is being formatted now (LogDirs writes its meta.properties).
+        let formatting = !config.log_dir().join("meta.properties").exists();
+        // Before anything in the directories is read or written (each `.lock` taken, a second
+        // broker must not touch them), and their meta.properties checked.
+        let log_dirs = LogDirs::open(&config)?;
         let dynamic = DynamicConfigs::open(&config)?;
-        // A log directory without meta.properties is being formatted now. Like Kafka 4.1 formatting
-        // a cluster with eligible leader replicas on (KIP-966), keep the cluster-wide
-        // min.insync.replicas as a cluster-default dynamic config.
-        if !config.log_dir().join("meta.properties").exists() {
+        // A cluster being formatted: like Kafka 4.1 formatting a cluster with eligible leader
+        // replicas on (KIP-966), keep the cluster-wide min.insync.replicas as a cluster-default
+        // dynamic config.
+        if formatting {
             let value = dynamic.effective().topic_defaults.min_insync_replicas.to_string();
             let with_min_isr = |current: &crate::config::Properties| {
                 let mut set = current.clone();
@@ -60,9 +62,10 @@ impl Broker {
                 .alter(crate::dynconf::Scope::ClusterDefault, false, with_min_isr)
                 .map_err(|(_, why)| anyhow::anyhow!(why))?;
         }
-        // Topics open with the topic defaults in force, dynamic ones included.
-        let topics = TopicRegistry::open(&dynamic.effective())?;
-        let cluster_id = crate::metadata::cluster_id(config.log_dir(), config.node_id, &config.cluster_id)?;
+        // Topics open with the topic defaults in force, dynamic ones included. The registry
+        // keeps the directories (and their locks) for the broker's lifetime.
+        let topics = TopicRegistry::open_in(log_dirs, &dynamic.effective())?;
+        let cluster_id = topics.log_dirs().cluster_id().to_string();
         let (appended, _) = watch::channel(0u64);
         let fetch_sessions = FetchSessions::new(
             config.max_incremental_fetch_session_cache_slots,
@@ -95,7 +98,6 @@ impl Broker {
             groups,
             txns,
             appended,
-            _log_dir_lock: log_dir_lock,
         }))
     }
 

@@ -434,14 +434,17 @@ impl BrokerConfig {
             Some(v) => Listener::parse_list("advertised.listeners", v)?,
             None => Vec::new(),
         };
-        let log_dirs: Vec<PathBuf> = get("log.dirs")
-            .or(get("log.dir"))
-            .unwrap_or("./data")
-            .split(',')
-            .map(|s| PathBuf::from(s.trim()))
-            .collect();
-        if log_dirs.len() != 1 {
-            return Err(ConfigError::Unsupported("more than one entry in log.dirs".into()));
+        // Kafka's `log.dirs` (else `log.dir`): a comma-separated list, blanks around entries and
+        // empty entries ignored. Duplicates are refused when the directories are opened
+        // (`metadata::log_dirs`), where they can be compared canonically.
+        let (dirs_key, dirs_value) = match get("log.dirs") {
+            Some(v) => ("log.dirs", v),
+            None => ("log.dir", get("log.dir").unwrap_or("./data")),
+        };
+        let log_dirs: Vec<PathBuf> =
+            dirs_value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect();
+        if log_dirs.is_empty() {
+            return Err(ConfigError::invalid_because(dirs_key, dirs_value, "no directory given"));
         }
 
         let mut topic_defaults = TopicConfig {
@@ -549,7 +552,10 @@ impl BrokerConfig {
         Ok(config)
     }
 
-    /// The single data directory (multi-dir JBOD is not supported yet).
+    /// The first entry of `log.dirs`: the metadata directory, holding Ketch's own bookkeeping
+    /// (`.ketch/`: topic store, dynamic configs, producer ids, clean-shutdown marker), as
+    /// Kafka's `metadata.log.dir` defaults to the first log directory. Partitions may be in
+    /// any entry (see `metadata::log_dirs`).
     pub fn log_dir(&self) -> &PathBuf {
         &self.log_dirs[0]
     }
@@ -627,6 +633,16 @@ mod tests {
         assert_eq!(config.log_dir(), &PathBuf::from("/tmp/x"));
         assert_eq!(config.listeners.len(), 2);
         assert_eq!(config.listeners[1].port, 2);
+    }
+
+    #[test]
+    fn log_dirs_list_and_log_dir_fallback() {
+        let with = |k: &str, v: &str| BrokerConfig::from_properties([(k.to_string(), v.to_string())].into());
+        let c = with("log.dirs", " /a , /b,,/c ").unwrap();
+        assert_eq!(c.log_dirs, ["/a", "/b", "/c"].map(PathBuf::from));
+        assert_eq!(c.log_dir(), &PathBuf::from("/a"), "the first is the metadata directory");
+        assert_eq!(with("log.dir", "/x,/y").unwrap().log_dirs.len(), 2);
+        assert!(with("log.dirs", " , ").is_err());
     }
 
     #[test]

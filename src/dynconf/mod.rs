@@ -1,7 +1,7 @@
 //! Dynamic broker configs: what `kafka-configs --entity-type brokers --entity-name <id>` (per
 //! broker) and `--entity-default` (cluster default) set at runtime.
 //!
-//! Owns: the two dynamic config sets, their persistence in `<log.dir>/.ketch/configs/`
+//! Owns: the two dynamic config sets, their persistence in `<first log dir>/.ketch/configs/`
 //! (`broker-<node.id>.properties`, `cluster-default.properties`), validating a change with
 //! Kafka's rules and messages, and the effective broker config they yield. Precedence, as in
 //! Kafka: per-broker > cluster default > static (`server.properties`, `--override`) > default.

@@ -33,44 +33,56 @@ use super::{str_bytes, TOPIC_OPERATIONS};
 use crate::broker::Broker;
 use crate::error::default_message;
 
+/// Every entry of `log.dirs` with the partitions it holds (Kafka's
+/// `ReplicaManager.describeLogDirs`): sizes, offset lag 0 (no future replicas yet), topics
+/// without a wanted partition left out, and from v4 the volume's total and usable bytes.
 pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, version: i16) -> DescribeLogDirsResponse {
     let wanted = |topic: &str, p: i32| {
         req.topics.as_ref().is_none_or(|ts| ts.iter().any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&p)))
     };
-    let topics = broker
+    let topics = broker.topics.all();
+    let results = broker
         .topics
-        .all()
+        .log_dirs()
+        .dirs()
         .iter()
-        .filter_map(|t| {
-            let partitions: Vec<_> = t
-                .partitions
+        .map(|dir| {
+            let in_dir: Vec<_> = topics
                 .iter()
-                .filter(|p| wanted(&t.name, p.index))
-                .map(|p| {
-                    DescribeLogDirsPartition::default()
-                        .with_partition_index(p.index)
-                        .with_partition_size(p.log().size_bytes() as i64)
-                        .with_offset_lag(0)
+                .filter_map(|t| {
+                    let partitions: Vec<_> = t
+                        .partitions
+                        .iter()
+                        .filter(|p| p.log_dir() == dir.path && wanted(&t.name, p.index))
+                        .map(|p| {
+                            DescribeLogDirsPartition::default()
+                                .with_partition_index(p.index)
+                                .with_partition_size(p.log().size_bytes() as i64)
+                                .with_offset_lag(0)
+                        })
+                        .collect();
+                    (!partitions.is_empty()).then(|| {
+                        DescribeLogDirsTopic::default()
+                            .with_name(TopicName(str_bytes(&t.name)))
+                            .with_partitions(partitions)
+                    })
                 })
                 .collect();
-            (!partitions.is_empty()).then(|| {
-                DescribeLogDirsTopic::default().with_name(TopicName(str_bytes(&t.name))).with_partitions(partitions)
-            })
+            let result = DescribeLogDirsResult::default()
+                .with_log_dir(str_bytes(&dir.path.display().to_string()))
+                .with_topics(in_dir);
+            // v4+: the size of the directory's volume and the space left to this process, as
+            // Kafka's FileStore total and usable space (-1 when unknown).
+            if version >= 4 {
+                let (total, usable) = rustix::fs::statvfs(&dir.path)
+                    .map_or((-1, -1), |s| ((s.f_blocks * s.f_frsize) as i64, (s.f_bavail * s.f_frsize) as i64));
+                result.with_total_bytes(total).with_usable_bytes(usable)
+            } else {
+                result
+            }
         })
         .collect();
-    let dir = std::fs::canonicalize(broker.config.log_dir()).unwrap_or_else(|_| broker.config.log_dir().clone());
-    let result =
-        DescribeLogDirsResult::default().with_log_dir(str_bytes(&dir.display().to_string())).with_topics(topics);
-    // v4+: the size of the directory's volume and the space left to this process, as Kafka's
-    // FileStore total and usable space (-1 when unknown).
-    let result = if version >= 4 {
-        let (total, usable) = rustix::fs::statvfs(&dir)
-            .map_or((-1, -1), |s| ((s.f_blocks * s.f_frsize) as i64, (s.f_bavail * s.f_frsize) as i64));
-        result.with_total_bytes(total).with_usable_bytes(usable)
-    } else {
-        result
-    };
-    DescribeLogDirsResponse::default().with_results(vec![result])
+    DescribeLogDirsResponse::default().with_results(results)
 }
 
 pub fn describe_topic_partitions(

@@ -20,6 +20,7 @@ pub mod producer_state;
 pub mod record_error;
 pub mod segment;
 
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 pub use partition_log::{AppendInfo, PartitionLog};
@@ -30,12 +31,21 @@ pub use segment::FileSlice;
 pub struct Partition {
     pub topic: String,
     pub index: i32,
+    /// The log directory (an entry of `log.dirs`) holding this partition's directory; read
+    /// without locking the log (placement counts, DescribeLogDirs).
+    log_dir: PathBuf,
     log: Mutex<PartitionLog>,
 }
 
 impl Partition {
     pub fn new(topic: String, index: i32, log: PartitionLog) -> Partition {
-        Partition { topic, index, log: Mutex::new(log) }
+        let log_dir = log.dir().parent().map(Path::to_path_buf).unwrap_or_default();
+        Partition { topic, index, log_dir, log: Mutex::new(log) }
+    }
+
+    /// The entry of `log.dirs` this partition lives in.
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
     }
 
     /// Locks the log. A poisoned lock (a panic while holding it) is recovered rather than

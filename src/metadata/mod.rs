@@ -2,15 +2,20 @@
 //! config overrides, and the open partition logs.
 //!
 //! Owns: creating (explicitly or by auto-creation), looking up and deleting topics, and
-//! persisting that to `<log.dir>/.ketch/topics/<name>.properties` (see `store.rs`).
+//! persisting that to `<first log dir>/.ketch/topics/<name>.properties` (see `store.rs`);
+//! placing each new partition in one of the log directories and finding it there at start
+//! (see `log_dirs.rs`).
 //! Invariants: a topic is visible only after its metadata file and every partition directory
 //! exist; deletion removes the metadata file first, so a crash mid-delete leaves orphan
-//! partition directories that the next start removes, never a half-visible topic.
+//! partition directories that the next start removes, never a half-visible topic. A partition
+//! recorded in a log directory that is no longer among `log.dirs` (a missing or replaced disk)
+//! stops the start: it is never recreated empty elsewhere.
 
+pub mod log_dirs;
 mod store;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use kafka_protocol::error::ResponseError;
@@ -20,6 +25,8 @@ use crate::config::{BrokerConfig, Properties, TopicConfig};
 use crate::log::partition_log::partition_dir;
 use crate::log::{now_ms, Partition, PartitionLog};
 
+use log_dirs::LogDirs;
+pub use log_dirs::{lock_log_dir, LogDir};
 pub use store::random_bytes;
 
 /// Written into `<log.dir>/.ketch/` after every log was closed cleanly.
@@ -38,24 +45,12 @@ pub struct Topic {
     pub internal: bool,
 }
 
-/// Takes Kafka's `.lock` on the log directory (an advisory lock held until the process exits),
-/// so a second broker on the same directory refuses to start instead of corrupting it.
-pub fn lock_log_dir(log_dir: &Path) -> anyhow::Result<std::fs::File> {
-    std::fs::create_dir_all(log_dir)?;
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(log_dir.join(".lock"))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "Failed to acquire lock on file .lock in {}. A Kafka instance in another process or thread is using this directory.",
-            log_dir.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
-    }
-}
-
 #[derive(Debug)]
 pub struct TopicRegistry {
+    /// The metadata directory (first entry of `log.dirs`): the topic store is there.
     log_dir: PathBuf,
+    /// Every entry of `log.dirs`, locked while the registry lives.
+    log_dirs: LogDirs,
     /// The broker-level topic defaults in force (dynamic broker configs change them).
     defaults: RwLock<TopicConfig>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
@@ -91,33 +86,96 @@ pub fn validate_topic_name(name: &str) -> Result<(), CreateError> {
 }
 
 impl TopicRegistry {
-    /// Loads every persisted topic and opens (recovering) its partition logs.
+    /// Opens (locking, formatting) the log directories, then the topics in them.
     pub fn open(config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
-        let log_dir = config.log_dir().clone();
-        std::fs::create_dir_all(&log_dir)?;
-        let registry = TopicRegistry {
-            log_dir: log_dir.clone(),
-            defaults: RwLock::new(config.topic_defaults.clone()),
-            topics: RwLock::new(HashMap::new()),
-        };
+        Self::open_in(LogDirs::open(config)?, config)
+    }
+
+    /// Loads every persisted topic and opens (recovering) its partition logs, each in the log
+    /// directory that holds it.
+    pub fn open_in(log_dirs: LogDirs, config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
+        let log_dir = log_dirs.first().to_path_buf();
         let now = now_ms();
         // A clean shutdown left a marker: logs were fsynced and closed, so the active segments
-        // need no full scan. The marker is consumed, so a later crash gets full recovery.
+        // need no full scan. The marker is consumed, so a later crash gets full recovery. One
+        // marker (in the metadata directory) covers every log directory: all close together.
         let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
         let clean = marker.exists();
+        let found = log_dirs.scan()?;
+        let stored_topics = store::load_all(&log_dir)?;
+        // Where each partition is: a duplicate or a partition recorded in a directory that is
+        // gone stops the start before anything is opened, created or removed.
+        let mut counts = vec![0usize; log_dirs.dirs().len()];
+        let mut placed: Vec<Vec<Option<usize>>> = Vec::with_capacity(stored_topics.len());
+        let mut lost = Vec::new();
+        for stored in &stored_topics {
+            let mut dirs = Vec::with_capacity(stored.partitions as usize);
+            for p in 0..stored.partitions {
+                let holders = found.get(&(stored.name.clone(), p)).map_or(&[][..], Vec::as_slice);
+                let at = match (holders, stored.directory(p)) {
+                    ([_, _, ..], _) => return Err(log_dirs.duplicate_error(&stored.name, p, holders)),
+                    ([i], _) => Some(*i),
+                    ([], Some(id)) => match log_dirs.index_of_id(id) {
+                        Some(i) => Some(i),
+                        None => {
+                            lost.push(format!("{}-{p} (directory.id {id})", stored.name));
+                            None
+                        }
+                    },
+                    ([], None) => None,
+                };
+                if let Some(i) = at {
+                    counts[i] += 1;
+                }
+                dirs.push(at);
+            }
+            placed.push(dirs);
+        }
+        if !lost.is_empty() {
+            anyhow::bail!(
+                "{} partition(s) are recorded in a log directory that is not among log.dirs (a missing, unmounted \
+                 or replaced disk?): {}. Ketch does not serve partitions of an offline directory yet, and never \
+                 recreates them empty: put the directory back (with its meta.properties), or, to give their data up, \
+                 remove the `directories=` line from their topics' files in {}",
+                lost.len(),
+                lost.join(", "),
+                log_dir.join(".ketch").join("topics").display()
+            );
+        }
         if clean {
             std::fs::remove_file(&marker)?;
             tracing::info!("clean shutdown marker found: skipping full recovery of active segments");
         }
         let mut topics = HashMap::new();
-        for stored in store::load_all(&log_dir)? {
+        for (stored, dirs) in stored_topics.into_iter().zip(placed) {
             let topic_config = config.topic_defaults.with_overrides(&stored.overrides)?;
             let mut partitions = Vec::with_capacity(stored.partitions as usize);
-            for p in 0..stored.partitions {
-                let dir = partition_dir(&log_dir, &stored.name, p);
+            for (p, at) in (0..stored.partitions).zip(dirs) {
+                let i = match at {
+                    Some(i) => i,
+                    None => {
+                        let i = log_dirs.next_dir(&counts);
+                        counts[i] += 1;
+                        i
+                    }
+                };
+                let dir = partition_dir(&log_dirs.dirs()[i].path, &stored.name, p);
+                if !found.contains_key(&(stored.name.clone(), p)) {
+                    tracing::warn!(dir = %dir.display(), "partition directory missing: creating it empty");
+                }
                 let log = PartitionLog::open_with(&dir, topic_config.clone(), now, !clean)?;
                 partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
             }
+            let directories = directory_ids(&log_dirs, &partitions);
+            let stored = if directories != stored.directories {
+                // Found elsewhere than recorded (moved by hand while stopped), recreated, or
+                // recorded by a Ketch before JBOD: record where each partition is now.
+                let updated = store::StoredTopic { directories, ..stored };
+                store::save(&log_dir, &updated)?;
+                updated
+            } else {
+                stored
+            };
             let topic = Topic {
                 internal: stored.name.starts_with("__"),
                 name: stored.name.clone(),
@@ -128,11 +186,70 @@ impl TopicRegistry {
             };
             topics.insert(stored.name, Arc::new(topic));
         }
-        store::remove_orphan_dirs(&log_dir, |name, p| {
-            topics.get(name).is_some_and(|t| (p as usize) < t.partitions.len())
-        })?;
-        *registry.topics.write().expect("registry lock") = topics;
-        Ok(registry)
+        for ((topic, p), holders) in &found {
+            if topics.get(topic).is_none_or(|t: &Arc<Topic>| (*p as usize) >= t.partitions.len()) {
+                for &i in holders {
+                    let dir = partition_dir(&log_dirs.dirs()[i].path, topic, *p);
+                    tracing::warn!(dir = %dir.display(), "removing partition directory of a deleted topic");
+                    std::fs::remove_dir_all(&dir)?;
+                }
+            }
+        }
+        Ok(TopicRegistry {
+            log_dir,
+            log_dirs,
+            defaults: RwLock::new(config.topic_defaults.clone()),
+            topics: RwLock::new(topics),
+        })
+    }
+
+    /// The entries of `log.dirs` (locked, formatted) and the cluster id they carry.
+    pub fn log_dirs(&self) -> &LogDirs {
+        &self.log_dirs
+    }
+
+    /// Partitions per log directory (entry order of `log.dirs`).
+    fn partition_counts(&self, topics: &HashMap<String, Arc<Topic>>) -> Vec<usize> {
+        let mut counts = vec![0usize; self.log_dirs.dirs().len()];
+        for p in topics.values().flat_map(|t| t.partitions.iter()) {
+            if let Some(i) = self.log_dirs.index_of_path(p.log_dir()) {
+                counts[i] += 1;
+            }
+        }
+        counts
+    }
+
+    /// Opens new, empty partitions `from..to` of a topic, each in the log directory with the
+    /// fewest partitions at that moment (Kafka's `nextLogDirs`).
+    fn open_new_partitions(
+        &self,
+        topics: &HashMap<String, Arc<Topic>>,
+        name: &str,
+        range: std::ops::Range<i32>,
+        config: &TopicConfig,
+    ) -> Result<Vec<Arc<Partition>>, CreateError> {
+        let mut counts = self.partition_counts(topics);
+        let now = now_ms();
+        let mut out = Vec::with_capacity(range.len());
+        for p in range {
+            let i = self.log_dirs.next_dir(&counts);
+            counts[i] += 1;
+            let dir = partition_dir(&self.log_dirs.dirs()[i].path, name, p);
+            let log = PartitionLog::open(&dir, config.clone(), now)
+                .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+            out.push(Arc::new(Partition::new(name.to_string(), p, log)));
+        }
+        Ok(out)
+    }
+
+    fn stored(&self, topic: &Topic, partitions: &[Arc<Partition>], overrides: &Properties) -> store::StoredTopic {
+        store::StoredTopic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions: partitions.len() as i32,
+            directories: directory_ids(&self.log_dirs, partitions),
+            overrides: overrides.clone(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
@@ -251,18 +368,7 @@ impl TopicRegistry {
             .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))?;
         let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
         let id = Uuid::from_bytes(random_bytes());
-        let now = now_ms();
-        let mut logs = Vec::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            let dir = partition_dir(&self.log_dir, name, p);
-            let log = PartitionLog::open(&dir, config.clone(), now).map_err(|e| storage(e.into()))?;
-            logs.push(Arc::new(Partition::new(name.to_string(), p, log)));
-        }
-        store::save(
-            &self.log_dir,
-            &store::StoredTopic { name: name.to_string(), id, partitions, overrides: overrides.clone() },
-        )
-        .map_err(storage)?;
+        let logs = self.open_new_partitions(&topics, name, 0..partitions, &config)?;
         let topic = Arc::new(Topic {
             name: name.to_string(),
             id,
@@ -271,6 +377,7 @@ impl TopicRegistry {
             partitions: logs,
             internal: name.starts_with("__"),
         });
+        store::save(&self.log_dir, &self.stored(&topic, &topic.partitions, &topic.overrides)).map_err(storage)?;
         topics.insert(name.to_string(), topic.clone());
         tracing::info!(topic = name, partitions, "created topic");
         Ok(topic)
@@ -303,23 +410,9 @@ impl TopicRegistry {
             return Ok(());
         }
         let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
-        let now = now_ms();
         let mut partitions = topic.partitions.clone();
-        for p in current..count {
-            let dir = partition_dir(&self.log_dir, name, p);
-            let log = PartitionLog::open(&dir, topic.config.clone(), now).map_err(|e| storage(e.into()))?;
-            partitions.push(Arc::new(Partition::new(name.to_string(), p, log)));
-        }
-        store::save(
-            &self.log_dir,
-            &store::StoredTopic {
-                name: name.to_string(),
-                id: topic.id,
-                partitions: count,
-                overrides: topic.overrides.clone(),
-            },
-        )
-        .map_err(storage)?;
+        partitions.extend(self.open_new_partitions(&topics, name, current..count, &topic.config)?);
+        store::save(&self.log_dir, &self.stored(&topic, &partitions, &topic.overrides)).map_err(storage)?;
         let grown = Topic {
             name: topic.name.clone(),
             id: topic.id,
@@ -351,16 +444,8 @@ impl TopicRegistry {
         if validate_only {
             return Ok(topic);
         }
-        store::save(
-            &self.log_dir,
-            &store::StoredTopic {
-                name: name.to_string(),
-                id: topic.id,
-                partitions: topic.partitions.len() as i32,
-                overrides: overrides.clone(),
-            },
-        )
-        .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+        store::save(&self.log_dir, &self.stored(&topic, &topic.partitions, &overrides))
+            .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
         for partition in &topic.partitions {
             partition.log().set_config(config.clone());
         }
@@ -383,7 +468,7 @@ impl TopicRegistry {
         let Some(topic) = removed else { return Ok(None) };
         store::remove(&self.log_dir, name)?;
         for partition in &topic.partitions {
-            let dir = partition_dir(&self.log_dir, name, partition.index);
+            let dir = partition_dir(partition.log_dir(), name, partition.index);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove partition directory");
             }
@@ -405,35 +490,10 @@ impl TopicRegistry {
     }
 }
 
-/// The cluster id, created once and kept in `<log.dir>/meta.properties` as Kafka does.
-pub fn cluster_id(log_dir: &std::path::Path, node_id: i32, configured: &str) -> anyhow::Result<String> {
-    let path = log_dir.join("meta.properties");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let props = crate::config::parse_properties(&text)?;
-        if let Some(id) = props.get("cluster.id") {
-            return Ok(id.clone());
-        }
-    }
-    let id = if configured.is_empty() {
-        // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
-        base64_url(&random_bytes())
-    } else {
-        configured.to_string()
-    };
-    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
-    crate::log::partition_log::write_atomically(&path, text.as_bytes())?;
-    Ok(id)
-}
-
-fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (*b as u32) << (16 - 8 * i));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
+/// For each partition in order, the `directory.id` of the log directory holding it.
+fn directory_ids(log_dirs: &LogDirs, partitions: &[Arc<Partition>]) -> Vec<String> {
+    partitions
+        .iter()
+        .map(|p| log_dirs.index_of_path(p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
+        .collect()
 }

@@ -1,8 +1,12 @@
 //! Persistence of topic metadata.
 //!
 //! On-disk format: one file per topic, `<log.dir>/.ketch/topics/<name>.properties`, in Java
-//! properties syntax: `topic.id` (UUID), `partitions`, and `config.<key>` for each override.
-//! Files are replaced atomically (temp file, fsync, rename, fsync directory).
+//! properties syntax: `topic.id` (UUID), `partitions`, `directories` (for each partition in
+//! order, the `directory.id` of the log directory holding it, comma-separated: Kafka's
+//! `PartitionRecord.directories`; absent in files written before JBOD, an empty entry when
+//! unknown), and `config.<key>` for each override.
+//! Files are replaced atomically (temp file, fsync, rename, fsync directory). They live in the
+//! metadata directory (the first entry of `log.dirs`) only.
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +19,16 @@ pub struct StoredTopic {
     pub name: String,
     pub id: Uuid,
     pub partitions: i32,
+    /// `directory.id` per partition; empty when not known (files written before JBOD).
+    pub directories: Vec<String>,
     pub overrides: Properties,
+}
+
+impl StoredTopic {
+    /// The directory partition `p` was last recorded in, if known.
+    pub fn directory(&self, p: i32) -> Option<&str> {
+        self.directories.get(p as usize).map(String::as_str).filter(|d| !d.is_empty())
+    }
 }
 
 fn topics_dir(log_dir: &Path) -> PathBuf {
@@ -25,7 +38,12 @@ fn topics_dir(log_dir: &Path) -> PathBuf {
 pub fn save(log_dir: &Path, topic: &StoredTopic) -> anyhow::Result<()> {
     let dir = topics_dir(log_dir);
     std::fs::create_dir_all(&dir)?;
-    let mut text = format!("topic.id={}\npartitions={}\n", topic.id, topic.partitions);
+    let mut text = format!(
+        "topic.id={}\npartitions={}\ndirectories={}\n",
+        topic.id,
+        topic.partitions,
+        topic.directories.join(",")
+    );
     for (key, value) in &topic.overrides {
         text.push_str(&format!("config.{key}={value}\n"));
     }
@@ -59,27 +77,17 @@ pub fn load_all(log_dir: &Path) -> anyhow::Result<Vec<StoredTopic>> {
             props.get("partitions").ok_or_else(|| anyhow::anyhow!("{} lacks partitions", path.display()))?;
         let overrides =
             props.iter().filter_map(|(k, v)| k.strip_prefix("config.").map(|k| (k.to_string(), v.clone()))).collect();
-        out.push(StoredTopic { name: name.to_string(), id: id.parse()?, partitions: partitions.parse()?, overrides });
+        let directories =
+            props.get("directories").map_or_else(Vec::new, |d| d.split(',').map(str::to_string).collect());
+        out.push(StoredTopic {
+            name: name.to_string(),
+            id: id.parse()?,
+            partitions: partitions.parse()?,
+            directories,
+            overrides,
+        });
     }
     Ok(out)
-}
-
-/// Removes partition directories that belong to no topic (left by an interrupted deletion).
-pub fn remove_orphan_dirs(log_dir: &Path, known: impl Fn(&str, i32) -> bool) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(log_dir)? {
-        let entry = entry?;
-        if !entry.file_type()?.is_dir() {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some((topic, partition)) = name.rsplit_once('-') else { continue };
-        let Ok(partition) = partition.parse::<i32>() else { continue };
-        if !known(topic, partition) {
-            tracing::warn!(dir = %entry.path().display(), "removing partition directory of a deleted topic");
-            std::fs::remove_dir_all(entry.path())?;
-        }
-    }
-    Ok(())
 }
 
 /// Random bytes from the OS (topic ids, cluster id).

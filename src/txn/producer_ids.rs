@@ -1,6 +1,6 @@
 //! Hands out producer ids that are unique across restarts.
 //!
-//! On disk: `<log.dir>/.ketch/producer-id-block` holds one decimal number, the first id that has
+//! On disk: `<first log dir>/.ketch/producer-id-block` holds one decimal number, the first id that has
 //! not been reserved. Ids are reserved in blocks of `BLOCK_SIZE`: the new limit is written
 //! (atomically, fsynced) before any id of the block is handed out, so a crash can skip ids but
 //! never hand one out twice.

@@ -1,0 +1,207 @@
+"""JBOD: a broker with three `log.dirs`, seen with Kafka's `kafka-log-dirs`
+(org.apache.kafka.tools.LogDirsCommand) and librdkafka (confluent-kafka).
+
+Kafka's rule (LogManager.nextLogDirs): each new partition goes to the log directory holding the
+fewest partitions. So all partitions (internal topics included) stay spread at most one apart,
+a topic created or grown alone is spread evenly, `kafka-log-dirs --describe` reports each
+directory with its partitions, each partition's directory `<dir>/<topic>-<p>` is where the
+tool says, and after a clean restart and after a kill -9 every record is read back from every
+partition and no partition has moved. (Within one CreateTopics of several topics Kafka creates
+the partitions in no set order, so only the totals are even there: not asserted per topic.)
+
+On the Kafka target the three directories are formatted before the start as
+`kafka-storage format` does (a KRaft broker refuses an unformatted log dir): conftest formats
+only its own `data_dir`, so the test writes `meta.properties` itself into each of its dirs
+(the session's formatted cluster id, node id 1, a fresh `directory.id` per dir) and copies
+`bootstrap.checkpoint` into the first (the metadata directory). Ketch formats them itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from conftest import TARGET, _kafka_format_template
+from kafka_tools import KafkaTools
+
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+RECORDS_PER_PARTITION = 200
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def kafka_dir_id() -> str:
+    while True:
+        s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not s.startswith("-"):
+            return s
+
+
+def format_for_kafka(kafka_libs: Path, dirs: list[Path]) -> None:
+    template = _kafka_format_template(kafka_libs)
+    meta = (template / "meta.properties").read_text()
+    for i, d in enumerate(dirs):
+        d.mkdir(parents=True, exist_ok=True)
+        lines = [l for l in meta.splitlines() if not l.startswith("directory.id=")]
+        (d / "meta.properties").write_text("\n".join(lines + [f"directory.id={kafka_dir_id()}"]) + "\n")
+        if i == 0:
+            for f in template.iterdir():
+                if f.name != "meta.properties":
+                    shutil.copy2(f, d / f.name)
+
+
+@pytest.fixture
+def jbod(start_broker, kafka_libs, tmp_path):
+    dirs = [tmp_path / f"disk{i}" for i in range(3)]
+    if TARGET == "kafka":
+        format_for_kafka(kafka_libs, dirs)
+    broker = start_broker({"log.dirs": ",".join(str(d) for d in dirs)})
+    return broker, dirs
+
+
+def describe(kt: KafkaTools, broker) -> dict[str, dict[str, int]]:
+    """kafka-log-dirs --describe: log dir -> {"topic-p": size}."""
+    r = kt.run(LOG_DIRS, "--bootstrap-server", broker.bootstrap, "--describe", "--broker-list", "1")
+    doc = next((json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")), None)
+    assert doc is not None, f"kafka-log-dirs printed no JSON:\n{r.out}"
+    assert [b["broker"] for b in doc["brokers"]] == [1], doc
+    out = {}
+    for ld in doc["brokers"][0]["logDirs"]:
+        assert ld["error"] is None, f"log dir error: {ld}"
+        out[ld["logDir"]] = {p["partition"]: p["size"] for p in ld["partitions"]}
+        for p in ld["partitions"]:
+            assert p["offsetLag"] == 0 and p["isFuture"] is False, p
+    return out
+
+
+def per_topic(seen: dict[str, dict[str, int]], topic: str) -> dict[str, list[int]]:
+    return {d: sorted(int(p.rsplit("-", 1)[1]) for p in parts if p.rsplit("-", 1)[0] == topic)
+            for d, parts in seen.items()}
+
+
+def wait_placed(kt: KafkaTools, broker, topics: dict[str, int]) -> dict[str, dict[str, int]]:
+    """kafka-log-dirs until every partition of `topics` is in some dir (Kafka creates the logs
+    when the broker applies the new metadata, a moment after the admin call returned)."""
+    deadline = time.time() + 30
+    while True:
+        seen = describe(kt, broker)
+        placed = {p for parts in seen.values() for p in parts}
+        if all(f"{t}-{p}" in placed for t, n in topics.items() for p in range(n)) or time.time() > deadline:
+            return seen
+        time.sleep(0.5)
+
+
+def check_spread(seen: dict[str, dict[str, int]], dirs: list[Path], topics: dict[str, int]) -> None:
+    """Every partition of `topics` in exactly one dir, on disk where reported; all partitions
+    (internal topics included) spread over the dirs at most one apart (the fewest-first rule
+    keeps that whatever order the partitions of one request are created in)."""
+    assert sorted(seen) == sorted(str(d) for d in dirs), f"log dirs reported: {sorted(seen)}"
+    for topic, n in topics.items():
+        spread = per_topic(seen, topic)
+        assert sorted(p for ps in spread.values() for p in ps) == list(range(n)), f"{topic}: {spread}"
+    totals = [len(seen[str(d)]) for d in dirs]
+    assert max(totals) - min(totals) <= 1, f"all partitions not spread evenly: {totals} {seen}"
+    for d in dirs:
+        for p in seen[str(d)]:
+            assert (d / p).is_dir(), f"{p} reported in {d} but not there"
+            assert not any((o / p).exists() for o in dirs if o != d), f"{p} also in another dir"
+
+
+def counts(seen: dict[str, dict[str, int]], dirs: list[Path], topic: str) -> list[int]:
+    spread = per_topic(seen, topic)
+    return [len(spread[str(d)]) for d in dirs]
+
+
+def produce_all(bootstrap: str, topic: str, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    failed = []
+    for p in range(partitions):
+        for i in range(RECORDS_PER_PARTITION):
+            producer.produce(topic, value=f"{topic}/{p}/{i}".encode(), partition=p,
+                             on_delivery=lambda err, _m: err and failed.append(err))
+            producer.poll(0)
+    assert producer.flush(60) == 0, "undelivered records"
+    assert not failed, failed[:5]
+
+
+def read_back(bootstrap: str, topic: str, partitions: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"jbod-{uid()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = collections.defaultdict(list)
+        done: set[int] = set()
+        deadline = time.time() + 90
+        while len(done) < partitions and time.time() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if len(got[msg.partition()]) >= RECORDS_PER_PARTITION:
+                        done.add(msg.partition())
+                    continue
+                raise AssertionError(f"consume error: {msg.error()}")
+            got[msg.partition()].append((msg.offset(), msg.value().decode()))
+        for p in range(partitions):
+            want = [(i, f"{topic}/{p}/{i}") for i in range(RECORDS_PER_PARTITION)]
+            assert got[p] == want, f"{topic}-{p}: read {len(got[p])} records, first differences " \
+                                   f"{[x for x in zip(got[p], want) if x[0] != x[1]][:3]}"
+    finally:
+        consumer.close()
+
+
+def test_partitions_spread_over_three_log_dirs_and_survive_restarts(jbod, kafka_libs, tmp_path):
+    broker, dirs = jbod
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    a, b = f"jbod-a-{uid()}", f"jbod-b-{uid()}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    # One request at a time, each placed before the next: within one request Kafka creates
+    # the partitions of several topics in no set order, so only the totals stay even then.
+    admin.create_topics([NewTopic(a, num_partitions=6, replication_factor=1)])[a].result(timeout=30)
+    seen = wait_placed(kt, broker, {a: 6})
+    check_spread(seen, dirs, {a: 6})
+    assert counts(seen, dirs, a) == [2, 2, 2], f"6 partitions over 3 empty dirs: {per_topic(seen, a)}"
+    admin.create_topics([NewTopic(b, num_partitions=4, replication_factor=1)])[b].result(timeout=30)
+    seen = wait_placed(kt, broker, {a: 6, b: 4})
+    check_spread(seen, dirs, {a: 6, b: 4})
+    assert sorted(counts(seen, dirs, b)) == [1, 1, 2], f"4 partitions over 3 dirs: {per_topic(seen, b)}"
+    # Grown: one new partition in each dir (the two emptier first, then the first in log.dirs).
+    admin.create_partitions([NewPartitions(a, 9)])[a].result(timeout=30)
+    topics = {a: 9, b: 4}
+    seen = wait_placed(kt, broker, topics)
+    check_spread(seen, dirs, topics)
+    assert counts(seen, dirs, a) == [3, 3, 3], f"9 partitions over 3 dirs: {per_topic(seen, a)}"
+    spread = {t: per_topic(seen, t) for t in topics}
+
+    for t, n in topics.items():
+        produce_all(broker.bootstrap, t, n)
+        read_back(broker.bootstrap, t, n)
+    sizes = describe(kt, broker)
+    for t, n in topics.items():
+        for d in dirs:
+            for p in spread[t][str(d)]:
+                assert sizes[str(d)][f"{t}-{p}"] > RECORDS_PER_PARTITION * 10, f"{t}-{p} size in {d}: {sizes}"
+
+    for how in ("restart", "kill -9"):
+        if how == "restart":
+            broker.restart()
+        else:
+            broker.kill9()
+            broker.start()
+        for t, n in topics.items():
+            read_back(broker.bootstrap, t, n)
+        after = describe(kt, broker)
+        assert {t: per_topic(after, t) for t in topics} == spread, f"partitions moved after a {how}"
+        check_spread(after, dirs, topics)

@@ -1,0 +1,287 @@
+//! JBOD (several `log.dirs`): placement of new partitions on the directory with the fewest
+//! partitions (ties by `log.dirs` order), one `meta.properties` and `.lock` per directory,
+//! `.ketch/` only in the first, partitions found again after a restart wherever they are, and
+//! the start refused (nothing deleted) when a partition is in two directories, when a
+//! directory holding partitions is gone, when the first directory is missing or the order of
+//! `log.dirs` changed. The last test runs the real binary: data in three directories survives
+//! SIGTERM and kill -9, and DescribeLogDirs reports each directory.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use ketch::config::{BrokerConfig, Properties};
+use ketch::metadata::TopicRegistry;
+
+fn config(dirs: &[&Path]) -> BrokerConfig {
+    let mut props = Properties::new();
+    let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    props.insert("log.dirs".into(), list.join(","));
+    BrokerConfig::from_properties(props).unwrap()
+}
+
+fn open(dirs: &[&Path]) -> anyhow::Result<TopicRegistry> {
+    TopicRegistry::open(&config(dirs))
+}
+
+/// For each partition of `topic`, the index (in `dirs`) of the log dir holding it.
+fn placement(registry: &TopicRegistry, topic: &str, dirs: &[&Path]) -> Vec<usize> {
+    registry
+        .get(topic)
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| {
+            let at = dirs.iter().position(|d| std::path::absolute(d).unwrap() == p.log_dir()).unwrap();
+            assert!(dirs[at].join(format!("{topic}-{}", p.index)).is_dir(), "{topic}-{} on disk in {at}", p.index);
+            at
+        })
+        .collect()
+}
+
+fn meta(dir: &Path) -> Properties {
+    ketch::config::parse_properties(&std::fs::read_to_string(dir.join("meta.properties")).unwrap()).unwrap()
+}
+
+/// What DescribeLogDirs says of one directory: its path, (partition, size) of topic "t", total bytes.
+type DirSeen = (String, Vec<(i32, i64)>, i64);
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    paths: Vec<PathBuf>,
+}
+
+impl Dirs {
+    fn new(n: usize) -> Dirs {
+        let root = tempfile::tempdir().unwrap();
+        let paths = (0..n).map(|i| root.path().join(format!("d{i}"))).collect();
+        Dirs { _root: root, paths }
+    }
+    fn refs(&self) -> Vec<&Path> {
+        self.paths.iter().map(PathBuf::as_path).collect()
+    }
+}
+
+#[test]
+fn new_partitions_go_to_the_directory_with_the_fewest_ties_by_order() {
+    let d = Dirs::new(3);
+    let dirs = d.refs();
+    let registry = open(&dirs).unwrap();
+    registry.create("a", 4, Properties::new()).unwrap();
+    assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2, 0]);
+    registry.create("b", 2, Properties::new()).unwrap();
+    assert_eq!(placement(&registry, "b", &dirs), vec![1, 2], "dirs 1 and 2 had one partition fewer");
+    registry.add_partitions("a", 7, false).unwrap();
+    assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2, 0, 0, 1, 2]);
+    registry.create("__consumer_offsets", 5, Properties::new()).unwrap();
+    assert_eq!(placement(&registry, "__consumer_offsets", &dirs), vec![0, 1, 2, 0, 1], "internal topics too");
+    // Deleting frees room: the next partitions fill the emptier directories first.
+    registry.delete("b").unwrap();
+    registry.create("c", 2, Properties::new()).unwrap();
+    assert_eq!(placement(&registry, "c", &dirs), vec![2, 1], "5/4/3 partitions, then 5/4/4: a tie goes to the earlier");
+
+    // One meta.properties and .lock per directory; one cluster; distinct directory ids;
+    // Ketch's own metadata only in the first.
+    let metas: Vec<_> = dirs.iter().map(|d| meta(d)).collect();
+    for (dir, m) in dirs.iter().zip(&metas) {
+        assert!(dir.join(".lock").exists(), "{} has a .lock", dir.display());
+        assert_eq!(m.get("version").map(String::as_str), Some("1"));
+        assert_eq!(m.get("cluster.id"), metas[0].get("cluster.id"));
+        assert_eq!(m.get("node.id").map(String::as_str), Some("1"));
+        assert_eq!(m.get("directory.id").unwrap().len(), 22, "Kafka's base64 Uuid");
+    }
+    let ids: std::collections::HashSet<_> = metas.iter().map(|m| m.get("directory.id").unwrap()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(dirs[0].join(".ketch/topics/a.properties").exists());
+    assert!(!dirs[1].join(".ketch").exists() && !dirs[2].join(".ketch").exists());
+    assert_eq!(registry.log_dirs().cluster_id(), metas[0].get("cluster.id").unwrap());
+}
+
+#[test]
+fn partitions_are_found_again_after_a_restart_and_moves_by_hand_are_recorded() {
+    let d = Dirs::new(3);
+    let dirs = d.refs();
+    let registry = open(&dirs).unwrap();
+    registry.create("a", 6, Properties::new()).unwrap();
+    let id = registry.get("a").unwrap().id;
+    let cluster = registry.log_dirs().cluster_id().to_string();
+    drop(registry);
+
+    let registry = open(&dirs).unwrap();
+    assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2, 0, 1, 2]);
+    assert_eq!(registry.get("a").unwrap().id, id);
+    assert_eq!(registry.log_dirs().cluster_id(), cluster);
+    // A second broker on any of the directories refuses to start (each is locked).
+    let err = open(&[&d._root.path().join("other"), dirs[2]]).unwrap_err().to_string();
+    assert!(err.contains("Failed to acquire lock"), "{err}");
+    drop(registry);
+
+    // Moved by hand while stopped: found where it is, and that is recorded.
+    std::fs::rename(dirs[0].join("a-3"), dirs[2].join("a-3")).unwrap();
+    let registry = open(&dirs).unwrap();
+    assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2, 2, 1, 2]);
+    let stored = std::fs::read_to_string(dirs[0].join(".ketch/topics/a.properties")).unwrap();
+    let id2 = meta(dirs[2]).get("directory.id").unwrap().clone();
+    let line = stored.lines().find(|l| l.starts_with("directories=")).unwrap();
+    assert_eq!(line.split(',').nth(3), Some(id2.as_str()), "{line}");
+}
+
+#[test]
+fn a_partition_in_two_directories_refuses_to_start_and_nothing_is_removed() {
+    let d = Dirs::new(2);
+    let dirs = d.refs();
+    open(&dirs).unwrap().create("a", 2, Properties::new()).unwrap();
+    std::fs::create_dir(dirs[1].join("a-0")).unwrap();
+    let err = open(&dirs).unwrap_err().to_string();
+    assert!(err.contains("Duplicate log directories for a-0"), "{err}");
+    assert!(dirs[0].join("a-0").is_dir() && dirs[1].join("a-0").is_dir() && dirs[1].join("a-1").is_dir());
+}
+
+#[test]
+fn a_directory_holding_partitions_that_is_gone_refuses_to_start() {
+    let d = Dirs::new(3);
+    let dirs = d.refs();
+    open(&dirs).unwrap().create("a", 3, Properties::new()).unwrap();
+    // The third disk is replaced by an empty one: its partitions are not recreated empty.
+    std::fs::remove_dir_all(dirs[2]).unwrap();
+    let err = open(&dirs).unwrap_err().to_string();
+    assert!(err.contains("a-2 (directory.id"), "{err}");
+    assert!(err.contains("not among log.dirs"), "{err}");
+    assert!(dirs[0].join("a-0").is_dir() && dirs[1].join("a-1").is_dir(), "nothing removed");
+    // Dropped from log.dirs: the same.
+    let err = open(&dirs[..2]).unwrap_err().to_string();
+    assert!(err.contains("a-2 (directory.id"), "{err}");
+}
+
+#[test]
+fn a_missing_first_directory_or_a_new_order_refuses_to_start() {
+    let d = Dirs::new(3);
+    let dirs = d.refs();
+    open(&dirs).unwrap().create("a", 3, Properties::new()).unwrap();
+    let err = open(&[dirs[1], dirs[0], dirs[2]]).unwrap_err().to_string();
+    assert!(err.contains("not the first entry of log.dirs"), "{err}");
+    let fresh = d._root.path().join("fresh");
+    let err = open(&[&fresh, dirs[1], dirs[2]]).unwrap_err().to_string();
+    assert!(err.contains("No meta.properties found in"), "{err}");
+    let err = open(&[dirs[0], dirs[1], dirs[0]]).unwrap_err().to_string();
+    assert!(err.contains("Duplicate log directory found"), "{err}");
+    // Nothing was lost on the way.
+    let registry = open(&dirs).unwrap();
+    assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2]);
+}
+
+#[test]
+fn a_single_directory_from_before_jbod_gains_ids_and_a_new_directory_fills_first() {
+    let d = Dirs::new(2);
+    let dirs = d.refs();
+    open(&dirs[..1]).unwrap().create("a", 2, Properties::new()).unwrap();
+    // What an older Ketch wrote: no directory.id, no directories= line.
+    std::fs::write(dirs[0].join("meta.properties"), "version=1\ncluster.id=old-cluster\nnode.id=1\n").unwrap();
+    let topic_file = dirs[0].join(".ketch/topics/a.properties");
+    let text = std::fs::read_to_string(&topic_file).unwrap();
+    let old: String = text.lines().filter(|l| !l.starts_with("directories=")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&topic_file, old).unwrap();
+
+    // A second, empty directory is added.
+    let registry = open(&dirs).unwrap();
+    assert_eq!(registry.log_dirs().cluster_id(), "old-cluster");
+    assert_eq!(meta(dirs[0]).get("cluster.id").map(String::as_str), Some("old-cluster"));
+    assert!(meta(dirs[0]).contains_key("directory.id"));
+    assert_eq!(meta(dirs[1]).get("cluster.id").map(String::as_str), Some("old-cluster"));
+    assert!(std::fs::read_to_string(&topic_file).unwrap().contains("directories="));
+    registry.create("b", 3, Properties::new()).unwrap();
+    assert_eq!(placement(&registry, "b", &dirs), vec![1, 1, 0], "the empty directory first, then by order");
+}
+
+/// The real binary with three directories: partitions spread, records survive SIGTERM and
+/// kill -9, DescribeLogDirs lists each directory with its partitions and sizes.
+#[test]
+fn three_directories_serve_and_survive_restarts() {
+    use common::*;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+    use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
+    use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let root = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..3).map(|i| root.path().join(format!("d{i}"))).collect();
+    let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let log_dirs = format!("log.dirs={}", list.join(","));
+    let args = [log_dirs.as_str()];
+    let mut broker = TestBroker::start(&args);
+    let mut s = broker.connect();
+    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_num_partitions(6)
+        .with_replication_factor(1)]);
+    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    // `produce` writes to t-0; the other partitions stay empty.
+    for i in 0..5 {
+        assert_eq!(produce(&mut s, batch(&format!("v{i}"))), (0, i));
+    }
+    let end_offsets = |s: &mut std::net::TcpStream| -> Vec<i64> {
+        let topic = ListOffsetsTopic::default().with_name(TopicName(StrBytes::from_static_str("t"))).with_partitions(
+            (0..6).map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1)).collect(),
+        );
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![topic]);
+        match call(s, ApiKey::ListOffsets, 7, RequestKind::ListOffsets(req)) {
+            ResponseKind::ListOffsets(r) => r.topics[0].partitions.iter().map(|p| p.offset).collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let describe = |s: &mut std::net::TcpStream| -> Vec<DirSeen> {
+        match call(
+            s,
+            ApiKey::DescribeLogDirs,
+            4,
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None)),
+        ) {
+            ResponseKind::DescribeLogDirs(r) => r
+                .results
+                .iter()
+                .map(|d| {
+                    let parts = d
+                        .topics
+                        .iter()
+                        .filter(|t| t.name.0.as_str() == "t")
+                        .flat_map(|t| t.partitions.iter().map(|p| (p.partition_index, p.partition_size)))
+                        .collect();
+                    assert_eq!(d.error_code, 0);
+                    (d.log_dir.as_str().to_string(), parts, d.total_bytes)
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(end_offsets(&mut s), vec![5, 0, 0, 0, 0, 0]);
+    let check = |seen: Vec<DirSeen>| {
+        assert_eq!(seen.iter().map(|d| d.0.clone()).collect::<Vec<_>>(), list, "every directory, in order");
+        let indexes: Vec<Vec<i32>> = seen.iter().map(|d| d.1.iter().map(|p| p.0).collect()).collect();
+        assert_eq!(indexes, vec![vec![0, 3], vec![1, 4], vec![2, 5]]);
+        assert!(seen[0].1[0].1 > 0, "t-0 holds the records");
+        assert!(seen.iter().all(|d| d.2 > 0), "total bytes of each volume");
+    };
+    check(describe(&mut s));
+    drop(s);
+
+    assert!(terminate(&mut broker), "clean exit on SIGTERM");
+    let dir = std::mem::replace(&mut broker.dir, tempfile::tempdir().unwrap());
+    let broker = TestBroker::start_in(dir, &args);
+    let mut s = broker.connect();
+    assert_eq!(end_offsets(&mut s), vec![5, 0, 0, 0, 0, 0], "after SIGTERM");
+    check(describe(&mut s));
+    assert_eq!(produce(&mut s, batch("after")), (0, 5));
+    drop(s);
+
+    let dir = broker.kill9();
+    let broker = TestBroker::start_in(dir, &args);
+    let mut s = broker.connect();
+    assert_eq!(end_offsets(&mut s), vec![6, 0, 0, 0, 0, 0], "after kill -9");
+    check(describe(&mut s));
+}
