@@ -90,11 +90,25 @@ impl Ketch {
         format!("{}:{}", self.advertised_host, self.host_port)
     }
 
-    /// Starts the container with its port mapped; ready once the broker listens.
+    /// Starts the container with its port mapped (on 127.0.0.1 when the advertised host is a
+    /// loopback address, on every interface otherwise); ready once the broker listens.
     pub async fn run(self) -> ::testcontainers::core::error::Result<RunningKetch> {
         let bootstrap = self.bootstrap_servers();
         let port = self.host_port;
-        let container = self.with_mapped_port(port, CONTAINER_PORT.tcp()).start().await?;
+        // Published on the loopback interface only when clients use it (the default): the broker
+        // is then not reachable from other machines.
+        let loopback = self.advertised_host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            || self.advertised_host == "localhost";
+        let host_ip = if loopback { Some("127.0.0.1".to_string()) } else { None };
+        let container = self
+            .with_mapped_port(port, CONTAINER_PORT.tcp())
+            .with_host_config_modifier(move |host_config| {
+                for binding in host_config.port_bindings.iter_mut().flat_map(|b| b.values_mut()).flatten().flatten() {
+                    binding.host_ip = host_ip.clone();
+                }
+            })
+            .start()
+            .await?;
         Ok(RunningKetch { container, bootstrap })
     }
 }
