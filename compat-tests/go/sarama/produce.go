@@ -273,12 +273,15 @@ func asyncProduce(topic, codec, phase string, n int, acks *ackLog) []*rec {
 	wg.Add(2)
 	var mu sync.Mutex
 	var errs []error
+	// One token per record answered (acked or failed).
+	answered := make(chan struct{}, n)
 	go func() {
 		defer wg.Done()
 		for m := range p.Successes() {
 			r := m.Metadata.(*rec)
 			r.partition, r.offset, r.acked = m.Partition, m.Offset, true
 			acks.add(r)
+			answered <- struct{}{}
 		}
 	}()
 	go func() {
@@ -287,10 +290,23 @@ func asyncProduce(topic, codec, phase string, n int, acks *ackLog) []*rec {
 			mu.Lock()
 			errs = append(errs, e)
 			mu.Unlock()
+			answered <- struct{}{}
 		}
 	}()
 	for _, r := range recs {
 		p.Input() <- r.message(topic)
+	}
+	// Close only once every record is answered: sarama fails the retries of a producer that is
+	// shutting down ("in process of shutting down"), so closing right after the last Input turns
+	// a connection it re-opens during a retry into lost records (a client race, not the broker's).
+	deadline := time.After(*flagStep)
+wait:
+	for i := 0; i < n; i++ {
+		select {
+		case <-answered:
+		case <-deadline:
+			break wait
+		}
 	}
 	p.AsyncClose()
 	wg.Wait()
