@@ -206,7 +206,7 @@ impl GroupCoordinator {
         let end = append_batch(&partition, entries, Some((producer_id, epoch))).map_err(|e| {
             tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
             match e {
-                crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
                 _ => ResponseError::CoordinatorNotAvailable,
             }
         })?;

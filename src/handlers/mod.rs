@@ -17,6 +17,7 @@ mod metadata;
 mod offsets;
 pub mod produce;
 mod txn;
+pub mod txn_verify;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -94,7 +95,9 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version))
         }
-        RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(txn::init_producer_id(broker, req).await),
+        RequestKind::InitProducerId(req) => {
+            ResponseKind::InitProducerId(txn::init_producer_id(broker, req, version).await)
+        }
         RequestKind::AddPartitionsToTxn(req) => {
             ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req, version).await)
         }

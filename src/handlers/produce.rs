@@ -1,6 +1,8 @@
 //! Produce: validate each partition's batch, append it, and acknowledge per `acks`
 //! (0: no response; 1: once in the log; -1/all: once fsynced when `ketch.acks.all.fsync`).
+//! Transactional batches are verified against their transaction first (`txn_verify`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -10,54 +12,26 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::TopicName;
 
-use super::str_bytes;
+use super::{str_bytes, txn_verify};
 use crate::broker::Broker;
 use crate::error::LogError;
-use crate::log::{batch, now_ms, record_error, Partition};
+use crate::log::{batch, now_ms, record_error, Partition, PartitionLog};
 
 /// The leader epoch this single node writes with.
 pub const LEADER_EPOCH: i32 = 0;
 
-/// KIP-890 part 1: a transactional batch that would open a transaction in this partition is
-/// accepted only if the coordinator has the partition in that producer's ongoing transaction,
-/// so a late or stray write cannot leave a transaction hanging (and the LSO stuck) forever.
-/// A batch from an epoch older than the partition's is fenced before the coordinator is asked.
-/// The refusal is INVALID_TXN_STATE up to Produce v10 and TRANSACTION_ABORTABLE from v11, as
-/// Kafka answers (clients then abort the transaction instead of failing).
-fn verify_transactional(
-    broker: &Broker,
-    partition: &Partition,
-    records: &[u8],
-    version: i16,
-) -> Result<(), ResponseError> {
-    if records.len() < batch::HEADER_BYTES {
-        return Ok(()); // validation reports the corrupt batch
-    }
-    let header = batch::Header::new(records);
-    let (producer_id, epoch) = (header.producer_id(), header.producer_epoch());
-    if !header.is_transactional() || producer_id < 0 {
-        return Ok(());
-    }
-    {
-        let log = partition.log();
-        if log.producer_epoch(producer_id).is_some_and(|known| epoch < known) {
-            return Err(ResponseError::InvalidProducerEpoch);
-        }
-        if log.has_open_txn(producer_id, epoch) {
-            return Ok(());
-        }
-    }
-    if broker.txns.verify_partition(producer_id, epoch, &partition.topic, partition.index) {
-        Ok(())
-    } else if version >= 11 {
-        Err(ResponseError::TransactionAbortable)
-    } else {
-        Err(ResponseError::InvalidTxnState)
-    }
+pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+    let added = txn_verify::produce_implicit_adds(broker, &req, version).await;
+    complete(broker, append(broker, req, version, &added)).await
 }
 
-pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
-    complete(broker, append(broker, req, version)).await
+/// A Produce carrying transactional batches without a transactional id is refused as a whole,
+/// as Kafka does (its authorizer check on the transactional id fails).
+fn has_transactional_batch(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .any(|d| d.records.as_deref().and_then(txn_verify::transactional_producer).is_some())
 }
 
 /// A produce request whose batches are in the log; its response waits for the fsyncs.
@@ -77,8 +51,16 @@ impl Appended {
 
 /// Validates and appends every partition's batch, in request order. Synchronous, so that the
 /// connection can append the next pipelined request while this one waits for its fsync.
-pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Appended {
+/// `added`: the failed implicit adds of `txn_verify::produce_implicit_adds` (Produce v12+).
+pub fn append(
+    broker: &Arc<Broker>,
+    req: ProduceRequest,
+    version: i16,
+    added: &HashMap<(String, i32), ResponseError>,
+) -> Appended {
     let acks = req.acks;
+    let txn_id = req.transactional_id.as_ref().map(|id| id.0.as_str().to_string());
+    let unauthorized = txn_id.is_none() && has_transactional_batch(&req);
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_flush: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
     let mut appended_any = false;
@@ -104,6 +86,11 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                 partitions.push(response.with_error_code(unknown.code()));
                 continue;
             };
+            if unauthorized {
+                let e = ResponseError::TransactionalIdAuthorizationFailed;
+                partitions.push(response.with_error_code(e.code()));
+                continue;
+            }
             if topic.as_ref().is_some_and(|t| t.internal) {
                 // Internal topics are written by their coordinators only, as in Kafka.
                 partitions.push(response.with_error_code(ResponseError::InvalidTopicException.code()));
@@ -123,16 +110,33 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                 partitions.push(response.with_error_code(ResponseError::InvalidRecord.code()));
                 continue;
             };
-            if let Err(e) = verify_transactional(broker, &partition, &records, version) {
-                // Kafka explains this one refusal.
-                let message = (e == ResponseError::InvalidTxnState)
-                    .then(|| str_bytes("Partition was not added to the transaction"));
-                partitions.push(response.with_error_code(e.code()).with_error_message(message));
+            let key = (partition.topic.clone(), partition.index);
+            let producer = txn_verify::transactional_producer(&records);
+            let verify = |log: &PartitionLog| match producer {
+                None => Ok(()),
+                Some(p) => txn_verify::verify_produce(
+                    broker,
+                    log,
+                    &key,
+                    txn_id.as_deref(),
+                    p,
+                    version,
+                    added.get(&key).copied(),
+                ),
+            };
+            // Checked before validation (as Kafka does), and again under the log lock with the
+            // append, so that no transaction marker can land between the check and the write.
+            if let Err(e) = verify(&partition.log()) {
+                partitions.push(not_verified(response, e));
                 continue;
             }
             let now = now_ms();
-            let appended = batch::validate_produce(records, &config, now)
-                .and_then(|(bytes, summary)| partition.log().append(bytes, &summary, LEADER_EPOCH, now));
+            let appended =
+                batch::validate_produce(records, &config, now).map_err(Refused::Log).and_then(|(bytes, summary)| {
+                    let mut log = partition.log();
+                    verify(&log).map_err(Refused::Txn)?;
+                    log.append(bytes, &summary, LEADER_EPOCH, now).map_err(Refused::Log)
+                });
             match appended {
                 Ok(info) => {
                     appended_any = true;
@@ -146,7 +150,8 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
                             .with_log_start_offset(info.log_start_offset),
                     );
                 }
-                Err(e) => {
+                Err(Refused::Txn(e)) => partitions.push(not_verified(response, e)),
+                Err(Refused::Log(e)) => {
                     tracing::debug!(topic = %partition.topic, partition = partition.index, error = %e, "produce rejected");
                     partitions.push(rejected(response, &e, &partition));
                 }
@@ -165,6 +170,20 @@ pub fn append(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Append
         broker.notify_appended();
     }
     Appended { acks, responses, to_flush }
+}
+
+/// Why a batch was not appended.
+enum Refused {
+    Log(LogError),
+    Txn(ResponseError),
+}
+
+/// The response for a transactional batch that failed verification.
+fn not_verified(response: PartitionProduceResponse, e: ResponseError) -> PartitionProduceResponse {
+    // Kafka explains this one refusal.
+    let message =
+        (e == ResponseError::InvalidTxnState).then(|| str_bytes("Partition was not added to the transaction"));
+    response.with_error_code(e.code()).with_error_message(message)
 }
 
 /// The response for a batch the log refused, filled as Kafka's `ReplicaManager` fills it: only

@@ -27,12 +27,13 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ProducerId, TopicName, TransactionalId};
 
-use super::str_bytes;
+use super::{str_bytes, txn_verify};
 use crate::broker::Broker;
 use crate::error::default_message;
 use crate::group::records::OffsetValue;
 use crate::group::{GroupCoordinator, GroupState};
 use crate::log::now_ms;
+use crate::txn::transitions::TV_0;
 
 fn code(r: Result<(), ResponseError>) -> i16 {
     r.err().map_or(0, |e| e.code())
@@ -47,7 +48,11 @@ fn for_version(r: Result<(), ResponseError>, version: i16) -> Result<(), Respons
     }
 }
 
-pub async fn init_producer_id(broker: &Arc<Broker>, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn init_producer_id(
+    broker: &Arc<Broker>,
+    req: InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     let result = match &req.transactional_id {
         // Idempotent producer: always a fresh producer id at epoch 0, as Kafka does.
@@ -56,6 +61,11 @@ pub async fn init_producer_id(broker: &Arc<Broker>, req: InitProducerIdRequest) 
             let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
             broker.txns.init_producer_id(&broker.txn_deps(), id.0.as_str(), req.transaction_timeout_ms, expected).await
         }
+    };
+    // Clients before InitProducerId v4 do not know PRODUCER_FENCED.
+    let result = match result {
+        Err(ResponseError::ProducerFenced) if version < 4 => Err(ResponseError::InvalidProducerEpoch),
+        other => other,
     };
     match result {
         Ok((id, epoch)) => response.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
@@ -90,6 +100,7 @@ pub async fn add_partitions(
                 req.v3_and_below_producer_id.0,
                 req.v3_and_below_producer_epoch,
                 wanted,
+                TV_0,
             )
             .await
     } else {
@@ -133,6 +144,7 @@ pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, vers
                     req.producer_id.0,
                     req.producer_epoch,
                     vec![partition],
+                    TV_0,
                 )
                 .await
         }
@@ -140,6 +152,8 @@ pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, vers
     AddOffsetsToTxnResponse::default().with_error_code(code(for_version(result, version)))
 }
 
+/// EndTxn; v5 (transaction protocol 2) bumps the epoch and answers the producer id and epoch
+/// the client goes on with.
 pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let result = broker
         .txns
@@ -149,15 +163,17 @@ pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> 
             req.producer_id.0,
             req.producer_epoch,
             req.committed,
+            version,
         )
         .await;
     if result.is_ok() {
         broker.notify_appended();
     }
+    let (producer_id, epoch) = *result.as_ref().unwrap_or(&(-1, -1));
     EndTxnResponse::default()
-        .with_error_code(code(for_version(result, version)))
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1)
+        .with_error_code(code(for_version(result.map(|_| ()), version)))
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(epoch)
 }
 
 pub async fn txn_offset_commit(
@@ -166,8 +182,17 @@ pub async fn txn_offset_commit(
     version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.as_str().to_string();
-    let mut check =
-        broker.txns.check_offsets_producer(req.transactional_id.0.as_str(), req.producer_id.0, req.producer_epoch);
+    // The group's `__consumer_offsets` partition must be in the transaction: added by
+    // AddOffsetsToTxn before v5, implicitly from v5 (transaction protocol 2). As in Kafka, the
+    // group's checks come after.
+    let mut check = match broker.groups.offsets_topic(&broker.topics) {
+        Err(e) => Err(e),
+        Ok(_) => {
+            let partition = (crate::group::OFFSETS_TOPIC.to_string(), broker.groups.partition_for(&group));
+            let id = req.transactional_id.0.as_str();
+            txn_verify::txn_offset_commit(broker, id, req.producer_id.0, req.producer_epoch, partition, version).await
+        }
+    };
     if check.is_ok() && version >= 3 && req.generation_id >= 0 {
         // KIP-447: the consumer's group generation is checked like an OffsetCommit's.
         let inner = broker.groups.lock();

@@ -243,6 +243,12 @@ impl PartitionLog {
         self.producers.get(producer_id).is_some_and(|e| e.epoch == epoch && e.txn_first_offset.is_some())
     }
 
+    /// Whether this partition holds no batch of `producer_id` at its current epoch (none at
+    /// all, or none since a marker bumped its epoch).
+    pub fn producer_batches_empty(&self, producer_id: i64) -> bool {
+        self.producers.get(producer_id).is_none_or(|e| e.batches.is_empty())
+    }
+
     /// The epoch this partition last saw from `producer_id`, if any.
     pub fn producer_epoch(&self, producer_id: i64) -> Option<i16> {
         self.producers.get(producer_id).map(|e| e.epoch)

@@ -135,6 +135,12 @@ impl ProducerState {
                 "producer {} sent sequence {} after {}",
                 batch.producer_id, batch.first_seq, last.last_seq
             ))),
+            // A marker at a bumped epoch (transaction protocol 2) cleared the batches: the
+            // producer restarted its sequences, as Kafka requires.
+            None if batch.first_seq != 0 && entry.epoch >= 0 => Err(LogError::OutOfOrderSequence(format!(
+                "producer {} epoch {} must start at sequence 0, not {}",
+                batch.producer_id, batch.epoch, batch.first_seq
+            ))),
             _ => Ok(Check::Append),
         }
     }

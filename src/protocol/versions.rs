@@ -45,14 +45,15 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
-    // Idempotence and transactions (transaction protocol version 1: no finalized
-    // `transaction.version` feature is advertised, so clients do not use KIP-890 part 2).
-    // InitProducerId v6 is KIP-939 two-phase commit; AddPartitionsToTxn v4+ are broker-only.
+    // Idempotence and transactions, protocol versions 1 and 2 (`transaction.version` is
+    // finalized at 2 in ApiVersions; EndTxn v5, TxnOffsetCommit v5 and Produce v12+ are
+    // protocol 2 and must be served together with it). InitProducerId v6 is KIP-939 two-phase
+    // commit; AddPartitionsToTxn v4+ are broker-to-broker.
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),

@@ -127,13 +127,17 @@ pub async fn serve(
             }
         };
         let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
+        tracing::trace!(%peer, ?api_key, version, correlation_id, "request");
         // Counts the request now and observes its latency when dropped: after the response is
         // written, or, for a produce completed in the background, when its response is ready.
         let timer = metrics.request(api_key, received_at);
         if let RequestKind::Produce(req) = request.body {
             // Append now, in arrival order; the response waits for its fsync in the background
             // so the next pipelined request can share the same group commit.
-            let appended = handlers::produce::append(&broker, req, version);
+            // Transaction protocol 2 adds partitions to transactions before appending; this
+            // await holds the connection's later requests back, so they cannot overtake it.
+            let added = handlers::txn_verify::produce_implicit_adds(&broker, &req, version).await;
+            let appended = handlers::produce::append(&broker, req, version, &added);
             if pending.is_empty() && !appended.waits_for_flush() {
                 if let Some(response) = handlers::produce::complete(&broker, appended).await {
                     let out =

@@ -1,6 +1,6 @@
 //! The transaction coordinator: transactional ids, their producer ids and epochs, and the
 //! two-phase completion of transactions (Kafka's `TransactionCoordinator`, transaction protocol
-//! version 1).
+//! versions 1 and 2; the rules are in `transitions.rs`, this file does the I/O).
 //!
 //! Owns: each transactional id's metadata (producer id, epoch, timeout, state, partitions),
 //! persisted to the internal `__transaction_state` topic (`records.rs`) on every change and
@@ -8,7 +8,10 @@
 //! fencing zombies by bumping the epoch; aborting transactions past `transaction.timeout.ms`.
 //! Invariants: a transaction is acknowledged as committed/aborted only after its Prepare state
 //! and all its markers are durable; at start, transactions left in PrepareCommit/PrepareAbort
-//! are completed before anything else runs; epochs only grow.
+//! are completed before anything else runs; epochs only grow. Unlike Kafka, an EndTxn is
+//! answered only once its markers are durable under both protocol versions (Kafka answers a
+//! TV2 EndTxn once its Prepare record is): requests racing it wait for it instead of getting
+//! CONCURRENT_TRANSACTIONS, and what clients observe is otherwise the same.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use kafka_protocol::error::ResponseError;
 
 use super::records::{decode_key, encode_key, TxnState, TxnValue};
+use super::transitions::{self, EndTxnPlan, InitPlan, EXHAUSTED_EPOCH, TV_0, TV_2};
 use crate::group::GroupCoordinator;
 use crate::log::flusher::Flusher;
 use crate::log::{now_ms, Partition};
@@ -33,9 +37,35 @@ pub struct TxnMeta {
     pub partitions: BTreeSet<(String, i32)>,
     pub start_ms: i64,
     pub last_update_ms: i64,
+    /// The producer id before the last transition (-1: none).
+    pub prev_producer_id: i64,
+    /// The producer id a transaction ending at an exhausted epoch rotates to (-1: none).
+    pub next_producer_id: i64,
+    /// The epoch before the last bump (-1: unknown). In memory only, as in Kafka: it lets a
+    /// producer that lost an answer retry InitProducerId with its old epoch.
+    pub last_epoch: i16,
+    /// The transaction protocol version of the request behind the last transition.
+    pub client_tv: i16,
 }
 
 impl TxnMeta {
+    /// A transactional id seen for the first time.
+    pub fn new(producer_id: i64, timeout_ms: i32, now_ms: i64) -> TxnMeta {
+        TxnMeta {
+            producer_id,
+            epoch: -1,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            start_ms: -1,
+            last_update_ms: now_ms,
+            prev_producer_id: -1,
+            next_producer_id: -1,
+            last_epoch: -1,
+            client_tv: TV_0,
+        }
+    }
+
     fn value(&self) -> TxnValue {
         TxnValue {
             producer_id: self.producer_id,
@@ -45,6 +75,25 @@ impl TxnMeta {
             partitions: self.partitions.iter().cloned().collect(),
             last_update_ms: self.last_update_ms,
             start_ms: self.start_ms,
+            prev_producer_id: self.prev_producer_id,
+            next_producer_id: self.next_producer_id,
+            client_tv: self.client_tv,
+        }
+    }
+
+    fn from_value(v: TxnValue) -> TxnMeta {
+        TxnMeta {
+            producer_id: v.producer_id,
+            epoch: v.epoch,
+            timeout_ms: v.timeout_ms,
+            state: v.state,
+            partitions: v.partitions.into_iter().collect(),
+            start_ms: v.start_ms,
+            last_update_ms: v.last_update_ms,
+            prev_producer_id: v.prev_producer_id,
+            next_producer_id: v.next_producer_id,
+            last_epoch: -1,
+            client_tv: v.client_tv,
         }
     }
 }
@@ -70,18 +119,6 @@ pub struct TxnCoordinator {
     txns: Mutex<HashMap<String, TxnMeta>>,
     /// Serialises state transitions of one transactional id across await points.
     ops: tokio::sync::Mutex<()>,
-}
-
-/// Kafka's check of a client's producer id and epoch against its transaction (transaction
-/// protocol 1: clients never bump the epoch themselves, so any other epoch is fenced).
-fn fenced_or_mapping(meta: &TxnMeta, producer_id: i64, epoch: i16) -> Result<(), ResponseError> {
-    if producer_id != meta.producer_id {
-        return Err(ResponseError::InvalidProducerIdMapping);
-    }
-    if epoch != meta.epoch {
-        return Err(ResponseError::ProducerFenced);
-    }
-    Ok(())
 }
 
 impl TxnCoordinator {
@@ -145,18 +182,7 @@ impl TxnCoordinator {
                 let Some(id) = record.key.as_deref().and_then(decode_key) else { return };
                 match record.value.as_deref().and_then(TxnValue::decode) {
                     Some(v) => {
-                        loaded.insert(
-                            id,
-                            TxnMeta {
-                                producer_id: v.producer_id,
-                                epoch: v.epoch,
-                                timeout_ms: v.timeout_ms,
-                                state: v.state,
-                                partitions: v.partitions.into_iter().collect(),
-                                start_ms: v.start_ms,
-                                last_update_ms: v.last_update_ms,
-                            },
-                        );
+                        loaded.insert(id, TxnMeta::from_value(v));
                     }
                     None => {
                         loaded.remove(&id);
@@ -176,16 +202,18 @@ impl TxnCoordinator {
         );
         *self.lock() = loaded;
         for (id, meta) in pending {
-            let commit = meta.state == TxnState::PrepareCommit;
-            if let Err(e) = self.complete(deps, &id, meta, commit).await {
+            if let Err(e) = self.complete(deps, &id, meta).await {
                 tracing::error!(transactional_id = %id, error = %e, "cannot complete transaction found prepared at start");
             }
         }
         Ok(())
     }
 
-    /// Writes markers for `meta`'s partitions and moves it to CompleteCommit/CompleteAbort.
-    async fn complete(&self, deps: &Deps<'_>, id: &str, mut meta: TxnMeta, commit: bool) -> Result<(), ResponseError> {
+    /// Writes markers for `meta`'s partitions (at its epoch: the bumped one under TV2, so late
+    /// writes of the ended transaction are fenced) and moves it to CompleteCommit/CompleteAbort.
+    /// Returns the completed metadata.
+    async fn complete(&self, deps: &Deps<'_>, id: &str, meta: TxnMeta) -> Result<TxnMeta, ResponseError> {
+        let commit = meta.state == TxnState::PrepareCommit;
         let now = now_ms();
         let mut written = Vec::new();
         for (topic, p) in &meta.partitions {
@@ -206,16 +234,37 @@ impl TxnCoordinator {
         for (partition, end) in written {
             deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::KafkaStorageError)?;
         }
-        meta.state = if commit { TxnState::CompleteCommit } else { TxnState::CompleteAbort };
-        meta.partitions.clear();
-        meta.last_update_ms = now;
-        self.persist(deps, id, &meta).await?;
-        self.lock().insert(id.to_string(), meta);
-        Ok(())
+        let completed = transitions::complete(&meta, now);
+        self.persist(deps, id, &completed).await?;
+        self.lock().insert(id.to_string(), completed.clone());
+        Ok(completed)
     }
 
-    /// InitProducerId with a transactional id: a producer id and a bumped epoch; an open
-    /// transaction of the previous incarnation is aborted first (zombie fencing).
+    /// Persists a Prepare transition, then completes it.
+    async fn end(&self, deps: &Deps<'_>, id: &str, prepared: TxnMeta) -> Result<TxnMeta, ResponseError> {
+        self.persist(deps, id, &prepared).await?;
+        self.lock().insert(id.to_string(), prepared.clone());
+        self.complete(deps, id, prepared).await
+    }
+
+    /// Aborts `meta`'s ongoing transaction on the coordinator's initiative (InitProducerId of a
+    /// new incarnation, or a timeout): the epoch is bumped once, which fences the old producer,
+    /// and the abort markers carry the bumped epoch (Kafka's PrepareEpochFence, then the abort
+    /// with the cluster's transaction version, 2).
+    async fn fence_and_abort(&self, deps: &Deps<'_>, id: &str, meta: &TxnMeta) -> Result<TxnMeta, ResponseError> {
+        debug_assert_eq!(meta.state, TxnState::Ongoing);
+        let next_producer_id = if meta.epoch >= EXHAUSTED_EPOCH { self.new_producer_id(deps)? } else { -1 };
+        let prepared = transitions::prepare_end(meta, false, true, TV_2, next_producer_id, now_ms());
+        self.end(deps, id, prepared).await
+    }
+
+    fn new_producer_id(&self, deps: &Deps<'_>) -> Result<i64, ResponseError> {
+        deps.producer_ids.next().map_err(|_| ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// InitProducerId with a transactional id: a producer id and a bumped epoch. An open
+    /// transaction of the previous incarnation is aborted at a bumped epoch (zombie fencing) and
+    /// the client told CONCURRENT_TRANSACTIONS, to retry, as Kafka does.
     pub async fn init_producer_id(
         &self,
         deps: &Deps<'_>,
@@ -230,49 +279,34 @@ impl TxnCoordinator {
         let now = now_ms();
         let current = self.lock().get(id).cloned();
         let mut meta = match current {
-            None => TxnMeta {
-                producer_id: deps.producer_ids.next().map_err(|_| ResponseError::CoordinatorNotAvailable)?,
-                epoch: -1,
-                timeout_ms,
-                state: TxnState::Empty,
-                partitions: BTreeSet::new(),
-                start_ms: -1,
-                last_update_ms: now,
-            },
-            Some(meta) => {
-                if let Some((pid, epoch)) = expected {
-                    // KIP-360: a producer re-initialising must name its current id and epoch.
-                    if pid != meta.producer_id || epoch != meta.epoch {
-                        return Err(ResponseError::ProducerFenced);
-                    }
-                }
-                match meta.state {
-                    TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
-                        return Err(ResponseError::ConcurrentTransactions)
-                    }
-                    TxnState::Ongoing => {
-                        // Fence the old producer: abort its transaction with a bumped epoch.
-                        let mut fenced = meta.clone();
-                        fenced.epoch = fenced.epoch.saturating_add(1);
-                        fenced.state = TxnState::PrepareAbort;
-                        self.persist(deps, id, &fenced).await?;
-                        self.lock().insert(id.to_string(), fenced.clone());
-                        self.complete(deps, id, fenced, false).await?;
-                        self.lock().get(id).cloned().ok_or(ResponseError::CoordinatorNotAvailable)?
-                    }
-                    _ => meta,
-                }
-            }
+            None => TxnMeta::new(self.new_producer_id(deps)?, timeout_ms, now),
+            Some(meta) => meta,
         };
-        if meta.epoch >= i16::MAX - 1 {
-            meta.producer_id = deps.producer_ids.next().map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-            meta.epoch = 0;
-        } else {
-            meta.epoch += 1;
+        match transitions::init_producer_id(&meta, expected)? {
+            InitPlan::FenceOngoing => {
+                // As Kafka: abort the old producer's transaction at a bumped epoch, and let the
+                // client retry (it then gets the epoch after that).
+                self.fence_and_abort(deps, id, &meta).await?;
+                return Err(ResponseError::ConcurrentTransactions);
+            }
+            // A retry whose answer was lost: the same id and epoch, and the id's state Empty.
+            InitPlan::Current => {}
+            InitPlan::Rotate { record_last_epoch } => {
+                meta.last_epoch = if record_last_epoch { meta.epoch } else { -1 };
+                meta.prev_producer_id = meta.producer_id;
+                meta.producer_id = self.new_producer_id(deps)?;
+                meta.epoch = 0;
+            }
+            InitPlan::Bump => {
+                meta.last_epoch = meta.epoch;
+                meta.prev_producer_id = meta.producer_id;
+                meta.epoch += 1;
+            }
         }
         meta.timeout_ms = timeout_ms;
         meta.state = TxnState::Empty;
         meta.partitions.clear();
+        meta.next_producer_id = -1;
         meta.last_update_ms = now;
         self.persist(deps, id, &meta).await?;
         let result = (meta.producer_id, meta.epoch);
@@ -280,7 +314,8 @@ impl TxnCoordinator {
         Ok(result)
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn: returns per-partition errors (empty Ok = all added).
+    /// AddPartitionsToTxn / AddOffsetsToTxn (`tv` 0), and the implicit add of Produce v12+ and
+    /// TxnOffsetCommit v5 (`tv` 2).
     pub async fn add_partitions(
         &self,
         deps: &Deps<'_>,
@@ -288,30 +323,47 @@ impl TxnCoordinator {
         producer_id: i64,
         epoch: i16,
         partitions: Vec<(String, i32)>,
+        tv: i16,
     ) -> Result<(), ResponseError> {
         let _op = self.ops.lock().await;
-        let mut meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
-        fenced_or_mapping(&meta, producer_id, epoch)?;
-        if matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence) {
-            return Err(ResponseError::ConcurrentTransactions);
-        }
-        let new: Vec<_> = partitions.into_iter().filter(|p| !meta.partitions.contains(p)).collect();
-        if new.is_empty() && meta.state == TxnState::Ongoing {
+        let meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
+        if transitions::add_partitions(&meta, producer_id, epoch, &partitions)? {
             return Ok(());
         }
-        let now = now_ms();
-        if meta.state != TxnState::Ongoing {
-            meta.start_ms = now;
-        }
-        meta.state = TxnState::Ongoing;
-        meta.partitions.extend(new);
-        meta.last_update_ms = now;
-        self.persist(deps, id, &meta).await?;
-        self.lock().insert(id.to_string(), meta);
+        let next = transitions::prepare_add(&meta, partitions, tv, now_ms());
+        self.persist(deps, id, &next).await?;
+        self.lock().insert(id.to_string(), next);
         Ok(())
     }
 
-    /// EndTxn: two-phase commit or abort.
+    /// Whether (topic, partition) is in the ongoing transaction of `id` at (`producer_id`,
+    /// `epoch`), without adding it. `None` as id: any transactional id with that producer.
+    pub fn verify(
+        &self,
+        id: Option<&str>,
+        producer_id: i64,
+        epoch: i16,
+        partition: &(String, i32),
+    ) -> Result<(), ResponseError> {
+        let txns = self.lock();
+        let meta = match id {
+            Some(id) => txns.get(id),
+            None => txns.values().find(|m| m.producer_id == producer_id),
+        };
+        let meta = meta.ok_or(ResponseError::InvalidProducerIdMapping)?;
+        transitions::verify(meta, producer_id, epoch, partition)
+    }
+
+    /// Whether the implicit add of (topic, partition) has nothing to do: it is already in the
+    /// ongoing transaction of `id` at (`producer_id`, `epoch`).
+    pub fn in_transaction(&self, id: &str, producer_id: i64, epoch: i16, partition: &(String, i32)) -> bool {
+        self.lock().get(id).is_some_and(|m| {
+            transitions::add_partitions(m, producer_id, epoch, std::slice::from_ref(partition)) == Ok(true)
+        })
+    }
+
+    /// EndTxn: two-phase commit or abort. `version` chooses the transaction protocol (v5: TV2,
+    /// which bumps the epoch). Returns the producer id and epoch the client continues with.
     pub async fn end_txn(
         &self,
         deps: &Deps<'_>,
@@ -319,50 +371,27 @@ impl TxnCoordinator {
         producer_id: i64,
         epoch: i16,
         commit: bool,
-    ) -> Result<(), ResponseError> {
+        version: i16,
+    ) -> Result<(i64, i16), ResponseError> {
         let _op = self.ops.lock().await;
-        let mut meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
-        fenced_or_mapping(&meta, producer_id, epoch)?;
-        match (meta.state, commit) {
-            (TxnState::Ongoing, _) => {}
-            // A retry of a completed EndTxn.
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => return Ok(()),
-            (TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence, _) => {
-                return Err(ResponseError::ConcurrentTransactions)
+        let meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
+        let tv2 = version >= 5;
+        let plan = if tv2 {
+            transitions::end_txn_v2(&meta, producer_id, epoch, commit)?
+        } else {
+            transitions::end_txn_v1(&meta, producer_id, epoch, commit)?
+        };
+        match plan {
+            EndTxnPlan::Done { producer_id, epoch } => Ok((producer_id, epoch)),
+            EndTxnPlan::Prepare { empty } => {
+                debug_assert!(!empty || tv2, "only TV2 aborts an empty transaction");
+                let next_producer_id =
+                    if tv2 && meta.epoch >= EXHAUSTED_EPOCH { self.new_producer_id(deps)? } else { -1 };
+                let tv = if tv2 { TV_2 } else { TV_0 };
+                let prepared = transitions::prepare_end(&meta, commit, tv2, tv, next_producer_id, now_ms());
+                let completed = self.end(deps, id, prepared).await?;
+                Ok((completed.producer_id, completed.epoch))
             }
-            // Nothing to end (transaction protocol 1): Kafka answers INVALID_TXN_STATE to a commit
-            // or an abort alike.
-            _ => return Err(ResponseError::InvalidTxnState),
-        }
-        meta.state = if commit { TxnState::PrepareCommit } else { TxnState::PrepareAbort };
-        meta.last_update_ms = now_ms();
-        self.persist(deps, id, &meta).await?;
-        self.lock().insert(id.to_string(), meta.clone());
-        self.complete(deps, id, meta, commit).await
-    }
-
-    /// Whether `producer_id` at `epoch` has (topic, partition) in its ongoing transaction: the
-    /// broker-side verification of transactional produce (KIP-890 part 1).
-    pub fn verify_partition(&self, producer_id: i64, epoch: i16, topic: &str, partition: i32) -> bool {
-        self.lock().values().any(|m| {
-            m.producer_id == producer_id
-                && m.epoch == epoch
-                && m.state == TxnState::Ongoing
-                && m.partitions.contains(&(topic.to_string(), partition))
-        })
-    }
-
-    /// Validates a TxnOffsetCommit's producer against its transaction.
-    pub fn check_offsets_producer(&self, id: &str, producer_id: i64, epoch: i16) -> Result<(), ResponseError> {
-        let txns = self.lock();
-        let meta = txns.get(id).ok_or(ResponseError::InvalidProducerIdMapping)?;
-        if producer_id != meta.producer_id {
-            return Err(ResponseError::InvalidProducerIdMapping);
-        }
-        match epoch.cmp(&meta.epoch) {
-            std::cmp::Ordering::Less => Err(ResponseError::ProducerFenced),
-            std::cmp::Ordering::Greater => Err(ResponseError::InvalidProducerEpoch),
-            std::cmp::Ordering::Equal => Ok(()),
         }
     }
 
@@ -401,16 +430,13 @@ impl TxnCoordinator {
             .collect();
         for id in expired {
             let _op = self.ops.lock().await;
-            let Some(mut meta) = self.lock().get(&id).cloned() else { continue };
+            let Some(meta) = self.lock().get(&id).cloned() else { continue };
             if meta.state != TxnState::Ongoing {
                 continue;
             }
             tracing::info!(transactional_id = %id, "transaction timed out; aborting and fencing its producer");
-            meta.epoch = meta.epoch.saturating_add(1);
-            meta.state = TxnState::PrepareAbort;
-            if self.persist(deps, &id, &meta).await.is_ok() {
-                self.lock().insert(id.clone(), meta.clone());
-                let _ = self.complete(deps, &id, meta, false).await;
+            if let Err(e) = self.fence_and_abort(deps, &id, &meta).await {
+                tracing::warn!(transactional_id = %id, error = ?e, "cannot abort a timed-out transaction");
             }
         }
     }
@@ -472,13 +498,11 @@ mod tests {
         let txn_config = TxnConfig { partitions: 3, max_timeout_ms: 900_000, id_expiration_ms: 604_800_000 };
         let before_crash = TxnCoordinator::new(txn_config.clone());
         let prepared = TxnMeta {
-            producer_id: 5,
             epoch: 0,
-            timeout_ms: 60_000,
             state: TxnState::PrepareCommit,
             partitions: [("t".to_string(), 0)].into_iter().collect(),
             start_ms: now_ms(),
-            last_update_ms: now_ms(),
+            ..TxnMeta::new(5, 60_000, now_ms())
         };
         before_crash.persist(&deps, "tx", &prepared).await.unwrap();
 

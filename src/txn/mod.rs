@@ -4,3 +4,4 @@
 pub mod coordinator;
 pub mod producer_ids;
 pub mod records;
+pub mod transitions;
