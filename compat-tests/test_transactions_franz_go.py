@@ -54,7 +54,7 @@ def test_franz_go_txn_commit_abort(broker, franz_txn, java_compat_jar):
 def test_franz_go_txn_fencing(broker, franz_txn, java_compat_jar, protocol):
     """A second client with the same transactional id fences the first (with a transaction open,
     and between transactions): PRODUCER_FENCED / INVALID_PRODUCER_EPOCH.
-    (protocol: see test_transactions_java.py; kafka-tv1 runs only on real Kafka)"""
+    (protocol: see test_transactions_java.py)"""
     apply_txn_protocol(java_compat_jar, broker, protocol)
     franz(franz_txn, broker, "-mode", "fence")
 

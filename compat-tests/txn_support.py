@@ -103,23 +103,19 @@ def assert_values(dump: Dump, p: int, want: list[str], what: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kafka-only protocol variants
+# transaction protocol variants
 # ---------------------------------------------------------------------------------------------
 
-# Kafka 4.x finalizes transaction.version=2 (KIP-890 part 2) on a fresh cluster: 4.x clients then
-# skip AddPartitionsToTxn (the broker adds partitions on Produce v12+) and EndTxn v5 bumps the
-# epoch. With transaction.version=1 the same clients use the classic protocol (AddPartitionsToTxn
-# v3, EndTxn v4, Produce v11) -- what a broker that does not advertise the feature gets.
-TXN_PROTOCOLS = ["advertised", "kafka-tv1"]
+# Kafka 4.x and Ketch finalize transaction.version=2 (KIP-890 part 2) on a fresh cluster: 4.x
+# clients then skip AddPartitionsToTxn (the broker adds partitions on Produce v12+) and EndTxn v5
+# bumps the epoch. After UpdateFeatures to transaction.version=1 the same clients use the classic
+# protocol (AddPartitionsToTxn v3, EndTxn v4, Produce v11).
+TXN_PROTOCOLS = ["advertised", "tv1"]
 
 
 def apply_txn_protocol(jar, broker, protocol: str) -> None:
     if protocol == "advertised":
         return
-    if TARGET != "kafka":
-        pytest.skip("transaction.version downgrade: only meaningful on real Kafka (checks the tests against "
-                    "Kafka's classic transaction protocol); on Ketch the 'advertised' variant runs what Ketch "
-                    "advertises")
     java_txn(jar, broker.bootstrap, "set-feature", "transaction.version", "1")
 
 

@@ -16,6 +16,7 @@ use crate::fetch_session::FetchSessions;
 use crate::group::{GroupConfig, GroupCoordinator, Storage};
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
+use crate::metadata::features::Features;
 use crate::metadata::log_dirs::LogDirs;
 use crate::metadata::TopicRegistry;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
@@ -34,6 +35,7 @@ pub struct Broker {
     pub flusher: Flusher,
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIds,
+    pub features: Features,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
@@ -72,6 +74,7 @@ impl Broker {
             Duration::from_millis(config.min_incremental_fetch_session_eviction_ms),
         );
         let producer_ids = ProducerIds::open(config.log_dir())?;
+        let features = Features::open(config.log_dir(), config.node_id)?;
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
         let p = &config.properties;
@@ -95,6 +98,7 @@ impl Broker {
             flusher: Flusher::start(),
             fetch_sessions,
             producer_ids,
+            features,
             groups,
             txns,
             appended,
@@ -102,7 +106,13 @@ impl Broker {
     }
 
     pub fn txn_deps(&self) -> Deps<'_> {
-        Deps { topics: &self.topics, flusher: &self.flusher, groups: &self.groups, producer_ids: &self.producer_ids }
+        Deps {
+            topics: &self.topics,
+            flusher: &self.flusher,
+            groups: &self.groups,
+            producer_ids: &self.producer_ids,
+            features: &self.features,
+        }
     }
 
     /// Recovery work that needs the runtime: transactions caught mid-commit are completed.

@@ -1,13 +1,12 @@
 //! ApiVersions: the table of APIs and versions Ketch serves (KIP-511 fallback included), and
 //! the features it finalizes (KIP-584).
 //!
-//! Features: only `transaction.version`, finalized at 2 (transaction protocol 2, KIP-890 part
-//! 2), as a new Kafka 4.1 cluster has it. Clients read finalized features only when the epoch
-//! is not -1 (Java re-reads them only when it grows): the epoch is constant because the
-//! features never change at run time. It must grow if they ever do. The feature ships together
-//! with Produce v12+, EndTxn v5 and TxnOffsetCommit v5 (`protocol/versions.rs`): a client told
-//! transaction protocol 2 is on stops sending AddPartitionsToTxn. `group.version` (KIP-848) and
-//! the KRaft features (`metadata.version`, `kraft.version`, ...) are left out until served.
+//! Features: those of `metadata::features` (only `transaction.version`, finalized at 2 on a new
+//! node, as on a new Kafka 4.1 cluster). Clients read finalized features only when the epoch is
+//! not -1, and Java re-reads them only when it grows. Level 2 ships together with Produce v12+,
+//! EndTxn v5 and TxnOffsetCommit v5 (`protocol/versions.rs`): a client told transaction
+//! protocol 2 is on stops sending AddPartitionsToTxn. `group.version` (KIP-848) and the KRaft
+//! features (`metadata.version`, `kraft.version`, ...) are left out until served.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
@@ -16,6 +15,7 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::ApiKey;
 
 use super::str_bytes;
+use crate::metadata::features::{Features, SUPPORTED};
 
 use crate::protocol::versions::SERVED;
 
@@ -28,25 +28,21 @@ fn table() -> Vec<ApiVersion> {
         .collect()
 }
 
-/// Features: (name, lowest supported level, highest supported level, finalized level).
-const FEATURES: &[(&str, i16, i16, i16)] = &[("transaction.version", 0, 2, 2)];
-
-/// The finalized features' epoch (Kafka's is the offset of its metadata image).
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
-
-pub fn handle(version: i16) -> ApiVersionsResponse {
+pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
     // KAFKA-17011: version 3 leaves out supported features whose lowest level is 0, which
     // clients of that version cannot parse.
-    let supported = FEATURES
+    let supported = SUPPORTED
         .iter()
         .filter(|(_, min, _, _)| version >= 4 || *min > 0)
         .map(|(name, min, max, _)| {
             SupportedFeatureKey::default().with_name(str_bytes(name)).with_min_version(*min).with_max_version(*max)
         })
         .collect();
-    let finalized = FEATURES
+    let finalized = features.finalized();
+    let levels = finalized
+        .levels
         .iter()
-        .map(|(name, _, _, level)| {
+        .map(|(name, level)| {
             FinalizedFeatureKey::default()
                 .with_name(str_bytes(name))
                 .with_min_version_level(*level)
@@ -57,8 +53,8 @@ pub fn handle(version: i16) -> ApiVersionsResponse {
         .with_error_code(0)
         .with_api_keys(table())
         .with_supported_features(supported)
-        .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
-        .with_finalized_features(finalized)
+        .with_finalized_features_epoch(finalized.epoch)
+        .with_finalized_features(levels)
 }
 
 /// KIP-511: a client asking with a version we do not know gets a v0 body with

@@ -18,6 +18,7 @@ mod offsets;
 pub mod produce;
 mod txn;
 pub mod txn_verify;
+mod update_features;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,7 +44,7 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
     let version = request.version;
     let client_id = request.header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
     Some(match request.body {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version, &broker.features)),
         RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
         RequestKind::Produce(req) => return produce::handle(broker, req, version).await.map(ResponseKind::Produce),
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await.into_response()),
@@ -114,6 +115,7 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::ListTransactions(req) => ResponseKind::ListTransactions(txn::list_transactions(broker, req)),
         RequestKind::DescribeProducers(req) => ResponseKind::DescribeProducers(txn::describe_producers(broker, req)),
         RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),
+        RequestKind::UpdateFeatures(req) => ResponseKind::UpdateFeatures(update_features::handle(broker, req, version)),
         RequestKind::ListConfigResources(req) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(broker, req, version))
         }

@@ -11,6 +11,7 @@
 //! recorded in a log directory that is no longer among `log.dirs` (a missing or replaced disk)
 //! stops the start: it is never recreated empty elsewhere.
 
+pub mod features;
 pub mod log_dirs;
 mod store;
 

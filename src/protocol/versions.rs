@@ -50,6 +50,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // protocol 2 and must be served together with it). InitProducerId v6 is KIP-939 two-phase
     // commit; AddPartitionsToTxn v4+ are broker-to-broker.
     (ApiKey::InitProducerId, 0, 5),
+    // Finalized features (`transaction.version`): single node, so this broker is the controller.
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),

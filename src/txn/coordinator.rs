@@ -23,6 +23,7 @@ use super::transitions::{self, EndTxnPlan, InitPlan, EXHAUSTED_EPOCH, TV_0, TV_2
 use crate::group::GroupCoordinator;
 use crate::log::flusher::Flusher;
 use crate::log::{now_ms, Partition};
+use crate::metadata::features::{Features, TRANSACTION_VERSION};
 use crate::metadata::TopicRegistry;
 use crate::txn::producer_ids::ProducerIds;
 
@@ -112,6 +113,15 @@ pub struct Deps<'a> {
     pub flusher: &'a Flusher,
     pub groups: &'a GroupCoordinator,
     pub producer_ids: &'a ProducerIds,
+    /// The finalized `transaction.version`: the protocol of coordinator-initiated aborts and
+    /// the version of `__transaction_state` values.
+    pub features: &'a Features,
+}
+
+impl Deps<'_> {
+    fn cluster_tv(&self) -> i16 {
+        self.features.level(TRANSACTION_VERSION)
+    }
 }
 
 pub struct TxnCoordinator {
@@ -163,7 +173,8 @@ impl TxnCoordinator {
     /// Writes and fsyncs the metadata record of one transactional id.
     async fn persist(&self, deps: &Deps<'_>, transactional_id: &str, meta: &TxnMeta) -> Result<(), ResponseError> {
         let partition = self.state_partition(deps.topics, transactional_id)?;
-        let value = meta.value().encode();
+        // As Kafka: version 1 values once `transaction.version` is 1 or more.
+        let value = if deps.cluster_tv() >= 1 { meta.value().encode() } else { meta.value().encode_v0() };
         let end = crate::group::append_records(&partition, vec![(encode_key(transactional_id), Some(value))]).map_err(
             |e| {
                 tracing::error!(error = %e, "cannot write {TXN_TOPIC}");
@@ -250,11 +261,11 @@ impl TxnCoordinator {
     /// Aborts `meta`'s ongoing transaction on the coordinator's initiative (InitProducerId of a
     /// new incarnation, or a timeout): the epoch is bumped once, which fences the old producer,
     /// and the abort markers carry the bumped epoch (Kafka's PrepareEpochFence, then the abort
-    /// with the cluster's transaction version, 2).
+    /// with the cluster's transaction version, which under either version bumps only once).
     async fn fence_and_abort(&self, deps: &Deps<'_>, id: &str, meta: &TxnMeta) -> Result<TxnMeta, ResponseError> {
         debug_assert_eq!(meta.state, TxnState::Ongoing);
         let next_producer_id = if meta.epoch >= EXHAUSTED_EPOCH { self.new_producer_id(deps)? } else { -1 };
-        let prepared = transitions::prepare_end(meta, false, true, TV_2, next_producer_id, now_ms());
+        let prepared = transitions::prepare_end(meta, false, true, deps.cluster_tv(), next_producer_id, now_ms());
         self.end(deps, id, prepared).await
     }
 
@@ -494,7 +505,14 @@ mod tests {
         let flusher = Flusher::start();
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         let producer_ids = ProducerIds::open(dir.path()).unwrap();
-        let deps = Deps { topics: &topics, flusher: &flusher, groups: &groups, producer_ids: &producer_ids };
+        let features = Features::open(dir.path(), 1).unwrap();
+        let deps = Deps {
+            topics: &topics,
+            flusher: &flusher,
+            groups: &groups,
+            producer_ids: &producer_ids,
+            features: &features,
+        };
         let txn_config = TxnConfig { partitions: 3, max_timeout_ms: 900_000, id_expiration_ms: 604_800_000 };
         let before_crash = TxnCoordinator::new(txn_config.clone());
         let prepared = TxnMeta {

@@ -185,8 +185,8 @@ impl TxnValue {
         out
     }
 
-    /// The version 0 layout (written by Ketch before transaction protocol 2, and by Kafka
-    /// with `transaction.version` 0); kept for tests of the reader.
+    /// The version 0 layout (written with `transaction.version` 0, as Kafka does, and by Ketch
+    /// before transaction protocol 2).
     pub fn encode_v0(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.put_i16(0);

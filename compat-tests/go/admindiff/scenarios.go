@@ -163,6 +163,57 @@ func (s *state) apiVersions() {
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "admindiff", "1.0"
 	s.stepDecodeAt("api-versions-unsupported-v5", 5, 0, req)
 	s.step("metadata-all-empty-broker", 12, metadataReq(false))
+	s.features()
+}
+
+// fu: one UpdateFeatures entry (upgrade type 1 upgrade, 2 safe downgrade, 3 unsafe downgrade).
+func fu(name string, level int16, upgradeType int8) kmsg.UpdateFeaturesRequestFeatureUpdate {
+	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	u.Feature, u.MaxVersionLevel, u.UpgradeType = name, level, upgradeType
+	u.AllowDowngrade = upgradeType != 1
+	return u
+}
+
+func updateFeatures(validateOnly bool, updates ...kmsg.UpdateFeaturesRequestFeatureUpdate) *kmsg.UpdateFeaturesRequest {
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	req.TimeoutMillis, req.ValidateOnly, req.FeatureUpdates = 30000, validateOnly, updates
+	return req
+}
+
+// transactionVersion: the finalized level of transaction.version in ApiVersions (unprinted).
+func (s *state) transactionVersion() int16 {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "admindiff", "1.0"
+	r, ok := s.quiet(4, req).(*kmsg.ApiVersionsResponse)
+	if !ok {
+		return -1
+	}
+	for _, f := range r.FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			return f.MaxVersionLevel
+		}
+	}
+	return 0
+}
+
+// features: UpdateFeatures refusals (one bad update refuses the request, with Kafka's
+// messages), validate-only, then a real downgrade of transaction.version to 1 and back to 2.
+func (s *state) features() {
+	const tv = "transaction.version"
+	s.step("update-features-validate-only", 2, updateFeatures(true, fu(tv, 1, 2)))
+	s.step("update-features-downgrade-as-upgrade", 2, updateFeatures(false, fu(tv, 1, 1)))
+	s.step("update-features-v0-downgrade-not-allowed", 0, updateFeatures(false, fu(tv, 1, 1)))
+	s.step("update-features-unknown-feature", 2, updateFeatures(false, fu("no.such.feature", 1, 1)))
+	s.step("update-features-beyond-supported", 2, updateFeatures(false, fu(tv, 3, 1)))
+	s.step("update-features-negative", 2, updateFeatures(false, fu(tv, -1, 2)))
+	s.step("update-features-upgrade-as-downgrade", 2, updateFeatures(false, fu(tv, 2, 2)))
+	s.step("update-features-bad-upgrade-type", 2, updateFeatures(false, fu(tv, 1, 9)))
+	s.step("update-features-one-bad-refuses-all", 2, updateFeatures(false, fu(tv, 1, 2), fu("no.such.feature", 1, 1)))
+	s.step("update-features-unchanged-v1", 1, updateFeatures(false, fu(tv, 2, 1)))
+	s.step("update-features-downgrade-v1", 1, updateFeatures(false, fu(tv, 1, 2)))
+	s.waitUntil("transaction.version 1 in ApiVersions", func() bool { return s.transactionVersion() == 1 })
+	s.step("update-features-upgrade-v2", 2, updateFeatures(false, fu(tv, 2, 1)))
+	s.waitUntil("transaction.version 2 in ApiVersions", func() bool { return s.transactionVersion() == 2 })
 }
 
 func (s *state) topics() {
