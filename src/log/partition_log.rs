@@ -176,6 +176,11 @@ impl PartitionLog {
     pub fn size_bytes(&self) -> u64 {
         self.segments.iter().map(Segment::size).sum()
     }
+    /// (base offset, bytes of valid data) of every segment, the active one last: what a copy
+    /// of the partition (AlterReplicaLogDirs) must hold of each `.log` file.
+    pub fn segment_sizes(&self) -> Vec<(i64, u64)> {
+        self.segments.iter().map(|s| (s.base_offset, s.size())).collect()
+    }
     pub fn latest_epoch(&self) -> Option<(i32, i64)> {
         self.epochs.last().copied()
     }
@@ -626,6 +631,11 @@ impl PartitionLog {
         let Some(i) = self.segments.iter().position(|s| s.base_offset == cleaned.base_offset) else {
             return Ok(false);
         };
+        if !self.dir.join(cleaner::CLEANING_DIR).is_dir() {
+            // The partition moved to another log directory during the pass (the cleaner's
+            // scratch directory stayed in the old one, which is gone).
+            return Ok(false);
+        }
         let n = cleaned.replaces.len();
         let unchanged = i + n < self.segments.len()
             && self.segments[i + n].base_offset == cleaned.end_offset

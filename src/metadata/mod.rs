@@ -12,6 +12,7 @@
 //! stops the start: it is never recreated empty elsewhere.
 
 pub mod log_dirs;
+pub mod replica_move;
 mod store;
 
 use std::collections::HashMap;
@@ -54,6 +55,8 @@ pub struct TopicRegistry {
     /// The broker-level topic defaults in force (dynamic broker configs change them).
     defaults: RwLock<TopicConfig>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// Moves between log directories in progress (AlterReplicaLogDirs).
+    moves: replica_move::Moves,
 }
 
 /// Why a topic could not be created, as Kafka reports it.
@@ -101,8 +104,12 @@ impl TopicRegistry {
         // marker (in the metadata directory) covers every log directory: all close together.
         let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
         let clean = marker.exists();
-        let found = log_dirs.scan()?;
         let stored_topics = store::load_all(&log_dir)?;
+        // Moves between directories a crash interrupted are finished or undone first.
+        replica_move::recover(&log_dirs, |topic, p| {
+            stored_topics.iter().find(|t| t.name == topic).and_then(|t| t.directory(p)).map(str::to_string)
+        })?;
+        let found = log_dirs.scan()?;
         // Where each partition is: a duplicate or a partition recorded in a directory that is
         // gone stops the start before anything is opened, created or removed.
         let mut counts = vec![0usize; log_dirs.dirs().len()];
@@ -200,6 +207,7 @@ impl TopicRegistry {
             log_dirs,
             defaults: RwLock::new(config.topic_defaults.clone()),
             topics: RwLock::new(topics),
+            moves: Default::default(),
         })
     }
 
@@ -212,7 +220,7 @@ impl TopicRegistry {
     fn partition_counts(&self, topics: &HashMap<String, Arc<Topic>>) -> Vec<usize> {
         let mut counts = vec![0usize; self.log_dirs.dirs().len()];
         for p in topics.values().flat_map(|t| t.partitions.iter()) {
-            if let Some(i) = self.log_dirs.index_of_path(p.log_dir()) {
+            if let Some(i) = self.log_dirs.index_of_path(&p.log_dir()) {
                 counts[i] += 1;
             }
         }
@@ -468,7 +476,7 @@ impl TopicRegistry {
         let Some(topic) = removed else { return Ok(None) };
         store::remove(&self.log_dir, name)?;
         for partition in &topic.partitions {
-            let dir = partition_dir(partition.log_dir(), name, partition.index);
+            let dir = partition_dir(&partition.log_dir(), name, partition.index);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove partition directory");
             }
@@ -494,6 +502,6 @@ impl TopicRegistry {
 fn directory_ids(log_dirs: &LogDirs, partitions: &[Arc<Partition>]) -> Vec<String> {
     partitions
         .iter()
-        .map(|p| log_dirs.index_of_path(p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
+        .map(|p| log_dirs.index_of_path(&p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
         .collect()
 }
