@@ -444,3 +444,150 @@ fn a_crash_at_each_step_of_a_move_recovers_to_one_directory_with_every_record() 
         assert_eq!(on_disk(&dirs, "c-0"), (vec![other], vec![]));
     }
 }
+
+/// Unmounts a tmpfs when dropped (also when the test fails).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// A tmpfs of `size` at `dir`, or None where mounting is not permitted (not root, no
+    /// CAP_SYS_ADMIN): the test is then skipped.
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A directory that fails at run time (a 1 MiB tmpfs filled up: ENOSPC) goes offline: its
+/// partition answers KAFKA_STORAGE_ERROR to Produce, Fetch and ListOffsets, Metadata shows it
+/// without a leader (LEADER_NOT_AVAILABLE, replica offline) and DescribeLogDirs reports the
+/// directory with KAFKA_STORAGE_ERROR, while the partition of the other directory keeps serving.
+#[test]
+fn a_directory_that_fails_at_run_time_goes_offline_and_the_others_keep_serving() {
+    use common::*;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+    use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
+    use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, BrokerId, RequestKind, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let root = tempfile::tempdir().unwrap();
+    let (d0, d1) = (root.path().join("d0"), root.path().join("d1"));
+    let Some(_mount) = Tmpfs::mount(&d1, "1m") else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    let log_dirs = format!("log.dirs={},{}", d0.display(), d1.display());
+    let broker = TestBroker::start(&[log_dirs.as_str()]);
+    let mut s = broker.connect();
+    let t = || TopicName(StrBytes::from_static_str("t"));
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default().with_name(t()).with_num_partitions(2).with_replication_factor(1)]);
+    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert!(d0.join("t-0").is_dir() && d1.join("t-1").is_dir(), "one partition in each directory");
+    let produce_to = |s: &mut std::net::TcpStream, p: i32, value: &str| -> i16 {
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![
+            TopicProduceData::default().with_name(t()).with_partition_data(vec![PartitionProduceData::default()
+                .with_index(p)
+                .with_records(Some(batch(value)))]),
+        ]);
+        match call(s, ApiKey::Produce, 9, RequestKind::Produce(request)) {
+            ResponseKind::Produce(r) => r.responses[0].partition_responses[0].error_code,
+            other => panic!("{other:?}"),
+        }
+    };
+    let big = "x".repeat(100_000);
+    let mut codes = Vec::new();
+    for _ in 0..40 {
+        let code = produce_to(&mut s, 1, &big);
+        codes.push(code);
+        if code != 0 {
+            break;
+        }
+    }
+    assert_eq!(codes.last(), Some(&56), "the full tmpfs fails an append with KAFKA_STORAGE_ERROR: {codes:?}");
+    assert!(codes.len() > 3, "{codes:?}");
+    // Offline from now on, even for a record that would fit; the other directory serves.
+    assert_eq!(produce_to(&mut s, 1, "small"), 56);
+    assert_eq!(produce_to(&mut s, 0, "fine"), 0);
+    assert_eq!(produce_to(&mut s, 0, "fine again"), 0);
+
+    let fetch =
+        FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(vec![FetchTopic::default()
+            .with_topic(t())
+            .with_partitions(
+                (0..2).map(|p| FetchPartition::default().with_partition(p).with_partition_max_bytes(1 << 20)).collect(),
+            )]);
+    match call(&mut s, ApiKey::Fetch, 12, RequestKind::Fetch(fetch)) {
+        ResponseKind::Fetch(r) => {
+            let ps = &r.responses[0].partitions;
+            assert_eq!((ps[0].error_code, ps[1].error_code), (0, 56));
+            assert!(ps[0].records.as_ref().is_some_and(|b| !b.is_empty()), "records of t-0");
+        }
+        other => panic!("{other:?}"),
+    }
+    let list =
+        ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+            .with_name(t())
+            .with_partitions(
+                (0..2).map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1)).collect(),
+            )]);
+    match call(&mut s, ApiKey::ListOffsets, 7, RequestKind::ListOffsets(list)) {
+        ResponseKind::ListOffsets(r) => {
+            let ps = &r.topics[0].partitions;
+            assert_eq!((ps[0].error_code, ps[0].offset, ps[1].error_code), (0, 2, 56));
+        }
+        other => panic!("{other:?}"),
+    }
+    let metadata =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(t()))]));
+    match call(&mut s, ApiKey::Metadata, 12, RequestKind::Metadata(metadata)) {
+        ResponseKind::Metadata(r) => {
+            let ps = &r.topics[0].partitions;
+            assert_eq!((ps[0].error_code, ps[0].leader_id.0), (0, 1));
+            assert_eq!((ps[1].error_code, ps[1].leader_id.0), (5, -1), "LEADER_NOT_AVAILABLE, no leader");
+            assert_eq!(ps[1].offline_replicas, vec![BrokerId(1)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let describe = DescribeLogDirsRequest::default().with_topics(None);
+    match call(&mut s, ApiKey::DescribeLogDirs, 4, RequestKind::DescribeLogDirs(describe)) {
+        ResponseKind::DescribeLogDirs(r) => {
+            let seen: Vec<(String, i16, usize)> =
+                r.results.iter().map(|d| (d.log_dir.to_string(), d.error_code, d.topics.len())).collect();
+            let want = vec![(d0.display().to_string(), 0, 1), (d1.display().to_string(), 56, 0)];
+            assert_eq!(seen, want);
+        }
+        other => panic!("{other:?}"),
+    }
+    // New partitions go to the online directory only.
+    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("u")))
+        .with_num_partitions(2)
+        .with_replication_factor(1)]);
+    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert!(d0.join("u-0").is_dir() && d0.join("u-1").is_dir());
+    drop(s);
+    drop(broker);
+}

@@ -97,6 +97,14 @@ pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, vers
         .iter()
         .enumerate()
         .map(|(i, dir)| {
+            if dir.health.is_offline() {
+                // Kafka: the directory with KAFKA_STORAGE_ERROR, nothing else (sizes unknown).
+                return DescribeLogDirsResult::default()
+                    .with_log_dir(str_bytes(&dir.path.display().to_string()))
+                    .with_error_code(ResponseError::KafkaStorageError.code())
+                    .with_total_bytes(-1)
+                    .with_usable_bytes(-1);
+            }
             let in_dir: Vec<_> = topics
                 .iter()
                 .filter_map(|t| {

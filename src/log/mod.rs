@@ -12,6 +12,7 @@ pub mod batch;
 pub mod cleaner;
 pub mod compression;
 pub mod deleter;
+pub mod dir_health;
 pub mod flusher;
 pub mod index;
 pub mod lz4_frame;
@@ -47,6 +48,11 @@ impl Partition {
     /// The entry of `log.dirs` this partition lives in.
     pub fn log_dir(&self) -> PathBuf {
         self.log_dir.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the partition's log directory is offline (KAFKA_STORAGE_ERROR to every request).
+    pub fn offline(&self) -> bool {
+        self.log().health().is_offline()
     }
 
     /// Records that the partition now lives in `log_dir` (after a move; the caller holds the

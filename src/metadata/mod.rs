@@ -170,7 +170,8 @@ impl TopicRegistry {
                 if !found.contains_key(&(stored.name.clone(), p)) {
                     tracing::warn!(dir = %dir.display(), "partition directory missing: creating it empty");
                 }
-                let log = PartitionLog::open_with(&dir, topic_config.clone(), now, !clean)?;
+                let mut log = PartitionLog::open_with(&dir, topic_config.clone(), now, !clean)?;
+                log.set_health(log_dirs.dirs()[i].health.clone());
                 partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
             }
             let directories = directory_ids(&log_dirs, &partitions);
@@ -243,8 +244,9 @@ impl TopicRegistry {
             let i = self.log_dirs.next_dir(&counts);
             counts[i] += 1;
             let dir = partition_dir(&self.log_dirs.dirs()[i].path, name, p);
-            let log = PartitionLog::open(&dir, config.clone(), now)
+            let mut log = PartitionLog::open(&dir, config.clone(), now)
                 .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+            log.set_health(self.log_dirs.dirs()[i].health.clone());
             out.push(Arc::new(Partition::new(name.to_string(), p, log)));
         }
         Ok(out)

@@ -272,7 +272,13 @@ impl TopicRegistry {
             .iter()
             .position(|d| d.path.as_os_str() == path)
             .ok_or(ResponseError::LogDirNotFound)?;
+        if self.log_dirs.dirs()[target].health.is_offline() {
+            return Err(ResponseError::KafkaStorageError);
+        }
         let partition = self.partition(topic, p).ok_or(ResponseError::UnknownTopicOrPartition)?;
+        if partition.offline() {
+            return Err(ResponseError::KafkaStorageError);
+        }
         if suffixed_name(topic, p, "future").len() > 255 {
             return Err(ResponseError::InvalidTopicException);
         }
@@ -438,7 +444,8 @@ impl TopicRegistry {
             Ok(Some(PartitionLog::open_with(&dir, log.config().clone(), now_ms(), false)?))
         })();
         match swapped {
-            Ok(Some(new_log)) => {
+            Ok(Some(mut new_log)) => {
+                new_log.set_health(self.log_dirs.dirs()[target].health.clone());
                 *log = new_log;
                 partition.set_log_dir(target_dir.clone());
             }
