@@ -21,6 +21,11 @@ acknowledged record is read back at its offset, `kafka-log-dirs` and the disk sh
 new dir only; a kill -9 right after a move was asked for leaves the partition in exactly one
 dir with every acknowledged record (Kafka resumes the move after the restart, Ketch drops the
 unfinished copy: both are accepted), and the move asked for again completes.
+
+A log dir that fails at run time (a 2 MiB tmpfs filled up: ENOSPC; skipped where mounting is
+not permitted) goes offline: its partition's records are refused, Metadata shows it without a
+leader (LEADER_NOT_AVAILABLE), `kafka-log-dirs` reports the dir with an error, and the partition
+in the other dir keeps serving.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import base64
 import collections
 import json
 import shutil
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -390,3 +396,61 @@ def test_a_kill_9_during_a_move_keeps_the_partition_in_one_dir_with_every_record
     assert where(describe(kt, broker), name) == [str(target)]
     assert not list(target.glob(f"{name}.*-future"))
     assert read_partition(broker.bootstrap, topic, 0) == acked
+
+
+def test_a_full_log_dir_goes_offline_and_the_other_keeps_serving(start_broker, kafka_libs, tmp_path):
+    d0, d1 = tmp_path / "disk0", tmp_path / "disk1"
+    d1.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d1)],
+                             capture_output=True).returncode == 0
+    if not mounted:
+        pytest.skip("cannot mount a tmpfs here")
+    broker = None
+    try:
+        dirs = [d0, d1]
+        if TARGET == "kafka":
+            format_for_kafka(kafka_libs, dirs)
+        broker = start_broker({"log.dirs": f"{d0},{d1}"})
+        kt = KafkaTools(kafka_libs, broker, tmp_path)
+        topic = f"jbod-full-{uid()}"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(timeout=30)
+        seen = wait_placed(kt, broker, {topic: 2})
+        [full] = [int(p.rsplit("-", 1)[1]) for p in seen[str(d1)]]
+        ok = 1 - full
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0,
+                             "message.timeout.ms": 8000, "batch.size": 200_000})
+        errors = []
+        for i in range(60):
+            producer.produce(topic, value=b"x" * 100_000, partition=full,
+                             on_delivery=lambda err, _m: err and errors.append(err))
+            producer.flush(10)
+            if errors:
+                break
+        assert errors, "a 2 MiB directory took 6 MB"
+        deadline = time.time() + 30
+        while True:
+            md = admin.list_topics(topic, timeout=10).topics[topic].partitions
+            state = {p: (m.leader, m.error.code() if m.error else 0) for p, m in md.items()}
+            if state[full] == (-1, KafkaError.LEADER_NOT_AVAILABLE) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert state == {full: (-1, KafkaError.LEADER_NOT_AVAILABLE), ok: (1, 0)}, state
+        # Offline: even a small record is refused; the other dir serves.
+        delivered = {}
+        for p, value in ((full, "small"), (ok, "fine")):
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "message.timeout.ms": 8000})
+            producer.produce(topic, value=value.encode(), partition=p,
+                             on_delivery=lambda err, _m, v=value: delivered.__setitem__(v, err))
+            producer.flush(20)
+        assert delivered["small"] is not None and delivered["fine"] is None, delivered
+        r = kt.run(LOG_DIRS, "--bootstrap-server", broker.bootstrap, "--describe", "--broker-list", "1")
+        doc = next(json.loads(l) for l in r.stdout.splitlines() if l.startswith("{"))
+        errs = {ld["logDir"]: ld["error"] for ld in doc["brokers"][0]["logDirs"]}
+        assert errs[str(d0)] is None and errs[str(d1)] and "KafkaStorage" in errs[str(d1)], errs
+        read_ok = read_partition(broker.bootstrap, topic, ok)
+        assert [v for _, v in read_ok] == ["fine"], read_ok
+    finally:
+        if broker is not None:
+            broker.kill9()
+        subprocess.run(["umount", "-l", str(d1)])
