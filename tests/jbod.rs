@@ -5,6 +5,11 @@
 //! directory holding partitions is gone, when the first directory is missing or the order of
 //! `log.dirs` changed. The last test runs the real binary: data in three directories survives
 //! SIGTERM and kill -9, and DescribeLogDirs reports each directory.
+//!
+//! Moves between directories (AlterReplicaLogDirs, `metadata::replica_move`): a move while
+//! other threads append loses and duplicates nothing; a crash after each step of a move
+//! (simulated by stopping there and reopening from disk) leaves the partition in exactly one
+//! directory, the one its topic file names, with every record appended before the crash.
 
 mod common;
 
@@ -284,4 +289,305 @@ fn three_directories_serve_and_survive_restarts() {
     let mut s = broker.connect();
     assert_eq!(end_offsets(&mut s), vec![6, 0, 0, 0, 0, 0], "after kill -9");
     check(describe(&mut s));
+}
+
+fn props(pairs: &[(&str, &str)]) -> Properties {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Appends one record holding `value` to `partition`; returns its offset.
+fn append(partition: &ketch::log::Partition, value: &str) -> i64 {
+    let now = ketch::log::now_ms();
+    let mut log = partition.log();
+    let (bytes, summary) =
+        ketch::log::batch::validate_produce(common::batch(value).to_vec(), log.config(), now).unwrap();
+    log.append(bytes, &summary, 0, now).unwrap().base_offset
+}
+
+/// Every record value of `partition`, in offset order.
+fn values(partition: &ketch::log::Partition) -> Vec<String> {
+    let log = partition.log();
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let mut bytes = bytes::Bytes::from(log.read(next, log.log_end_offset(), usize::MAX, true).unwrap());
+        assert!(!bytes.is_empty(), "nothing read at {next}");
+        while !bytes.is_empty() {
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
+            for r in set.records {
+                assert_eq!(r.offset, next, "offsets contiguous");
+                next += 1;
+                out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Where `<topic>-<p>` is on disk (indexes in `dirs`), and leftovers of moves.
+fn on_disk(dirs: &[&Path], name: &str) -> (Vec<usize>, Vec<String>) {
+    let mut at = Vec::new();
+    let mut leftovers = Vec::new();
+    for (i, d) in dirs.iter().enumerate() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            if n == name {
+                at.push(i);
+            } else if n.starts_with(&format!("{name}.")) {
+                leftovers.push(n);
+            }
+        }
+    }
+    (at, leftovers)
+}
+
+#[test]
+fn a_move_under_concurrent_appends_loses_nothing() {
+    use ketch::metadata::replica_move::MoveOutcome;
+    let d = Dirs::new(2);
+    let dirs = d.refs();
+    let registry = std::sync::Arc::new(open(&dirs).unwrap());
+    registry.create("m", 1, props(&[("segment.bytes", "2000")])).unwrap();
+    let partition = registry.partition("m", 0).unwrap();
+    for i in 0..300 {
+        assert_eq!(append(&partition, &format!("before-{i}")), i);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (registry, stop) = (registry.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || i < 200 {
+                    // Looked up each time, as a request does.
+                    let p = registry.partition("m", 0).unwrap();
+                    acked.push((append(&p, &format!("w{w}-{i}")), format!("w{w}-{i}")));
+                    i += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(registry.move_partition("m", 0, 1, None).unwrap(), MoveOutcome::Done);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked: Vec<(i64, String)> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    acked.extend((0..300).map(|i| (i, format!("before-{i}"))));
+    acked.sort();
+    assert!(acked.len() > 700, "appends went on during the move: {}", acked.len());
+    let expect: Vec<String> = acked.iter().map(|(_, v)| v.clone()).collect();
+    assert_eq!(acked.iter().map(|(o, _)| *o).collect::<Vec<_>>(), (0..acked.len() as i64).collect::<Vec<_>>());
+    assert_eq!(placement(&registry, "m", &dirs), vec![1]);
+    let got = values(&partition);
+    assert_eq!(got.len(), expect.len(), "every acknowledged record, once");
+    assert!(got == expect, "every acknowledged record at its offset after the move");
+    assert!(partition.log().segment_sizes().len() > 3, "several segments were copied");
+    assert_eq!(on_disk(&dirs, "m-0"), (vec![1], vec![]), "only in the new directory, no leftovers");
+    // Still serving from the new place, and after a restart.
+    append(&partition, "after");
+    drop(partition);
+    drop(registry);
+    let registry = open(&dirs).unwrap();
+    assert_eq!(placement(&registry, "m", &dirs), vec![1]);
+    let mut expect = expect;
+    expect.push("after".into());
+    assert!(values(&registry.partition("m", 0).unwrap()) == expect, "after a restart");
+    // And back: moving to where it is does nothing.
+    assert_eq!(registry.move_partition("m", 0, 1, None).unwrap(), MoveOutcome::NothingToDo);
+    assert_eq!(registry.move_partition("m", 0, 0, None).unwrap(), MoveOutcome::Done);
+    assert_eq!(placement(&registry, "m", &dirs), vec![0]);
+    assert!(values(&registry.partition("m", 0).unwrap()) == expect, "after moving back");
+}
+
+#[test]
+fn a_crash_at_each_step_of_a_move_recovers_to_one_directory_with_every_record() {
+    use ketch::metadata::replica_move::{MoveOutcome, MoveStep};
+    let steps = [
+        (MoveStep::FutureCreated, 0),
+        (MoveStep::Copied, 0),
+        (MoveStep::TailCopied, 0),
+        (MoveStep::Committed, 1),
+        (MoveStep::SourceRenamed, 1),
+        (MoveStep::FutureRenamed, 1),
+    ];
+    for (step, expected_dir) in steps {
+        let d = Dirs::new(2);
+        let dirs = d.refs();
+        let registry = open(&dirs).unwrap();
+        registry.create("c", 2, props(&[("segment.bytes", "1500")])).unwrap();
+        assert_eq!(placement(&registry, "c", &dirs), vec![0, 1]);
+        let partition = registry.partition("c", 0).unwrap();
+        let mut expect: Vec<String> = (0..150).map(|i| format!("r{i}")).collect();
+        for v in &expect {
+            append(&partition, v);
+        }
+        assert_eq!(registry.move_partition("c", 0, 1, Some(step)).unwrap(), MoveOutcome::Stopped, "{step:?}");
+        drop(partition);
+        drop(registry);
+
+        let registry = open(&dirs).unwrap();
+        assert_eq!(placement(&registry, "c", &dirs), vec![expected_dir, 1], "after a crash at {step:?}");
+        assert_eq!(on_disk(&dirs, "c-0"), (vec![expected_dir], vec![]), "one copy, no leftovers, at {step:?}");
+        let id = meta(dirs[expected_dir]).get("directory.id").unwrap().clone();
+        let stored = std::fs::read_to_string(dirs[0].join(".ketch/topics/c.properties")).unwrap();
+        assert!(stored.contains(&format!("directories={id},")), "{step:?}: {stored}");
+        let partition = registry.partition("c", 0).unwrap();
+        assert_eq!(values(&partition), expect, "every record after a crash at {step:?}");
+        // The partition serves, and a new move completes.
+        append(&partition, "more");
+        expect.push("more".into());
+        let other = 1 - expected_dir;
+        assert_eq!(registry.move_partition("c", 0, other, None).unwrap(), MoveOutcome::Done);
+        assert_eq!(values(&partition), expect);
+        assert_eq!(on_disk(&dirs, "c-0"), (vec![other], vec![]));
+    }
+}
+
+/// Unmounts a tmpfs when dropped (also when the test fails).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// A tmpfs of `size` at `dir`, or None where mounting is not permitted (not root, no
+    /// CAP_SYS_ADMIN): the test is then skipped.
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A directory that fails at run time (a 1 MiB tmpfs filled up: ENOSPC) goes offline: its
+/// partition answers KAFKA_STORAGE_ERROR to Produce, Fetch and ListOffsets, Metadata shows it
+/// without a leader (LEADER_NOT_AVAILABLE, replica offline) and DescribeLogDirs reports the
+/// directory with KAFKA_STORAGE_ERROR, while the partition of the other directory keeps serving.
+#[test]
+fn a_directory_that_fails_at_run_time_goes_offline_and_the_others_keep_serving() {
+    use common::*;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+    use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
+    use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, BrokerId, RequestKind, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let root = tempfile::tempdir().unwrap();
+    let (d0, d1) = (root.path().join("d0"), root.path().join("d1"));
+    let Some(_mount) = Tmpfs::mount(&d1, "1m") else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    let log_dirs = format!("log.dirs={},{}", d0.display(), d1.display());
+    let broker = TestBroker::start(&[log_dirs.as_str()]);
+    let mut s = broker.connect();
+    let t = || TopicName(StrBytes::from_static_str("t"));
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default().with_name(t()).with_num_partitions(2).with_replication_factor(1)]);
+    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert!(d0.join("t-0").is_dir() && d1.join("t-1").is_dir(), "one partition in each directory");
+    let produce_to = |s: &mut std::net::TcpStream, p: i32, value: &str| -> i16 {
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![
+            TopicProduceData::default().with_name(t()).with_partition_data(vec![PartitionProduceData::default()
+                .with_index(p)
+                .with_records(Some(batch(value)))]),
+        ]);
+        match call(s, ApiKey::Produce, 9, RequestKind::Produce(request)) {
+            ResponseKind::Produce(r) => r.responses[0].partition_responses[0].error_code,
+            other => panic!("{other:?}"),
+        }
+    };
+    let big = "x".repeat(100_000);
+    let mut codes = Vec::new();
+    for _ in 0..40 {
+        let code = produce_to(&mut s, 1, &big);
+        codes.push(code);
+        if code != 0 {
+            break;
+        }
+    }
+    assert_eq!(codes.last(), Some(&56), "the full tmpfs fails an append with KAFKA_STORAGE_ERROR: {codes:?}");
+    assert!(codes.len() > 3, "{codes:?}");
+    // Offline from now on, even for a record that would fit; the other directory serves.
+    assert_eq!(produce_to(&mut s, 1, "small"), 56);
+    assert_eq!(produce_to(&mut s, 0, "fine"), 0);
+    assert_eq!(produce_to(&mut s, 0, "fine again"), 0);
+
+    let fetch =
+        FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(vec![FetchTopic::default()
+            .with_topic(t())
+            .with_partitions(
+                (0..2).map(|p| FetchPartition::default().with_partition(p).with_partition_max_bytes(1 << 20)).collect(),
+            )]);
+    match call(&mut s, ApiKey::Fetch, 12, RequestKind::Fetch(fetch)) {
+        ResponseKind::Fetch(r) => {
+            let ps = &r.responses[0].partitions;
+            assert_eq!((ps[0].error_code, ps[1].error_code), (0, 56));
+            assert!(ps[0].records.as_ref().is_some_and(|b| !b.is_empty()), "records of t-0");
+        }
+        other => panic!("{other:?}"),
+    }
+    let list =
+        ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+            .with_name(t())
+            .with_partitions(
+                (0..2).map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1)).collect(),
+            )]);
+    match call(&mut s, ApiKey::ListOffsets, 7, RequestKind::ListOffsets(list)) {
+        ResponseKind::ListOffsets(r) => {
+            let ps = &r.topics[0].partitions;
+            assert_eq!((ps[0].error_code, ps[0].offset, ps[1].error_code), (0, 2, 56));
+        }
+        other => panic!("{other:?}"),
+    }
+    let metadata =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(t()))]));
+    match call(&mut s, ApiKey::Metadata, 12, RequestKind::Metadata(metadata)) {
+        ResponseKind::Metadata(r) => {
+            let ps = &r.topics[0].partitions;
+            assert_eq!((ps[0].error_code, ps[0].leader_id.0), (0, 1));
+            assert_eq!((ps[1].error_code, ps[1].leader_id.0), (5, -1), "LEADER_NOT_AVAILABLE, no leader");
+            assert_eq!(ps[1].offline_replicas, vec![BrokerId(1)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let describe = DescribeLogDirsRequest::default().with_topics(None);
+    match call(&mut s, ApiKey::DescribeLogDirs, 4, RequestKind::DescribeLogDirs(describe)) {
+        ResponseKind::DescribeLogDirs(r) => {
+            let seen: Vec<(String, i16, usize)> =
+                r.results.iter().map(|d| (d.log_dir.to_string(), d.error_code, d.topics.len())).collect();
+            let want = vec![(d0.display().to_string(), 0, 1), (d1.display().to_string(), 56, 0)];
+            assert_eq!(seen, want);
+        }
+        other => panic!("{other:?}"),
+    }
+    // New partitions go to the online directory only.
+    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("u")))
+        .with_num_partitions(2)
+        .with_replication_factor(1)]);
+    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert!(d0.join("u-0").is_dir() && d0.join("u-1").is_dir());
+    drop(s);
+    drop(broker);
 }

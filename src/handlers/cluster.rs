@@ -1,4 +1,5 @@
-//! Cluster-shape APIs that a single node answers for itself: DescribeLogDirs,
+//! Cluster-shape APIs that a single node answers for itself: DescribeLogDirs and
+//! AlterReplicaLogDirs (moves between log directories run in `metadata::replica_move`),
 //! DescribeTopicPartitions (paginated), OffsetForLeaderEpoch, ElectLeaders and the partition
 //! reassignment pair (this node is every partition's only replica and leader).
 
@@ -8,6 +9,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     AlterPartitionReassignmentsResponse, ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::alter_replica_log_dirs_request::AlterReplicaLogDirsRequest;
+use kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult, AlterReplicaLogDirsResponse,
 };
 use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
 use kafka_protocol::messages::describe_log_dirs_response::{
@@ -33,34 +38,98 @@ use super::{str_bytes, TOPIC_OPERATIONS};
 use crate::broker::Broker;
 use crate::error::default_message;
 
+/// AlterReplicaLogDirs (Kafka's `ReplicaManager.alterReplicaLogDirs`): per partition, a path
+/// that is not one of `log.dirs` as DescribeLogDirs reports them is LOG_DIR_NOT_FOUND, an
+/// unknown partition UNKNOWN_TOPIC_OR_PARTITION; otherwise NONE at once and the move runs in
+/// the background (already there: nothing to do, and an unfinished move elsewhere is dropped).
+pub fn alter_replica_log_dirs(broker: &Arc<Broker>, req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
+    let mut results: indexmap::IndexMap<String, Vec<AlterReplicaLogDirPartitionResult>> = Default::default();
+    for dir in &req.dirs {
+        for topic in &dir.topics {
+            let name = topic.name.0.as_str().to_string();
+            for &p in &topic.partitions {
+                let code = match broker.topics.request_move(&name, p, dir.path.as_str()) {
+                    Ok(start) => {
+                        if start {
+                            let (b, t) = (broker.clone(), name.clone());
+                            let spawned = std::thread::Builder::new()
+                                .name(format!("move-{t}-{p}"))
+                                .spawn(move || b.topics.run_moves(&t, p));
+                            if let Err(e) = spawned {
+                                tracing::error!(error = %e, "could not start a log directory move");
+                            }
+                        }
+                        0
+                    }
+                    Err(e) => e.code(),
+                };
+                let result = AlterReplicaLogDirPartitionResult::default().with_partition_index(p).with_error_code(code);
+                results.entry(name.clone()).or_default().push(result);
+            }
+        }
+    }
+    let results = results
+        .into_iter()
+        .map(|(name, partitions)| {
+            AlterReplicaLogDirTopicResult::default()
+                .with_topic_name(TopicName(str_bytes(&name)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterReplicaLogDirsResponse::default().with_results(results)
+}
+
 /// Every entry of `log.dirs` with the partitions it holds (Kafka's
-/// `ReplicaManager.describeLogDirs`): sizes, offset lag 0 (no future replicas yet), topics
-/// without a wanted partition left out, and from v4 the volume's total and usable bytes.
+/// `ReplicaManager.describeLogDirs`): sizes, offset lag 0 for the partitions themselves and,
+/// while a partition moves, its copy in the target directory as a future replica (its size so
+/// far, its lag behind the log end); topics without a wanted partition left out; from v4 the
+/// volume's total and usable bytes.
 pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, version: i16) -> DescribeLogDirsResponse {
     let wanted = |topic: &str, p: i32| {
         req.topics.as_ref().is_none_or(|ts| ts.iter().any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&p)))
     };
     let topics = broker.topics.all();
+    let moves = broker.topics.moves();
     let results = broker
         .topics
         .log_dirs()
         .dirs()
         .iter()
-        .map(|dir| {
+        .enumerate()
+        .map(|(i, dir)| {
+            if dir.health.is_offline() {
+                // Kafka: the directory with KAFKA_STORAGE_ERROR, nothing else (sizes unknown).
+                return DescribeLogDirsResult::default()
+                    .with_log_dir(str_bytes(&dir.path.display().to_string()))
+                    .with_error_code(ResponseError::KafkaStorageError.code())
+                    .with_total_bytes(-1)
+                    .with_usable_bytes(-1);
+            }
             let in_dir: Vec<_> = topics
                 .iter()
                 .filter_map(|t| {
-                    let partitions: Vec<_> = t
-                        .partitions
-                        .iter()
-                        .filter(|p| p.log_dir() == dir.path && wanted(&t.name, p.index))
-                        .map(|p| {
-                            DescribeLogDirsPartition::default()
-                                .with_partition_index(p.index)
-                                .with_partition_size(p.log().size_bytes() as i64)
-                                .with_offset_lag(0)
-                        })
-                        .collect();
+                    let mut partitions = Vec::new();
+                    for p in t.partitions.iter().filter(|p| wanted(&t.name, p.index)) {
+                        if p.log_dir() == dir.path {
+                            partitions.push(
+                                DescribeLogDirsPartition::default()
+                                    .with_partition_index(p.index)
+                                    .with_partition_size(p.log().size_bytes() as i64)
+                                    .with_offset_lag(0),
+                            );
+                        }
+                        let future = moves.get(&(t.name.clone(), p.index)).filter(|m| m.future_dir == Some(i));
+                        if let Some(m) = future {
+                            let lag = (p.log().log_end_offset() - m.future_end_offset.max(0)).max(0);
+                            partitions.push(
+                                DescribeLogDirsPartition::default()
+                                    .with_partition_index(p.index)
+                                    .with_partition_size(m.future_bytes as i64)
+                                    .with_offset_lag(lag)
+                                    .with_is_future_key(true),
+                            );
+                        }
+                    }
                     (!partitions.is_empty()).then(|| {
                         DescribeLogDirsTopic::default()
                             .with_name(TopicName(str_bytes(&t.name)))

@@ -234,6 +234,11 @@ fn read_partition(
     read_committed: bool,
 ) -> (PartitionData, Option<FileSlice>) {
     let log = partition.log();
+    if log.health().is_offline() {
+        // Its log directory failed: Kafka answers KAFKA_STORAGE_ERROR without offsets.
+        let data = data.with_high_watermark(-1).with_last_stable_offset(-1).with_log_start_offset(-1);
+        return (data.with_error_code(ResponseError::KafkaStorageError.code()), None);
+    }
     let high_watermark = log.high_watermark();
     let last_stable = log.last_stable_offset();
     // read_committed consumers see nothing past the LSO (an open transaction's first offset).

@@ -52,6 +52,9 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                         return response.with_error_code(ResponseError::UnknownLeaderEpoch.code());
                     }
                     let log = partition.log();
+                    if log.health().is_offline() {
+                        return response.with_error_code(ResponseError::KafkaStorageError.code());
+                    }
                     // The leader epoch field exists from v4 on; older versions must leave it at -1.
                     let epoch = if version >= 4 { log.latest_epoch().map_or(0, |(e, _)| e) } else { -1 };
                     let found = match p.timestamp {

@@ -96,7 +96,23 @@ pub fn describe(node_id: i32, topic: &Topic) -> MetadataResponseTopic {
         .partitions
         .iter()
         .map(|p| {
-            let epoch = p.log().latest_epoch().map_or(0, |(e, _)| e);
+            let (epoch, offline) = {
+                let log = p.log();
+                (log.latest_epoch().map_or(0, |(e, _)| e), log.health().is_offline())
+            };
+            if offline {
+                // Its log directory failed. Kafka's controller then leaves the partition
+                // without a leader (the only replica's directory is offline) and the metadata
+                // cache reports LEADER_NOT_AVAILABLE, no leader, the replica offline.
+                return MetadataResponsePartition::default()
+                    .with_error_code(ResponseError::LeaderNotAvailable.code())
+                    .with_partition_index(p.index)
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(epoch)
+                    .with_replica_nodes(vec![BrokerId(node_id)])
+                    .with_isr_nodes(vec![BrokerId(node_id)])
+                    .with_offline_replicas(vec![BrokerId(node_id)]);
+            }
             MetadataResponsePartition::default()
                 .with_partition_index(p.index)
                 .with_leader_id(BrokerId(node_id))

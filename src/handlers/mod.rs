@@ -68,6 +68,9 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(acls::describe()),
         RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(acls::create(req)),
         RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(acls::delete(req)),
+        RequestKind::AlterReplicaLogDirs(req) => {
+            ResponseKind::AlterReplicaLogDirs(cluster::alter_replica_log_dirs(broker, req))
+        }
         RequestKind::DescribeLogDirs(req) => {
             ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, req, version))
         }

@@ -183,7 +183,11 @@ fn key(partition: &Arc<Partition>) -> usize {
 fn sync_partition(partition: &Partition) -> Result<(), String> {
     let work = partition.log().flush_work().map_err(|e| e.to_string())?;
     for file in &work.files {
-        file.sync_data().map_err(|e| format!("fsync failed: {e}"))?;
+        if let Err(e) = file.sync_data() {
+            // Kafka's rule: an fsync that fails takes the log directory offline.
+            partition.log().fail_storage(&e);
+            return Err(format!("fsync failed: {e}"));
+        }
     }
     partition.log().mark_flushed(&work, now_ms());
     Ok(())

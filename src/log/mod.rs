@@ -12,6 +12,7 @@ pub mod batch;
 pub mod cleaner;
 pub mod compression;
 pub mod deleter;
+pub mod dir_health;
 pub mod flusher;
 pub mod index;
 pub mod lz4_frame;
@@ -21,7 +22,7 @@ pub mod record_error;
 pub mod segment;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 pub use partition_log::{AppendInfo, PartitionLog};
 pub use segment::FileSlice;
@@ -32,20 +33,32 @@ pub struct Partition {
     pub topic: String,
     pub index: i32,
     /// The log directory (an entry of `log.dirs`) holding this partition's directory; read
-    /// without locking the log (placement counts, DescribeLogDirs).
-    log_dir: PathBuf,
+    /// without locking the log (placement counts, DescribeLogDirs). Changes only when
+    /// AlterReplicaLogDirs moves the partition (`metadata::replica_move`), together with the log.
+    log_dir: RwLock<PathBuf>,
     log: Mutex<PartitionLog>,
 }
 
 impl Partition {
     pub fn new(topic: String, index: i32, log: PartitionLog) -> Partition {
         let log_dir = log.dir().parent().map(Path::to_path_buf).unwrap_or_default();
-        Partition { topic, index, log_dir, log: Mutex::new(log) }
+        Partition { topic, index, log_dir: RwLock::new(log_dir), log: Mutex::new(log) }
     }
 
     /// The entry of `log.dirs` this partition lives in.
-    pub fn log_dir(&self) -> &Path {
-        &self.log_dir
+    pub fn log_dir(&self) -> PathBuf {
+        self.log_dir.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the partition's log directory is offline (KAFKA_STORAGE_ERROR to every request).
+    pub fn offline(&self) -> bool {
+        self.log().health().is_offline()
+    }
+
+    /// Records that the partition now lives in `log_dir` (after a move; the caller holds the
+    /// log lock and has swapped the log).
+    pub fn set_log_dir(&self, log_dir: PathBuf) {
+        *self.log_dir.write().unwrap_or_else(|p| p.into_inner()) = log_dir;
     }
 
     /// Locks the log. A poisoned lock (a panic while holding it) is recovered rather than

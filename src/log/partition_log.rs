@@ -18,6 +18,7 @@ use crate::config::TopicConfig;
 use crate::error::LogError;
 use crate::log::batch::{self, BatchSummary};
 use crate::log::cleaner::{self, CleanPlan, CleanedGroup};
+use crate::log::dir_health::DirHealth;
 use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::{FileSlice, Segment};
 
@@ -50,6 +51,8 @@ pub struct PartitionLog {
     /// How much earlier than `segment.ms` the active segment rolls: random per segment, below
     /// `segment.jitter.ms` and `segment.ms`, as Kafka draws it.
     roll_jitter_ms: i64,
+    /// Whether the log directory is online; shared by every partition in it.
+    health: std::sync::Arc<DirHealth>,
 }
 
 /// What an append produced, for the produce response.
@@ -138,6 +141,7 @@ impl PartitionLog {
             producers: ProducerState::default(),
             roll_jitter_ms,
             cleaner_checkpoint: 0,
+            health: Default::default(),
         };
         log.load_epochs()?;
         if let Ok(text) = std::fs::read_to_string(log.dir.join(cleaner::CHECKPOINT_FILE)) {
@@ -154,6 +158,17 @@ impl PartitionLog {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+    /// The health of the log directory holding this log (an always-online one until set).
+    pub fn health(&self) -> &std::sync::Arc<DirHealth> {
+        &self.health
+    }
+    pub fn set_health(&mut self, health: std::sync::Arc<DirHealth>) {
+        self.health = health;
+    }
+    /// An I/O error met outside the log lock (an fsync of its files): the directory goes offline.
+    pub fn fail_storage(&self, error: &dyn std::fmt::Display) {
+        self.health.fail(error);
     }
     pub fn config(&self) -> &TopicConfig {
         &self.config
@@ -175,6 +190,11 @@ impl PartitionLog {
     }
     pub fn size_bytes(&self) -> u64 {
         self.segments.iter().map(Segment::size).sum()
+    }
+    /// (base offset, bytes of valid data) of every segment, the active one last: what a copy
+    /// of the partition (AlterReplicaLogDirs) must hold of each `.log` file.
+    pub fn segment_sizes(&self) -> Vec<(i64, u64)> {
+        self.segments.iter().map(|s| (s.base_offset, s.size())).collect()
     }
     pub fn latest_epoch(&self) -> Option<(i32, i64)> {
         self.epochs.last().copied()
@@ -275,6 +295,20 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<i64, LogError> {
+        self.health.check()?;
+        let result = self.append_marker_inner(producer_id, epoch, commit, coordinator_epoch, leader_epoch, now_ms);
+        self.health.watch(result)
+    }
+
+    fn append_marker_inner(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<i64, LogError> {
         if self.producers.get(producer_id).is_some_and(|e| epoch < e.epoch) {
             return Err(LogError::InvalidProducerEpoch(format!(
                 "marker epoch {epoch} is fenced for producer {producer_id}"
@@ -307,7 +341,18 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
-        let batch = batch.as_ref();
+        self.health.check()?;
+        let result = self.append_inner(batch.as_ref(), summary, leader_epoch, now_ms);
+        self.health.watch(result)
+    }
+
+    fn append_inner(
+        &mut self,
+        batch: &[u8],
+        summary: &BatchSummary,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         let header = batch::Header::new(batch);
         let transactional = header.is_transactional();
         let producer = header.producer_batch();
@@ -408,6 +453,15 @@ impl PartitionLog {
 
     /// File handles to fsync so that everything up to the current log end is durable.
     pub fn flush_work(&self) -> io::Result<FlushWork> {
+        self.health.check().map_err(|e| io::Error::other(e.to_string()))?;
+        let result = self.flush_work_inner();
+        if let Err(e) = &result {
+            self.health.fail(e);
+        }
+        result
+    }
+
+    fn flush_work_inner(&self) -> io::Result<FlushWork> {
         let mut files = Vec::new();
         for segment in self.segments.iter().rev() {
             if segment.next_offset <= self.flushed_offset {
@@ -465,6 +519,18 @@ impl PartitionLog {
         max_bytes: usize,
         min_one: bool,
     ) -> Result<Option<FileSlice>, LogError> {
+        self.health.check()?;
+        let result = self.read_slice_inner(offset, max_offset, max_bytes, min_one);
+        self.health.watch(result)
+    }
+
+    fn read_slice_inner(
+        &self,
+        offset: i64,
+        max_offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> Result<Option<FileSlice>, LogError> {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(LogError::OffsetOutOfRange { offset, start: self.log_start_offset, end });
@@ -481,6 +547,12 @@ impl PartitionLog {
 
     /// ListOffsets by timestamp: the first offset whose record timestamp is >= `target`.
     pub fn offset_for_timestamp(&self, target: i64) -> Result<Option<(i64, i64)>, LogError> {
+        self.health.check()?;
+        let result = self.offset_for_timestamp_inner(target);
+        self.health.watch(result)
+    }
+
+    fn offset_for_timestamp_inner(&self, target: i64) -> Result<Option<(i64, i64)>, LogError> {
         for segment in &self.segments {
             if let Some(found) = segment.find_offset_by_timestamp(target, self.log_start_offset)? {
                 if found.0 < self.high_watermark {
@@ -504,6 +576,12 @@ impl PartitionLog {
     /// DeleteRecords: moves the log start offset to `offset` (-1: the high watermark), deleting
     /// the segments wholly below it. Returns the new log start offset.
     pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        self.health.check()?;
+        let result = self.delete_records_before_inner(offset);
+        self.health.watch(result)
+    }
+
+    fn delete_records_before_inner(&mut self, offset: i64) -> Result<i64, LogError> {
         let target = if offset == -1 { self.high_watermark } else { offset };
         if target < 0 || target > self.high_watermark {
             return Err(LogError::OffsetOutOfRange {
@@ -528,6 +606,12 @@ impl PartitionLog {
 
     /// Deletes whole segments past `retention.ms` / `retention.bytes`; returns how many.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        self.health.check()?;
+        let result = self.apply_retention_inner(now_ms);
+        self.health.watch(result)
+    }
+
+    fn apply_retention_inner(&mut self, now_ms: i64) -> Result<usize, LogError> {
         if !self.config.deletes() {
             return Ok(0);
         }
@@ -632,6 +716,11 @@ impl PartitionLog {
         let Some(i) = self.segments.iter().position(|s| s.base_offset == cleaned.base_offset) else {
             return Ok(false);
         };
+        if !self.dir.join(cleaner::CLEANING_DIR).is_dir() {
+            // The partition moved to another log directory during the pass (the cleaner's
+            // scratch directory stayed in the old one, which is gone).
+            return Ok(false);
+        }
         let n = cleaned.replaces.len();
         let unchanged = i + n < self.segments.len()
             && self.segments[i + n].base_offset == cleaned.end_offset

@@ -22,13 +22,19 @@
 //! - `.ketch/` appears in no entry but the first (the order of `log.dirs` changed);
 //! - a partition directory is in at most one entry (Kafka's "Duplicate log directories").
 //!
-//! Placement (Kafka's `LogManager.nextLogDirs`): a new partition goes to the directory holding
-//! the fewest partitions, ties broken by the order of `log.dirs`.
+//! Placement (Kafka's `LogManager.nextLogDirs`): a new partition goes to the online directory
+//! holding the fewest partitions, ties broken by the order of `log.dirs`.
+//!
+//! Each directory has a `DirHealth` (`log::dir_health`): an I/O error in it at run time takes
+//! it offline (its partitions answer KAFKA_STORAGE_ERROR, the others keep serving); the first
+//! directory's failure stops the process.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::config::{parse_properties, BrokerConfig, Properties};
+use crate::log::dir_health::DirHealth;
 use crate::log::partition_log::write_atomically;
 
 use super::store::random_bytes;
@@ -40,6 +46,8 @@ pub struct LogDir {
     pub path: PathBuf,
     /// `directory.id` from its `meta.properties`.
     pub id: String,
+    /// Online or offline (after an I/O error), shared with the partition logs in it.
+    pub health: Arc<DirHealth>,
 }
 
 #[derive(Debug)]
@@ -124,7 +132,8 @@ impl LogDirs {
                 }
             };
             let path = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-            dirs.push(LogDir { path, id });
+            let health = Arc::new(DirHealth::new(path.clone(), dirs.is_empty()));
+            dirs.push(LogDir { path, id, health });
         }
         Ok(LogDirs { dirs, cluster_id, _locks: locks })
     }
@@ -151,10 +160,13 @@ impl LogDirs {
         self.dirs.iter().position(|d| d.path == path)
     }
 
-    /// Kafka's placement rule: the directory with the fewest partitions (`counts[i]` for entry
-    /// `i`), the first in `log.dirs` order among equals.
+    /// Kafka's placement rule: the online directory with the fewest partitions (`counts[i]`
+    /// for entry `i`), the first in `log.dirs` order among equals.
     pub fn next_dir(&self, counts: &[usize]) -> usize {
-        (0..self.dirs.len()).min_by_key(|&i| counts.get(i).copied().unwrap_or(0)).unwrap_or(0)
+        (0..self.dirs.len())
+            .filter(|&i| !self.dirs[i].health.is_offline())
+            .min_by_key(|&i| counts.get(i).copied().unwrap_or(0))
+            .unwrap_or(0)
     }
 
     /// Lists the partition directories (`<topic>-<partition>`) of every entry. Names with

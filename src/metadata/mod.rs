@@ -13,6 +13,7 @@
 
 pub mod features;
 pub mod log_dirs;
+pub mod replica_move;
 mod store;
 
 use std::collections::HashMap;
@@ -55,6 +56,8 @@ pub struct TopicRegistry {
     /// The broker-level topic defaults in force (dynamic broker configs change them).
     defaults: RwLock<TopicConfig>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// Moves between log directories in progress (AlterReplicaLogDirs).
+    moves: replica_move::Moves,
 }
 
 /// Why a topic could not be created, as Kafka reports it.
@@ -102,8 +105,12 @@ impl TopicRegistry {
         // marker (in the metadata directory) covers every log directory: all close together.
         let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
         let clean = marker.exists();
-        let found = log_dirs.scan()?;
         let stored_topics = store::load_all(&log_dir)?;
+        // Moves between directories a crash interrupted are finished or undone first.
+        replica_move::recover(&log_dirs, |topic, p| {
+            stored_topics.iter().find(|t| t.name == topic).and_then(|t| t.directory(p)).map(str::to_string)
+        })?;
+        let found = log_dirs.scan()?;
         // Where each partition is: a duplicate or a partition recorded in a directory that is
         // gone stops the start before anything is opened, created or removed.
         let mut counts = vec![0usize; log_dirs.dirs().len()];
@@ -164,7 +171,8 @@ impl TopicRegistry {
                 if !found.contains_key(&(stored.name.clone(), p)) {
                     tracing::warn!(dir = %dir.display(), "partition directory missing: creating it empty");
                 }
-                let log = PartitionLog::open_with(&dir, topic_config.clone(), now, !clean)?;
+                let mut log = PartitionLog::open_with(&dir, topic_config.clone(), now, !clean)?;
+                log.set_health(log_dirs.dirs()[i].health.clone());
                 partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
             }
             let directories = directory_ids(&log_dirs, &partitions);
@@ -201,6 +209,7 @@ impl TopicRegistry {
             log_dirs,
             defaults: RwLock::new(config.topic_defaults.clone()),
             topics: RwLock::new(topics),
+            moves: Default::default(),
         })
     }
 
@@ -213,7 +222,7 @@ impl TopicRegistry {
     fn partition_counts(&self, topics: &HashMap<String, Arc<Topic>>) -> Vec<usize> {
         let mut counts = vec![0usize; self.log_dirs.dirs().len()];
         for p in topics.values().flat_map(|t| t.partitions.iter()) {
-            if let Some(i) = self.log_dirs.index_of_path(p.log_dir()) {
+            if let Some(i) = self.log_dirs.index_of_path(&p.log_dir()) {
                 counts[i] += 1;
             }
         }
@@ -236,8 +245,9 @@ impl TopicRegistry {
             let i = self.log_dirs.next_dir(&counts);
             counts[i] += 1;
             let dir = partition_dir(&self.log_dirs.dirs()[i].path, name, p);
-            let log = PartitionLog::open(&dir, config.clone(), now)
+            let mut log = PartitionLog::open(&dir, config.clone(), now)
                 .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+            log.set_health(self.log_dirs.dirs()[i].health.clone());
             out.push(Arc::new(Partition::new(name.to_string(), p, log)));
         }
         Ok(out)
@@ -469,7 +479,7 @@ impl TopicRegistry {
         let Some(topic) = removed else { return Ok(None) };
         store::remove(&self.log_dir, name)?;
         for partition in &topic.partitions {
-            let dir = partition_dir(partition.log_dir(), name, partition.index);
+            let dir = partition_dir(&partition.log_dir(), name, partition.index);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove partition directory");
             }
@@ -495,6 +505,6 @@ impl TopicRegistry {
 fn directory_ids(log_dirs: &LogDirs, partitions: &[Arc<Partition>]) -> Vec<String> {
     partitions
         .iter()
-        .map(|p| log_dirs.index_of_path(p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
+        .map(|p| log_dirs.index_of_path(&p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
         .collect()
 }

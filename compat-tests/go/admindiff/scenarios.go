@@ -470,6 +470,29 @@ func (s *state) data() {
 	s.step("describe-log-dirs-all", 4, all4)
 	s.step("describe-log-dirs-topic", 4, dld(tp{tA, []int32{0, 1, 9}}, tp{tMissing, []int32{0}}))
 	s.step("describe-log-dirs-topic-v1", 1, dld(tp{tA, []int32{0}}))
+
+	// AlterReplicaLogDirs: the broker's own (only) log dir, as DescribeLogDirs reports it.
+	dir := ""
+	if r, ok := s.quiet(4, all4).(*kmsg.DescribeLogDirsResponse); ok && len(r.Dirs) > 0 {
+		dir = r.Dirs[0].Dir
+	}
+	ard := func(path string, topic string, partition int32) *kmsg.AlterReplicaLogDirsRequest {
+		req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+		d := kmsg.NewAlterReplicaLogDirsRequestDir()
+		d.Dir = path
+		t := kmsg.NewAlterReplicaLogDirsRequestDirTopic()
+		t.Topic, t.Partitions = topic, []int32{partition}
+		d.Topics = append(d.Topics, t)
+		req.Dirs = append(req.Dirs, d)
+		return req
+	}
+	s.optStep("alter-replica-log-dirs-same-dir", 2, ard(dir, tA, 0))
+	s.optStep("alter-replica-log-dirs-same-dir-v1", 1, ard(dir, tA, 1))
+	s.optStep("alter-replica-log-dirs-unknown-dir", 2, ard("/no/such/log/dir", tA, 0))
+	s.optStep("alter-replica-log-dirs-unknown-dir-unknown-topic", 2, ard("/no/such/log/dir", tMissing, 0))
+	s.optStep("alter-replica-log-dirs-trailing-slash", 2, ard(dir+"/", tA, 0))
+	s.optStep("alter-replica-log-dirs-unknown-partition", 2, ard(dir, tA, 9))
+	s.optStep("alter-replica-log-dirs-unknown-topic", 2, ard(dir, tMissing, 0))
 }
 
 func (s *state) cluster() {
