@@ -454,3 +454,72 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_serving(start_broker, k
         if broker is not None:
             broker.kill9()
         subprocess.run(["umount", "-l", str(d1)])
+
+
+def partition_states(admin, topic: str, want: dict, timeout: float = 30) -> dict:
+    """Metadata's (leader, error) per partition, polled until it equals `want` or time is up."""
+    deadline = time.time() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        state = {p: (m.leader, m.error.code() if m.error else 0) for p, m in md.items()}
+        if state == want or time.time() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+def test_a_log_dir_failed_at_start_is_offline_and_the_others_serve(start_broker, kafka_libs, tmp_path):
+    """A broker restarted while one of its two log dirs cannot be opened (its path is now a plain
+    file: a disk that did not mount) starts anyway: that dir's partition has no leader
+    (LEADER_NOT_AVAILABLE) and refuses records, `kafka-log-dirs` reports the dir with an error,
+    the other dir serves. Once the dir is back and the broker restarted, both partitions serve
+    with every record they had."""
+    d0, d1 = tmp_path / "disk0", tmp_path / "disk1"
+    dirs = [d0, d1]
+    if TARGET == "kafka":
+        format_for_kafka(kafka_libs, dirs)
+    broker = start_broker({"log.dirs": f"{d0},{d1}"})
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    topic = f"jbod-gone-{uid()}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(timeout=30)
+    seen = wait_placed(kt, broker, {topic: 2})
+    [lost] = [int(p.rsplit("-", 1)[1]) for p in seen[str(d1)]]
+    ok = 1 - lost
+    for p in (0, 1):
+        produce_one(broker.bootstrap, topic, p, f"before-{p}")
+    broker.stop()
+
+    away = tmp_path / "disk1-away"
+    d1.rename(away)
+    d1.write_text("not a directory\n")
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    state = partition_states(admin, topic, {lost: (-1, KafkaError.LEADER_NOT_AVAILABLE), ok: (1, 0)})
+    assert state == {lost: (-1, KafkaError.LEADER_NOT_AVAILABLE), ok: (1, 0)}, state
+    assert produce_one(broker.bootstrap, topic, lost, "refused") is not None, "a record went to an offline dir"
+    assert produce_one(broker.bootstrap, topic, ok, "served") is None
+    r = kt.run(LOG_DIRS, "--bootstrap-server", broker.bootstrap, "--describe", "--broker-list", "1")
+    doc = next(json.loads(l) for l in r.stdout.splitlines() if l.startswith("{"))
+    errs = {ld["logDir"]: ld["error"] for ld in doc["brokers"][0]["logDirs"]}
+    assert errs.get(str(d0), "missing") is None and errs.get(str(d1)), errs
+    broker.stop()
+
+    d1.unlink()
+    away.rename(d1)
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    state = partition_states(admin, topic, {0: (1, 0), 1: (1, 0)})
+    assert state == {0: (1, 0), 1: (1, 0)}, state
+    assert [v for _, v in read_partition(broker.bootstrap, topic, lost)] == [f"before-{lost}"]
+    assert [v for _, v in read_partition(broker.bootstrap, topic, ok)] == [f"before-{ok}", "served"]
+
+
+def produce_one(bootstrap: str, topic: str, partition: int, value: str):
+    """Produces one record; returns the delivery error (None when acknowledged)."""
+    result = {}
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 8000})
+    producer.produce(topic, value=value.encode(), partition=partition,
+                     on_delivery=lambda err, _m: result.__setitem__("err", err))
+    producer.flush(20)
+    assert "err" in result, f"no delivery report for {value!r}"
+    return result["err"]

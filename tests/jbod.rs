@@ -1,9 +1,9 @@
 //! JBOD (several `log.dirs`): placement of new partitions on the directory with the fewest
 //! partitions (ties by `log.dirs` order), one `meta.properties` and `.lock` per directory,
 //! `.ketch/` only in the first, partitions found again after a restart wherever they are, and
-//! the start refused (nothing deleted) when a partition is in two directories, when a
-//! directory holding partitions is gone, when the first directory is missing or the order of
-//! `log.dirs` changed. The last test runs the real binary: data in three directories survives
+//! the start refused (nothing deleted) when a partition is in two directories, when the first
+//! directory is missing or the order of `log.dirs` changed; a directory that fails at start or
+//! is gone leaves its partitions offline (never recreated empty) until it is back. The last test runs the real binary: data in three directories survives
 //! SIGTERM and kill -9, and DescribeLogDirs reports each directory.
 //!
 //! Moves between directories (AlterReplicaLogDirs, `metadata::replica_move`): a move while
@@ -143,19 +143,52 @@ fn a_partition_in_two_directories_refuses_to_start_and_nothing_is_removed() {
 }
 
 #[test]
-fn a_directory_holding_partitions_that_is_gone_refuses_to_start() {
+fn partitions_of_a_directory_failed_or_gone_at_start_are_offline_and_come_back_with_it() {
     let d = Dirs::new(3);
     let dirs = d.refs();
-    open(&dirs).unwrap().create("a", 3, Properties::new()).unwrap();
-    // The third disk is replaced by an empty one: its partitions are not recreated empty.
+    {
+        let registry = open(&dirs).unwrap();
+        registry.create("a", 3, Properties::new()).unwrap();
+        append(&registry.partition("a", 2).unwrap(), "kept");
+    }
+    let offline = |registry: &TopicRegistry, p: i32| registry.partition("a", p).unwrap().log().health().is_offline();
+    // The third disk fails to mount: its path is now a plain file. The start goes on without
+    // it; its partition is offline (reads refused), the others are served.
+    let away = d._root.path().join("away");
+    std::fs::rename(dirs[2], &away).unwrap();
+    std::fs::write(dirs[2], b"not a directory").unwrap();
+    {
+        let registry = open(&dirs).unwrap();
+        assert!(registry.log_dirs().dirs()[2].health.is_offline());
+        assert_eq!((offline(&registry, 0), offline(&registry, 1), offline(&registry, 2)), (false, false, true));
+        assert!(registry.partition("a", 2).unwrap().log().read(0, 10, 1000, true).is_err());
+        append(&registry.partition("a", 0).unwrap(), "served");
+        // New partitions avoid the offline directory.
+        registry.create("b", 2, Properties::new()).unwrap();
+        assert!(placement(&registry, "b", &dirs[..2]).iter().all(|&i| i < 2));
+    }
+    // The disk is back: the partition is served again, with its data.
+    std::fs::remove_file(dirs[2]).unwrap();
+    std::fs::rename(&away, dirs[2]).unwrap();
+    {
+        let registry = open(&dirs).unwrap();
+        assert!(!offline(&registry, 2));
+        assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2]);
+        assert!(!registry.partition("a", 2).unwrap().log().read(0, 10, 1000, true).unwrap().is_empty());
+    }
+    // The disk is replaced by an empty one (or dropped from log.dirs): its partition stays
+    // offline and is never recreated empty; its recorded directory is kept.
+    std::fs::rename(dirs[2], &away).unwrap();
+    for listed in [&dirs[..], &dirs[..2]] {
+        let registry = open(listed).unwrap();
+        assert!(offline(&registry, 2));
+        assert!(!offline(&registry, 0) && !offline(&registry, 1));
+        assert!(!dirs[0].join("a-2").exists() && !dirs[1].join("a-2").exists(), "not recreated");
+    }
     std::fs::remove_dir_all(dirs[2]).unwrap();
-    let err = open(&dirs).unwrap_err().to_string();
-    assert!(err.contains("a-2 (directory.id"), "{err}");
-    assert!(err.contains("not among log.dirs"), "{err}");
-    assert!(dirs[0].join("a-0").is_dir() && dirs[1].join("a-1").is_dir(), "nothing removed");
-    // Dropped from log.dirs: the same.
-    let err = open(&dirs[..2]).unwrap_err().to_string();
-    assert!(err.contains("a-2 (directory.id"), "{err}");
+    std::fs::rename(&away, dirs[2]).unwrap();
+    let registry = open(&dirs).unwrap();
+    assert!(!offline(&registry, 2), "the recorded directory was kept while it was gone");
 }
 
 #[test]

@@ -27,6 +27,12 @@ impl DirHealth {
         DirHealth { path, offline: AtomicBool::new(false), fatal }
     }
 
+    /// A directory that failed before the broker started serving (at open), or a directory
+    /// that is gone (`path` then names what is known of it): offline for good.
+    pub fn failed(path: PathBuf) -> DirHealth {
+        DirHealth { path, offline: AtomicBool::new(true), fatal: false }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -158,6 +158,30 @@ impl PartitionLog {
         Ok(log)
     }
 
+    /// A partition whose log directory is offline since the start (it failed, or is gone): no
+    /// segment is open, and every read or write answers KAFKA_STORAGE_ERROR (its `health` is
+    /// offline, checked before any segment is touched). Nothing on disk is created or removed.
+    pub fn offline(dir: PathBuf, config: TopicConfig, health: std::sync::Arc<DirHealth>) -> PartitionLog {
+        assert!(health.is_offline(), "an offline placeholder needs an offline directory");
+        PartitionLog {
+            dir,
+            config,
+            segments: Vec::new(),
+            log_start_offset: 0,
+            high_watermark: 0,
+            flushed_offset: 0,
+            unflushed_messages: 0,
+            last_flush_ms: 0,
+            dir_changes: 0,
+            dir_changes_synced: 0,
+            epochs: Vec::new(),
+            producers: ProducerState::default(),
+            cleaner_checkpoint: 0,
+            roll_jitter_ms: 0,
+            health,
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -182,7 +206,8 @@ impl PartitionLog {
         self.log_start_offset
     }
     pub fn log_end_offset(&self) -> i64 {
-        self.active().next_offset
+        // An offline placeholder has no segment.
+        self.segments.last().map_or(self.log_start_offset, |s| s.next_offset)
     }
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
@@ -631,9 +656,13 @@ impl PartitionLog {
     /// Removes the whole partition directory (topic deletion).
     pub fn delete(self) -> Result<(), LogError> {
         let dir = self.dir.clone();
+        let placeholder = self.segments.is_empty();
         drop(self);
-        std::fs::remove_dir_all(&dir)?;
-        Ok(())
+        match std::fs::remove_dir_all(&dir) {
+            // An offline placeholder's directory is not reachable (or never existed).
+            Err(_) if placeholder => Ok(()),
+            other => Ok(other?),
+        }
     }
 }
 

@@ -27,7 +27,9 @@
 //!
 //! Each directory has a `DirHealth` (`log::dir_health`): an I/O error in it at run time takes
 //! it offline (its partitions answer KAFKA_STORAGE_ERROR, the others keep serving); the first
-//! directory's failure stops the process.
+//! directory's failure stops the process. A directory other than the first that cannot be
+//! created, read or locked at start is offline from the start (no `directory.id` known); the
+//! first one failing refuses the start.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -68,25 +70,49 @@ impl LogDirs {
     pub fn open(config: &BrokerConfig) -> anyhow::Result<LogDirs> {
         let mut canonical = Vec::new();
         let mut locks = Vec::new();
-        for dir in &config.log_dirs {
+        // `None`: the directory failed to open (offline, as Kafka's `createAndValidateLogDirs`
+        // leaves it); only the metadata directory (the first) failing stops the start.
+        let mut metas: Vec<Option<Option<Properties>>> = Vec::new();
+        for (i, dir) in config.log_dirs.iter().enumerate() {
             if !dir.exists() {
                 tracing::info!(dir = %dir.display(), "log directory not found, creating it");
             }
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("Failed to create data directory {}: {e}", dir.display()))?;
-            if !dir.is_dir() {
-                anyhow::bail!("{} is not a readable log directory.", dir.display());
+            let located = (|| -> anyhow::Result<PathBuf> {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| anyhow::anyhow!("Failed to create data directory {}: {e}", dir.display()))?;
+                if !dir.is_dir() {
+                    anyhow::bail!("{} is not a readable log directory.", dir.display());
+                }
+                Ok(std::fs::canonicalize(dir)?)
+            })();
+            // Before anything in the directory is read or written: a second broker must not
+            // touch it.
+            let opened = located.and_then(|c| {
+                if canonical.contains(&c) {
+                    let all: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
+                    return Err(ConfigError(format!("Duplicate log directory found: {}", all.join(", "))).into());
+                }
+                canonical.push(c);
+                let lock = lock_log_dir(dir)?;
+                Ok((lock, read_meta(dir)?))
+            });
+            match opened {
+                Ok((lock, meta)) => {
+                    locks.push(lock);
+                    metas.push(Some(meta));
+                }
+                // A second broker on the directory or a duplicate entry is a configuration
+                // error, not a disk failure.
+                Err(e) if i == 0 || e.is::<ConfigError>() => return Err(e),
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), error = %e,
+                        "log directory failed at start: it is offline, its partitions are not served");
+                    metas.push(None);
+                }
             }
-            let c = std::fs::canonicalize(dir)?;
-            if canonical.contains(&c) {
-                let all: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
-                anyhow::bail!("Duplicate log directory found: {}", all.join(", "));
-            }
-            canonical.push(c);
-            // Before anything in the directory is read or written: a second broker must not touch it.
-            locks.push(lock_log_dir(dir)?);
         }
-        let metas = config.log_dirs.iter().map(|d| read_meta(d)).collect::<anyhow::Result<Vec<_>>>()?;
+        let offline: Vec<bool> = metas.iter().map(Option::is_none).collect();
+        let metas: Vec<Option<Properties>> = metas.into_iter().map(Option::flatten).collect();
         check_consistent(&config.log_dirs, &metas)?;
         let first = &config.log_dirs[0];
         if metas[0].is_none() {
@@ -116,7 +142,13 @@ impl LogDirs {
             None => base64_url(&random_bytes()),
         };
         let mut dirs = Vec::with_capacity(metas.len());
-        for (dir, meta) in config.log_dirs.iter().zip(metas) {
+        for ((dir, meta), offline) in config.log_dirs.iter().zip(metas).zip(offline) {
+            if offline {
+                let path = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+                let health = Arc::new(DirHealth::failed(path.clone()));
+                dirs.push(LogDir { path, id: String::new(), health });
+                continue;
+            }
             let id = match meta.as_ref().and_then(|m| m.get("directory.id")) {
                 Some(id) => id.clone(),
                 None => {
@@ -152,8 +184,14 @@ impl LogDirs {
         &self.cluster_id
     }
 
+    /// The online directory with this `directory.id`.
     pub fn index_of_id(&self, id: &str) -> Option<usize> {
-        self.dirs.iter().position(|d| d.id == id)
+        self.dirs.iter().position(|d| d.id == id && !d.health.is_offline())
+    }
+
+    /// Whether a directory is offline (it failed at start or at run time).
+    pub fn any_offline(&self) -> bool {
+        self.dirs.iter().any(|d| d.health.is_offline())
     }
 
     pub fn index_of_path(&self, path: &Path) -> Option<usize> {
@@ -174,6 +212,9 @@ impl LogDirs {
     pub fn scan(&self) -> anyhow::Result<Found> {
         let mut found = Found::new();
         for (i, dir) in self.dirs.iter().enumerate() {
+            if dir.health.is_offline() {
+                continue;
+            }
             for entry in std::fs::read_dir(&dir.path)? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
@@ -212,13 +253,27 @@ pub fn lock_log_dir(log_dir: &Path) -> anyhow::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(log_dir.join(".lock"))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+        Err(std::fs::TryLockError::WouldBlock) => Err(ConfigError(format!(
             "Failed to acquire lock on file .lock in {}. A Kafka instance in another process or thread is using this directory.",
             log_dir.display()
-        ),
+        ))
+        .into()),
         Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
     }
 }
+
+/// A start refused for the configuration (a duplicate entry, a directory another broker
+/// holds), as opposed to a failing directory, which goes offline.
+#[derive(Debug)]
+struct ConfigError(String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 fn read_meta(dir: &Path) -> anyhow::Result<Option<Properties>> {
     let path = dir.join("meta.properties");

@@ -8,8 +8,9 @@
 //! Invariants: a topic is visible only after its metadata file and every partition directory
 //! exist; deletion removes the metadata file first, so a crash mid-delete leaves orphan
 //! partition directories that the next start removes, never a half-visible topic. A partition
-//! recorded in a log directory that is no longer among `log.dirs` (a missing or replaced disk)
-//! stops the start: it is never recreated empty elsewhere.
+//! recorded in a log directory that is offline or no longer among `log.dirs` (a failed, missing
+//! or replaced disk) is served offline (KAFKA_STORAGE_ERROR, no leader in Metadata): it is never
+//! recreated empty elsewhere, and its recorded directory is kept.
 
 pub mod features;
 pub mod log_dirs;
@@ -24,6 +25,7 @@ use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, Properties, TopicConfig};
+use crate::log::dir_health::DirHealth;
 use crate::log::partition_log::partition_dir;
 use crate::log::{now_ms, Partition, PartitionLog};
 
@@ -111,10 +113,12 @@ impl TopicRegistry {
             stored_topics.iter().find(|t| t.name == topic).and_then(|t| t.directory(p)).map(str::to_string)
         })?;
         let found = log_dirs.scan()?;
-        // Where each partition is: a duplicate or a partition recorded in a directory that is
-        // gone stops the start before anything is opened, created or removed.
+        // Where each partition is. A duplicate stops the start before anything is opened,
+        // created or removed. A partition recorded in a directory that is offline or gone (or
+        // recorded nowhere and found nowhere while a directory is offline) is served offline,
+        // never recreated empty.
         let mut counts = vec![0usize; log_dirs.dirs().len()];
-        let mut placed: Vec<Vec<Option<usize>>> = Vec::with_capacity(stored_topics.len());
+        let mut placed: Vec<Vec<Place>> = Vec::with_capacity(stored_topics.len());
         let mut lost = Vec::new();
         for stored in &stored_topics {
             let mut dirs = Vec::with_capacity(stored.partitions as usize);
@@ -122,32 +126,28 @@ impl TopicRegistry {
                 let holders = found.get(&(stored.name.clone(), p)).map_or(&[][..], Vec::as_slice);
                 let at = match (holders, stored.directory(p)) {
                     ([_, _, ..], _) => return Err(log_dirs.duplicate_error(&stored.name, p, holders)),
-                    ([i], _) => Some(*i),
+                    ([i], _) => Place::At(*i),
                     ([], Some(id)) => match log_dirs.index_of_id(id) {
-                        Some(i) => Some(i),
-                        None => {
-                            lost.push(format!("{}-{p} (directory.id {id})", stored.name));
-                            None
-                        }
+                        Some(i) => Place::At(i),
+                        None => Place::Offline(id.to_string()),
                     },
-                    ([], None) => None,
+                    ([], None) if log_dirs.any_offline() => Place::Offline(String::new()),
+                    ([], None) => Place::New,
                 };
-                if let Some(i) = at {
-                    counts[i] += 1;
+                match &at {
+                    Place::At(i) => counts[*i] += 1,
+                    Place::Offline(id) => lost.push(format!("{}-{p} (directory.id {id:?})", stored.name)),
+                    Place::New => {}
                 }
                 dirs.push(at);
             }
             placed.push(dirs);
         }
         if !lost.is_empty() {
-            anyhow::bail!(
-                "{} partition(s) are recorded in a log directory that is not among log.dirs (a missing, unmounted \
-                 or replaced disk?): {}. Ketch does not serve partitions of an offline directory yet, and never \
-                 recreates them empty: put the directory back (with its meta.properties), or, to give their data up, \
-                 remove the `directories=` line from their topics' files in {}",
-                lost.len(),
-                lost.join(", "),
-                log_dir.join(".ketch").join("topics").display()
+            tracing::error!(
+                partitions = %lost.join(", "),
+                "partitions recorded in a log directory that is offline or not among log.dirs (a failed, missing, \
+                 unmounted or replaced disk?) are offline: put the directory back and restart to serve them"
             );
         }
         if clean {
@@ -158,15 +158,31 @@ impl TopicRegistry {
         for (stored, dirs) in stored_topics.into_iter().zip(placed) {
             let topic_config = config.topic_defaults.with_overrides(&stored.overrides)?;
             let mut partitions = Vec::with_capacity(stored.partitions as usize);
+            let mut recorded = stored.directories.clone();
             for (p, at) in (0..stored.partitions).zip(dirs) {
                 let i = match at {
-                    Some(i) => i,
-                    None => {
+                    Place::At(i) => i,
+                    Place::New => {
                         let i = log_dirs.next_dir(&counts);
                         counts[i] += 1;
                         i
                     }
+                    Place::Offline(id) => {
+                        let where_ = if id.is_empty() {
+                            "an offline log directory".to_string()
+                        } else {
+                            format!("log directory {id}")
+                        };
+                        let health = Arc::new(DirHealth::failed(PathBuf::from(format!("<{where_}>"))));
+                        let dir = PathBuf::from(format!("<{where_}>/{}-{p}", stored.name));
+                        let log = PartitionLog::offline(dir, topic_config.clone(), health);
+                        partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
+                        continue;
+                    }
                 };
+                if let Some(slot) = recorded.get_mut(p as usize) {
+                    *slot = log_dirs.dirs()[i].id.clone();
+                }
                 let dir = partition_dir(&log_dirs.dirs()[i].path, &stored.name, p);
                 if !found.contains_key(&(stored.name.clone(), p)) {
                     tracing::warn!(dir = %dir.display(), "partition directory missing: creating it empty");
@@ -175,7 +191,9 @@ impl TopicRegistry {
                 log.set_health(log_dirs.dirs()[i].health.clone());
                 partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
             }
-            let directories = directory_ids(&log_dirs, &partitions);
+            // Offline partitions keep the directory they were recorded in.
+            let directories =
+                if recorded.len() == partitions.len() { recorded } else { directory_ids(&log_dirs, &partitions) };
             let stored = if directories != stored.directories {
                 // Found elsewhere than recorded (moved by hand while stopped), recreated, or
                 // recorded by a Ketch before JBOD: record where each partition is now.
@@ -502,6 +520,16 @@ impl TopicRegistry {
 }
 
 /// For each partition in order, the `directory.id` of the log directory holding it.
+/// Where a partition of a stored topic is opened at start.
+enum Place {
+    /// In this entry of `log.dirs`.
+    At(usize),
+    /// Nowhere yet (recorded nowhere, found nowhere): created where placement says.
+    New,
+    /// In an offline or lost directory (its `directory.id`, empty if unknown).
+    Offline(String),
+}
+
 fn directory_ids(log_dirs: &LogDirs, partitions: &[Arc<Partition>]) -> Vec<String> {
     partitions
         .iter()

@@ -112,7 +112,8 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 /// the `directory.id` the topic files record for a partition.
 pub fn recover(log_dirs: &LogDirs, recorded: impl Fn(&str, i32) -> Option<String>) -> anyhow::Result<()> {
     let mut futures = Vec::new();
-    for (i, dir) in log_dirs.dirs().iter().enumerate() {
+    // Offline directories (failed at start) are left alone.
+    for (i, dir) in log_dirs.dirs().iter().enumerate().filter(|(_, d)| !d.health.is_offline()) {
         for entry in std::fs::read_dir(&dir.path)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().to_string();
@@ -134,7 +135,7 @@ pub fn recover(log_dirs: &LogDirs, recorded: impl Fn(&str, i32) -> Option<String
             std::fs::remove_dir_all(&future)?;
             continue;
         }
-        for other in log_dirs.dirs().iter().filter(|d| d.path != here.path) {
+        for other in log_dirs.dirs().iter().filter(|d| d.path != here.path && !d.health.is_offline()) {
             let old = partition_dir(&other.path, &topic, p);
             if old.exists() {
                 let gone = other.path.join(suffixed_name(&topic, p, "delete"));
