@@ -17,7 +17,7 @@ use kafka_protocol::messages::ApiKey;
 use super::str_bytes;
 use crate::metadata::features::{Features, SUPPORTED};
 
-use crate::protocol::versions::SERVED;
+use super::versions::SERVED;
 
 fn table() -> Vec<ApiVersion> {
     SERVED

@@ -1,5 +1,9 @@
 //! Request handlers: one file per API, each translating a decoded request into calls on the
 //! broker's state and building the response. Handlers hold no state of their own.
+//!
+//! Every request goes through `dispatch`, with the `RequestContext` of its connection (listener,
+//! security protocol, addresses). `versions.rs` is the table of what is served; the protocol
+//! layer above refuses anything else before decoding.
 
 mod acls;
 mod admin;
@@ -19,35 +23,68 @@ pub mod produce;
 mod txn;
 pub mod txn_verify;
 mod update_features;
+pub mod versions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use kafka_protocol::messages::{RequestKind, ResponseKind};
+use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
-use crate::protocol::DecodedRequest;
 
 pub use api_versions::unsupported_version_response;
+
+/// Kafka's security protocols (`listener.security.protocol.map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
 
 /// Per-connection facts a handler may need.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
+    /// The listener the connection came in on (`listeners`' name, e.g. PLAINTEXT).
+    pub listener: Arc<str>,
+    pub security_protocol: SecurityProtocol,
     /// The address the client reached us on: advertised when no advertised.listeners is set.
     pub local_addr: SocketAddr,
     pub peer_addr: SocketAddr,
 }
 
-/// Runs the handler for `request`. `None` means no response is sent (Produce with acks=0).
-pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: DecodedRequest) -> Option<ResponseKind> {
-    let version = request.version;
-    let client_id = request.header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
-    Some(match request.body {
+/// What a handler produced: most requests have a response body to encode; a Produce is
+/// appended and answered once durable (its response is completed later, so the connection can
+/// append the next pipelined request meanwhile); a Fetch answer is written in parts (stored
+/// batches go out with sendfile).
+pub enum Reply {
+    Response(ResponseKind),
+    Produce(produce::Appended),
+    Fetch(fetch::FetchAnswer),
+    /// No response at all (unreachable requests).
+    Nothing,
+}
+
+/// Runs the handler for a request.
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    version: i16,
+    body: RequestKind,
+) -> Reply {
+    let client_id = header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+    Reply::Response(match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version, &broker.features)),
         RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
-        RequestKind::Produce(req) => return produce::handle(broker, req, version).await.map(ResponseKind::Produce),
-        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, version).await.into_response()),
+        RequestKind::Produce(req) => {
+            // Transaction protocol 2 adds partitions to transactions before appending.
+            let added = txn_verify::produce_implicit_adds(broker, &req, version).await;
+            return Reply::Produce(produce::append(broker, req, version, &added));
+        }
+        RequestKind::Fetch(req) => return Reply::Fetch(fetch::handle(broker, req, version).await),
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, version)),
         RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, version)),
         RequestKind::FindCoordinator(req) => {
@@ -125,7 +162,7 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: Decod
         other => {
             // Unreachable in practice: versions::is_served filters unserved APIs before decoding.
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for request");
-            return None;
+            return Reply::Nothing;
         }
     })
 }

@@ -20,11 +20,6 @@ use crate::log::{batch, now_ms, record_error, Partition, PartitionLog};
 /// The leader epoch this single node writes with.
 pub const LEADER_EPOCH: i32 = 0;
 
-pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
-    let added = txn_verify::produce_implicit_adds(broker, &req, version).await;
-    complete(broker, append(broker, req, version, &added)).await
-}
-
 /// A Produce carrying transactional batches without a transactional id is refused as a whole,
 /// as Kafka does (its authorizer check on the transactional id fails).
 fn has_transactional_batch(req: &ProduceRequest) -> bool {

@@ -309,7 +309,7 @@ impl Metrics {
     /// APIs shown: every served one (zeros included, so rates start from the first request)
     /// plus any other key that was counted.
     fn shown_apis(&self) -> Vec<ApiKey> {
-        let mut keys: Vec<ApiKey> = crate::protocol::versions::SERVED.iter().map(|(k, _, _)| *k).collect();
+        let mut keys: Vec<ApiKey> = crate::handlers::versions::SERVED.iter().map(|(k, _, _)| *k).collect();
         for (i, stats) in self.apis.iter().enumerate() {
             if stats.requests.load(Ordering::Relaxed) > 0 || stats.latency.snapshot().count() > 0 {
                 if let Ok(key) = ApiKey::try_from(i as i16) {

@@ -1,8 +1,9 @@
 //! The only place that touches `kafka_protocol` codecs for requests and responses.
 //!
 //! Owns: turning a request frame (the bytes after the 4-byte length prefix) into a typed
-//! request, and a typed response into a length-prefixed frame; the table of API versions Ketch
-//! serves (`versions.rs`); and the allocation guard that runs before any decoder (`guard.rs`).
+//! request, and a typed response into a length-prefixed frame (requests at versions outside
+//! the handlers' table, `handlers::versions`, are refused here); and the allocation guard that
+//! runs before any decoder (`guard.rs`).
 //! Invariants: no decoder runs on bytes the guard has not accepted, so a frame of N bytes makes
 //! decoding allocate O(N); requests at versions outside our table never reach a handler.
 
@@ -11,7 +12,6 @@ pub mod guard;
 #[allow(clippy::all)]
 #[rustfmt::skip]
 pub mod guard_schemas;
-pub mod versions;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
@@ -57,7 +57,7 @@ pub fn peek_header(frame: &[u8]) -> Result<(i16, i16, i32), ProtocolError> {
 pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, ProtocolError> {
     let (raw_key, version, correlation_id) = peek_header(&frame)?;
     let api_key = ApiKey::try_from(raw_key).map_err(|_| ProtocolError::UnknownApiKey(raw_key))?;
-    if !versions::is_served(api_key, version) {
+    if !crate::handlers::versions::is_served(api_key, version) {
         return Err(ProtocolError::UnsupportedVersion { api_key, version, correlation_id });
     }
     guard::check_request(&frame).map_err(ProtocolError::Guard)?;

@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::messages::{ApiKey, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
-use crate::handlers::{self, RequestContext};
+use crate::handlers::{self, Reply, RequestContext, SecurityProtocol};
 use crate::log::FileSlice;
 use crate::metrics::Metrics;
 use crate::protocol::fetch_frame::{self, OutPart};
@@ -70,6 +70,7 @@ type Pending = tokio::task::JoinHandle<anyhow::Result<Option<Bytes>>>;
 pub async fn serve(
     socket: TcpStream,
     peer: SocketAddr,
+    (listener, security_protocol): (Arc<str>, SecurityProtocol),
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
@@ -78,7 +79,12 @@ pub async fn serve(
     let _connection = metrics.connection_opened();
     // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
     let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
-    let ctx = RequestContext { local_addr: canonical(socket.local_addr()?), peer_addr: canonical(peer) };
+    let ctx = RequestContext {
+        listener,
+        security_protocol,
+        local_addr: canonical(socket.local_addr()?),
+        peer_addr: canonical(peer),
+    };
     let (reader, writer) = socket.into_split();
     let mut writer = BufWriter::new(writer);
     // Frames are read by their own task so that reading is never cancelled half-way; the
@@ -131,46 +137,46 @@ pub async fn serve(
         // Counts the request now and observes its latency when dropped: after the response is
         // written, or, for a produce completed in the background, when its response is ready.
         let timer = metrics.request(api_key, received_at);
-        if let RequestKind::Produce(req) = request.body {
-            // Append now, in arrival order; the response waits for its fsync in the background
-            // so the next pipelined request can share the same group commit.
-            // Transaction protocol 2 adds partitions to transactions before appending; this
-            // await holds the connection's later requests back, so they cannot overtake it.
-            let added = handlers::txn_verify::produce_implicit_adds(&broker, &req, version).await;
-            let appended = handlers::produce::append(&broker, req, version, &added);
-            if pending.is_empty() && !appended.waits_for_flush() {
-                if let Some(response) = handlers::produce::complete(&broker, appended).await {
-                    let out =
-                        protocol::encode_response(api_key, version, correlation_id, &ResponseKind::Produce(response))?;
-                    write_out(&mut writer, &out, &metrics).await?;
+        if api_key != ApiKey::Produce {
+            // Every request but a produce sees the effects of the produce requests before it.
+            drain(&mut writer, &mut pending, &metrics).await?;
+        }
+        match handlers::dispatch(&broker, &ctx, &request.header, version, request.body).await {
+            Reply::Produce(appended) => {
+                // Appended now, in arrival order; the response waits for its fsync in the
+                // background so the next pipelined request can share the same group commit.
+                if pending.is_empty() && !appended.waits_for_flush() {
+                    if let Some(response) = handlers::produce::complete(&broker, appended).await {
+                        let body = ResponseKind::Produce(response);
+                        let out = protocol::encode_response(api_key, version, correlation_id, &body)?;
+                        write_out(&mut writer, &out, &metrics).await?;
+                    }
+                    continue;
+                }
+                let b = broker.clone();
+                pending.push_back(tokio::spawn(async move {
+                    let _in_flight = in_flight_guard;
+                    let _timer = timer;
+                    let Some(response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
+                    let body = ResponseKind::Produce(response);
+                    Ok(Some(Bytes::from(protocol::encode_response(api_key, version, correlation_id, &body)?)))
+                }));
+                while pending.len() >= MAX_PENDING_RESPONSES {
+                    let done = pending.pop_front().expect("not empty").await;
+                    write_completed(&mut writer, done, &metrics).await?;
                 }
                 continue;
             }
-            let b = broker.clone();
-            pending.push_back(tokio::spawn(async move {
-                let _in_flight = in_flight_guard;
-                let _timer = timer;
-                let Some(response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
-                let body = ResponseKind::Produce(response);
-                Ok(Some(Bytes::from(protocol::encode_response(api_key, version, correlation_id, &body)?)))
-            }));
-            while pending.len() >= MAX_PENDING_RESPONSES {
-                let done = pending.pop_front().expect("not empty").await;
-                write_completed(&mut writer, done, &metrics).await?;
+            Reply::Fetch(answer) => {
+                let parts = fetch_frame::encode_fetch_response(version, correlation_id, answer)?;
+                write_parts(&mut writer, parts, &metrics).await?;
             }
-            continue;
+            Reply::Response(response) => {
+                let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
+                write_out(&mut writer, &out, &metrics).await?;
+            }
+            Reply::Nothing => {}
         }
-        // Every other request sees the effects of the produce requests before it.
-        drain(&mut writer, &mut pending, &metrics).await?;
-        if let RequestKind::Fetch(req) = request.body {
-            let answer = handlers::fetch::handle(&broker, req, version).await;
-            let parts = fetch_frame::encode_fetch_response(version, correlation_id, answer)?;
-            write_parts(&mut writer, parts, &metrics).await?;
-            continue;
-        }
-        let Some(response) = handlers::dispatch(&broker, &ctx, request).await else { continue };
-        let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
-        write_out(&mut writer, &out, &metrics).await?;
         drop(in_flight_guard);
         drop(timer);
     }

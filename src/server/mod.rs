@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::broker::Broker;
+use crate::handlers::SecurityProtocol;
 use crate::metrics::{Metrics, Readiness};
 
 /// Binds the listeners, serves until a shutdown signal, then closes the broker. `metrics`
@@ -66,10 +67,12 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut accept_tasks = Vec::new();
-    for (_, listener) in listeners {
+    for (name, listener) in listeners {
         let broker = broker.clone();
         let stop = stop_rx.clone();
-        accept_tasks.push(tokio::spawn(accept_loop(listener, broker, stop, in_flight.clone(), metrics.clone())));
+        let protocol = security_protocol(&broker.config.properties, &name);
+        let named = (Arc::<str>::from(name.as_str()), protocol);
+        accept_tasks.push(tokio::spawn(accept_loop(listener, named, broker, stop, in_flight.clone(), metrics.clone())));
     }
     shutdown_signal().await;
     metrics.set_readiness(Readiness::Stopping);
@@ -90,8 +93,26 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     Ok(())
 }
 
+/// The security protocol of a listener: `listener.security.protocol.map`, else the listener's
+/// own name when it is a protocol's (Kafka's default map), else PLAINTEXT.
+fn security_protocol(properties: &crate::config::Properties, listener: &str) -> SecurityProtocol {
+    let mapped = properties.get("listener.security.protocol.map").and_then(|map| {
+        map.split(',')
+            .filter_map(|pair| pair.split_once(':'))
+            .find(|(l, _)| l.trim() == listener)
+            .map(|(_, p)| p.trim())
+    });
+    match mapped.unwrap_or(listener) {
+        "SSL" => SecurityProtocol::Ssl,
+        "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+        "SASL_SSL" => SecurityProtocol::SaslSsl,
+        _ => SecurityProtocol::Plaintext,
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
+    named: (Arc<str>, SecurityProtocol),
     broker: Arc<Broker>,
     stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
@@ -115,8 +136,9 @@ async fn accept_loop(
                 let stop = stop.clone();
                 let in_flight = in_flight.clone();
                 let metrics = metrics.clone();
+                let named = named.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection::serve(socket, peer, broker, stop, in_flight, metrics).await {
+                    if let Err(e) = connection::serve(socket, peer, named, broker, stop, in_flight, metrics).await {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
                 });
