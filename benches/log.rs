@@ -85,7 +85,7 @@ fn bench_append(c: &mut Criterion) {
                 let copies: Vec<Vec<u8>> = (0..n).map(|_| validated.clone()).collect();
                 let start = Instant::now();
                 for copy in copies {
-                    black_box(target.log.append(copy, &summary, 0, NOW).unwrap());
+                    black_box(ketch::replica::append_as_leader(&mut target.log, copy, &summary, NOW).unwrap());
                 }
                 elapsed += start.elapsed();
                 held += n * len;
@@ -101,7 +101,7 @@ fn bench_append(c: &mut Criterion) {
 /// leader-epoch checkpoint, a once-per-log cost kept out of the measurement.
 fn fresh_append_log(validated: &[u8], summary: &BatchSummary) -> TempLog {
     let mut target = open_log(common::defaults());
-    target.log.append(validated, summary, 0, NOW).unwrap();
+    ketch::replica::append_as_leader(&mut target.log, validated, summary, NOW).unwrap();
     target
 }
 
@@ -115,7 +115,7 @@ fn bench_lookup(c: &mut Criterion) {
     for i in 0..LOOKUP_BATCHES {
         let produced = common::encode_batch(1, 100, first_timestamp + i, Compression::None);
         let (bytes, summary) = batch::validate_produce(produced, target.log.config(), NOW).unwrap();
-        target.log.append(&bytes, &summary, 0, NOW).unwrap();
+        ketch::replica::append_as_leader(&mut target.log, &bytes, &summary, NOW).unwrap();
         let mut bytes = bytes.to_vec();
         batch::set_base_offset(&mut bytes, i);
         segment.append(&bytes, i).unwrap();
@@ -170,7 +170,7 @@ fn bench_read(c: &mut Criterion) {
     let (validated, summary) = common::validated_16k(Compression::None);
     let mut target = open_log(common::defaults());
     for _ in 0..READ_BATCHES {
-        target.log.append(validated.clone(), &summary, 0, NOW).unwrap();
+        ketch::replica::append_as_leader(&mut target.log, validated.clone(), &summary, NOW).unwrap();
     }
     let log = &target.log;
     let end = log.log_end_offset();

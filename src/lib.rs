@@ -1,8 +1,10 @@
 //! Ketch: a Kafka-compatible message broker.
 //!
 //! Layers, with dependencies pointing one way:
-//! `server` (sockets, frames) -> `protocol` (kafka-protocol codecs, version table, guard) ->
-//! `handlers` (one per API) -> `metadata` (topics) -> `log` (storage engine).
+//! `server` (sockets, frames, request context) -> `protocol` (kafka-protocol codecs, guard) ->
+//! `handlers` (one per API, one dispatch, the served-versions table) -> `replica` (leader
+//! appends, high watermark) and the coordinators (`group`, `txn`) -> `metadata` (topics, log
+//! directories, features) -> `log` (storage engine).
 //! `broker` holds the shared state handlers work on; `config` and `error` are used throughout.
 //! `metrics` (counters, Prometheus endpoint) is fed by `server` and reads `broker` when scraped.
 
@@ -18,6 +20,7 @@ pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod protocol;
+pub mod replica;
 pub mod server;
 #[cfg(feature = "testcontainers")]
 pub mod testcontainers;

@@ -63,7 +63,7 @@ fn encode(kvs: &[Kv<'_>], ts: i64, compression: Compression, producer: Option<(i
 
 fn append_batch(log: &mut PartitionLog, bytes: Vec<u8>, now: i64) -> i64 {
     let (bytes, summary) = batch::validate_produce(bytes, log.config(), now).unwrap();
-    log.append(bytes, &summary, 0, now).unwrap().base_offset
+    ketch::replica::append_as_leader(log, bytes, &summary, now).unwrap().base_offset
 }
 
 fn append(log: &mut PartitionLog, kvs: &[Kv<'_>], ts: i64) -> i64 {
@@ -258,13 +258,13 @@ fn aborted_records_go_markers_stay_and_open_transactions_block_cleaning() {
             encode(&[("key1", Some("aborted"))], NOW, Compression::None, Some((9, 0, true))),
             NOW + 40,
         );
-        log.append_marker(9, 0, false, 0, 0, NOW + 41).unwrap();
+        ketch::replica::append_marker_as_leader(&mut log, 9, 0, false, 0, NOW + 41).unwrap();
         committed_at = append_batch(
             &mut log,
             encode(&[("key2", Some("committed"))], NOW, Compression::None, Some((9, 1, true))),
             NOW + 42,
         );
-        log.append_marker(9, 0, true, 0, 0, NOW + 43).unwrap();
+        ketch::replica::append_marker_as_leader(&mut log, 9, 0, true, 0, NOW + 43).unwrap();
         log.roll().unwrap();
         // An open transaction: nothing from here on may be cleaned.
         open_at = append_batch(

@@ -334,7 +334,7 @@ fn append(partition: &ketch::log::Partition, value: &str) -> i64 {
     let mut log = partition.log();
     let (bytes, summary) =
         ketch::log::batch::validate_produce(common::batch(value).to_vec(), log.config(), now).unwrap();
-    log.append(bytes, &summary, 0, now).unwrap().base_offset
+    ketch::replica::append_as_leader(&mut log, bytes, &summary, now).unwrap().base_offset
 }
 
 /// Every record value of `partition`, in offset order.

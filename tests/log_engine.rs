@@ -42,7 +42,7 @@ fn encode(values: &[&str], first_timestamp: i64, compression: Compression) -> Ve
 
 fn append(log: &mut PartitionLog, values: &[&str], ts: i64, now: i64) -> i64 {
     let (bytes, summary) = batch::validate_produce(encode(values, ts, Compression::None), log.config(), now).unwrap();
-    log.append(bytes, &summary, 0, now).unwrap().base_offset
+    ketch::replica::append_as_leader(log, bytes, &summary, now).unwrap().base_offset
 }
 
 /// Every batch in `bytes`: (base offset, last offset).

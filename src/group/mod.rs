@@ -388,7 +388,7 @@ fn append_batch(
     .map_err(|e| crate::error::LogError::InvalidRecord(e.to_string()))?;
     let mut log = partition.log();
     let (bytes, summary) = batch::validate_internal(buf.to_vec(), log.config(), now)?;
-    let info = log.append(bytes, &summary, 0, now)?;
+    let info = crate::replica::append_as_leader(&mut log, bytes, &summary, now)?;
     Ok(info.last_offset + 1)
 }
 

@@ -16,9 +16,7 @@ use super::{str_bytes, txn_verify};
 use crate::broker::Broker;
 use crate::error::LogError;
 use crate::log::{batch, now_ms, record_error, Partition, PartitionLog};
-
-/// The leader epoch this single node writes with.
-pub const LEADER_EPOCH: i32 = 0;
+use crate::replica;
 
 /// A Produce carrying transactional batches without a transactional id is refused as a whole,
 /// as Kafka does (its authorizer check on the transactional id fails).
@@ -130,7 +128,7 @@ pub fn append(
                 batch::validate_produce(records, &config, now).map_err(Refused::Log).and_then(|(bytes, summary)| {
                     let mut log = partition.log();
                     verify(&log).map_err(Refused::Txn)?;
-                    log.append(bytes, &summary, LEADER_EPOCH, now).map_err(Refused::Log)
+                    replica::append_as_leader(&mut log, bytes, &summary, now).map_err(Refused::Log)
                 });
             match appended {
                 Ok(info) => {

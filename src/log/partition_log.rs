@@ -3,7 +3,7 @@
 //! Owns: offset assignment, segment rolling (`segment.bytes`, `segment.ms`), reads across
 //! segments, timestamp lookups, retention by time and size (moving the log start offset), the
 //! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
-//! and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
+//! (kept here, decided by the replica layer: appends do not move it) and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
 //! On disk: `<log.dir>/<topic>-<partition>/` holding the segments and `leader-epoch-checkpoint`
 //! (Kafka's text format: version line, count line, then `epoch start_offset` lines).
 //! Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
@@ -212,6 +212,12 @@ impl PartitionLog {
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
+    /// Moves the high watermark up to `offset`: the replica layer (`crate::replica`) decides
+    /// it, appends do not. Never moves it back.
+    pub fn advance_high_watermark(&mut self, offset: i64) {
+        assert!(offset <= self.log_end_offset(), "high watermark {offset} past the log end {}", self.log_end_offset());
+        self.high_watermark = self.high_watermark.max(offset);
+    }
     pub fn flushed_offset(&self) -> i64 {
         self.flushed_offset
     }
@@ -347,7 +353,6 @@ impl PartitionLog {
         batch::set_leader_epoch(&mut marker, leader_epoch);
         self.maybe_roll(marker.len() as u64, offset, now_ms, now_ms)?;
         self.segments.last_mut().expect("active segment").append(&marker, offset)?;
-        self.high_watermark = self.log_end_offset();
         self.unflushed_messages += 1;
         self.producers.complete_txn(producer_id, epoch, commit, offset, now_ms);
         Ok(offset)
@@ -415,7 +420,6 @@ impl PartitionLog {
             self.producers.update(producer, base_offset, last_offset, transactional);
         }
         // Single node: a write is committed as soon as it is in the log.
-        self.high_watermark = self.log_end_offset();
         self.unflushed_messages += summary.record_count as i64;
         let flush_due = self.unflushed_messages >= self.config.flush_messages;
         let log_append_time_ms = if header.attributes() & (1 << 3) != 0 { header.max_timestamp() } else { -1 };

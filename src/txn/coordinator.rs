@@ -229,7 +229,14 @@ impl TxnCoordinator {
         let mut written = Vec::new();
         for (topic, p) in &meta.partitions {
             let Some(partition) = deps.topics.partition(topic, *p) else { continue };
-            let offset = partition.log().append_marker(meta.producer_id, meta.epoch, commit, 0, 0, now);
+            let offset = crate::replica::append_marker_as_leader(
+                &mut partition.log(),
+                meta.producer_id,
+                meta.epoch,
+                commit,
+                0,
+                now,
+            );
             match offset {
                 Ok(offset) => {
                     if topic == crate::group::OFFSETS_TOPIC {
@@ -499,7 +506,7 @@ mod tests {
         let topic = topics.create("t", 1, Properties::new()).unwrap();
         let partition = topic.partitions[0].clone();
         let (bytes, summary) = crate::log::batch::validate_produce(txn_batch(5), &topic.config, now_ms()).unwrap();
-        partition.log().append(bytes, &summary, 0, now_ms()).unwrap();
+        crate::replica::append_as_leader(&mut partition.log(), bytes, &summary, now_ms()).unwrap();
         assert_eq!(partition.log().last_stable_offset(), 0, "the open transaction holds the LSO");
 
         let flusher = Flusher::start();
