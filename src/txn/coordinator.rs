@@ -127,13 +127,30 @@ impl Deps<'_> {
 pub struct TxnCoordinator {
     pub config: TxnConfig,
     txns: Mutex<HashMap<String, TxnMeta>>,
-    /// Serialises state transitions of one transactional id across await points.
-    ops: tokio::sync::Mutex<()>,
+    /// Serialises the state transitions of each transactional id across await points: one at
+    /// a time per id, different ids independent (an EndTxn writing markers does not hold up
+    /// another producer's implicit add).
+    ops: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl TxnCoordinator {
     pub fn new(config: TxnConfig) -> TxnCoordinator {
-        TxnCoordinator { config, txns: Mutex::new(HashMap::new()), ops: tokio::sync::Mutex::new(()) }
+        TxnCoordinator { config, txns: Mutex::new(HashMap::new()), ops: Mutex::new(HashMap::new()) }
+    }
+
+    /// Waits for the transactional id's turn to change its state.
+    async fn op(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self.ops.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
+        lock.lock_owned().await
+    }
+
+    /// Drops the per-id lock of a forgotten id, unless someone waits on it (new requests reach
+    /// it only through the table, so none can appear meanwhile).
+    fn forget_op(&self, id: &str) {
+        let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        if ops.get(id).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            ops.remove(id);
+        }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, HashMap<String, TxnMeta>> {
@@ -293,7 +310,7 @@ impl TxnCoordinator {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
-        let _op = self.ops.lock().await;
+        let _op = self.op(id).await;
         let now = now_ms();
         let current = self.lock().get(id).cloned();
         let mut meta = match current {
@@ -343,7 +360,7 @@ impl TxnCoordinator {
         partitions: Vec<(String, i32)>,
         tv: i16,
     ) -> Result<(), ResponseError> {
-        let _op = self.ops.lock().await;
+        let _op = self.op(id).await;
         let meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
         if transitions::add_partitions(&meta, producer_id, epoch, &partitions)? {
             return Ok(());
@@ -391,7 +408,7 @@ impl TxnCoordinator {
         commit: bool,
         version: i16,
     ) -> Result<(i64, i16), ResponseError> {
-        let _op = self.ops.lock().await;
+        let _op = self.op(id).await;
         let meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
         let tv2 = version >= 5;
         let plan = if tv2 {
@@ -426,14 +443,24 @@ impl TxnCoordinator {
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle {
-            let _op = self.ops.lock().await;
+            let op = self.op(&id).await;
+            // Still idle now that it is this id's turn (an InitProducerId may have come first).
+            let idle = self.lock().get(&id).is_some_and(|m| {
+                matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+                    && now - m.last_update_ms > self.config.id_expiration_ms
+            });
             let Ok(partition) = self.state_partition(deps.topics, &id) else { continue };
+            if !idle {
+                continue;
+            }
             if let Ok(end) = crate::group::append_records(&partition, vec![(encode_key(&id), None)]) {
                 if deps.flusher.flush(partition, end).await.is_ok() {
                     self.lock().remove(&id);
                     tracing::info!(transactional_id = %id, "transactional id expired");
                 }
             }
+            drop(op);
+            self.forget_op(&id);
         }
     }
 
@@ -447,7 +474,7 @@ impl TxnCoordinator {
             .map(|(id, _)| id.clone())
             .collect();
         for id in expired {
-            let _op = self.ops.lock().await;
+            let _op = self.op(&id).await;
             let Some(meta) = self.lock().get(&id).cloned() else { continue };
             if meta.state != TxnState::Ongoing {
                 continue;
@@ -492,6 +519,22 @@ mod tests {
         )
         .unwrap();
         buf.to_vec()
+    }
+
+    /// Transitions of one transactional id wait for each other; other ids do not wait.
+    #[tokio::test]
+    async fn transitions_are_serialised_per_transactional_id_only() {
+        let config = TxnConfig { partitions: 1, max_timeout_ms: 900_000, id_expiration_ms: 604_800_000 };
+        let coordinator = TxnCoordinator::new(config);
+        let held = coordinator.op("a").await;
+        let soon = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(soon, coordinator.op("b")).await.is_ok(), "another id goes ahead");
+        assert!(tokio::time::timeout(soon, coordinator.op("a")).await.is_err(), "the same id waits");
+        drop(held);
+        assert!(tokio::time::timeout(soon, coordinator.op("a")).await.is_ok());
+        coordinator.forget_op("a");
+        coordinator.forget_op("b");
+        assert!(coordinator.ops.lock().unwrap().is_empty(), "idle locks are dropped");
     }
 
     /// A crash between PrepareCommit and the markers: the next start writes the markers, so the
