@@ -2,7 +2,9 @@
 //! `--override key=value` for any property; `KETCH_<NAME>` environment variables set
 //! properties too (see `env_config.rs`): file < environment < `--override`.
 //! `ketch --health-check HOST:PORT` only checks that a broker accepts connections there (for a
-//! container HEALTHCHECK, where there is no shell).
+//! container HEALTHCHECK, where there is no shell). `ketch format -t CLUSTER_ID [-c FILE]` and
+//! `ketch random-uuid` do what `kafka-storage format` and `kafka-storage random-uuid` do
+//! (`metadata::format`).
 //!
 //! Start-up order: logging (level from `KETCH_LOG`, else `ketch.log.level`, else `info`), the
 //! metrics endpoint if `ketch.metrics.listener` is set (before recovery, so `/ready` answers 503
@@ -11,14 +13,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use ketch::config::{parse_properties, split_property, BrokerConfig, Properties};
 use ketch::error::ConfigError;
 use ketch::metrics::{self, Metrics};
 
 #[derive(Parser, Debug)]
-#[command(name = "ketch", version, about = "A Kafka-compatible message broker")]
+#[command(name = "ketch", version, about = "A Kafka-compatible message broker", args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// A Kafka `server.properties` file (optional).
     config: Option<PathBuf>,
     /// Set a property, e.g. `--override log.dirs=/var/lib/ketch` (repeatable).
@@ -29,22 +33,77 @@ struct Args {
     health_check: Option<String>,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    if let Some(addr) = &args.health_check {
-        std::process::exit(health_check(addr));
-    }
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Format the log directories before the first start, like `kafka-storage format`.
+    Format {
+        /// The cluster id (`ketch random-uuid` makes one).
+        #[arg(short = 't', long = "cluster-id")]
+        cluster_id: String,
+        /// A Kafka `server.properties` file (optional).
+        #[arg(short = 'c', long = "config")]
+        config: Option<PathBuf>,
+        /// Set a property (repeatable).
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Skip directories already formatted instead of failing.
+        #[arg(short = 'g', long = "ignore-formatted")]
+        ignore_formatted: bool,
+        /// A feature level to start with, e.g. `transaction.version=1` (repeatable).
+        #[arg(short = 'f', long = "feature", value_name = "NAME=LEVEL")]
+        features: Vec<String>,
+    },
+    /// Print a new random id (for `format -t`), like `kafka-storage random-uuid`.
+    RandomUuid,
+}
+
+/// Properties from the file, then `KETCH_*` variables, then overrides; and the ignored variables.
+fn load_properties(config: Option<&PathBuf>, overrides: &[String]) -> anyhow::Result<(Properties, Vec<String>)> {
     let mut props = Properties::new();
-    if let Some(path) = &args.config {
+    if let Some(path) = config {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         props = parse_properties(&text)?;
     }
     let (from_env, ignored) = ketch::env_config::from_env(std::env::vars());
     props.extend(from_env);
-    for entry in &args.overrides {
+    for entry in overrides {
         let (key, value) = split_property(entry)?;
         props.insert(key, value);
     }
+    Ok((props, ignored))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if let Some(addr) = &args.health_check {
+        std::process::exit(health_check(addr));
+    }
+    match &args.command {
+        Some(Command::RandomUuid) => {
+            println!("{}", ketch::metadata::format::random_uuid());
+            return Ok(());
+        }
+        Some(Command::Format { cluster_id, config, overrides, ignore_formatted, features }) => {
+            let (props, _) = load_properties(config.as_ref(), overrides)?;
+            let config = BrokerConfig::from_properties(props)?;
+            let mut levels = Vec::new();
+            for f in features {
+                let (name, level) = split_property(f)?;
+                let level = level.parse().map_err(|_| anyhow::anyhow!("bad feature level in {f:?}"))?;
+                levels.push((name, level));
+            }
+            match ketch::metadata::format::format(&config, cluster_id, *ignore_formatted, &levels) {
+                Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(1);
+                }
+            }
+            return Ok(());
+        }
+        None => {}
+    }
+    let (props, ignored) = load_properties(args.config.as_ref(), &args.overrides)?;
     init_logging(&props)?;
     if !ignored.is_empty() {
         tracing::warn!(?ignored, "KETCH_* environment variables that name no broker config are ignored");

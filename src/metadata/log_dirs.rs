@@ -275,7 +275,7 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn read_meta(dir: &Path) -> anyhow::Result<Option<Properties>> {
+pub(super) fn read_meta(dir: &Path) -> anyhow::Result<Option<Properties>> {
     let path = dir.join("meta.properties");
     match std::fs::read_to_string(&path) {
         Ok(text) => {
@@ -324,7 +324,7 @@ fn check_consistent(paths: &[PathBuf], metas: &[Option<Properties>]) -> anyhow::
 }
 
 /// URL-safe base64 without padding, as Kafka prints cluster ids and `Uuid`s.
-fn base64_url(bytes: &[u8]) -> String {
+pub(super) fn base64_url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

@@ -13,6 +13,7 @@
 //! recreated empty elsewhere, and its recorded directory is kept.
 
 pub mod features;
+pub mod format;
 pub mod log_dirs;
 pub mod replica_move;
 mod store;

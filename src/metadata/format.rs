@@ -1,0 +1,96 @@
+//! `ketch format` and `ketch random-uuid`: Kafka's `kafka-storage format -t CLUSTER_ID -c FILE`
+//! and `kafka-storage random-uuid`, for operators who format their log directories before the
+//! first start (a cluster shares one id chosen up front). Without it, the first start formats
+//! the directories itself with a new random cluster id, as before.
+//!
+//! On disk: `meta.properties` in every entry of `log.dirs` (KIP-858 format, see `log_dirs.rs`:
+//! `version=1`, `cluster.id`, `node.id`, a fresh `directory.id` each), and, for `--feature`,
+//! the finalized feature levels in the first directory (`metadata::features`).
+//! Invariants: a directory already formatted is never rewritten (refused, or skipped with
+//! `--ignore-formatted`, as Kafka does); nothing is written unless every check passed.
+
+use crate::config::BrokerConfig;
+use crate::log::partition_log::write_atomically;
+
+use super::features::{self, Features};
+use super::log_dirs::{base64_url, read_meta};
+use super::store::random_bytes;
+
+/// A new Kafka `Uuid` in its printed form (URL-safe base64, no padding), never one that starts
+/// with '-' (Kafka avoids those so they cannot be taken for command-line options).
+pub fn random_uuid() -> String {
+    loop {
+        let id = base64_url(&random_bytes());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
+/// Whether `id` is a printed Kafka `Uuid` (22 characters of URL-safe base64 for 16 bytes).
+fn is_uuid(id: &str) -> bool {
+    id.len() == 22 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Formats every log directory of `config`; returns the lines to print.
+pub fn format(
+    config: &BrokerConfig,
+    cluster_id: &str,
+    ignore_formatted: bool,
+    feature_levels: &[(String, i16)],
+) -> anyhow::Result<Vec<String>> {
+    if !is_uuid(cluster_id) {
+        anyhow::bail!("Cluster ID string {cluster_id} does not appear to be a valid UUID");
+    }
+    for (name, level) in feature_levels {
+        let Some((_, min, max, _)) = features::SUPPORTED.iter().find(|f| f.0 == name) else {
+            anyhow::bail!("Unsupported feature: {name}.");
+        };
+        if !(*min..=*max).contains(level) {
+            anyhow::bail!("No feature:{name} with feature level {level}");
+        }
+    }
+    let mut todo = Vec::new();
+    for (i, dir) in config.log_dirs.iter().enumerate() {
+        if read_meta(dir)?.is_some() {
+            if !ignore_formatted {
+                anyhow::bail!(
+                    "Log directory {} is already formatted. Use --ignore-formatted to ignore this directory and \
+                     format the others.",
+                    dir.display()
+                );
+            }
+            if i == 0 && !feature_levels.is_empty() {
+                anyhow::bail!("The metadata directory {} is already formatted: its features stay", dir.display());
+            }
+            continue;
+        }
+        todo.push((i, dir));
+    }
+    if todo.is_empty() {
+        anyhow::bail!("All of the log directories are already formatted.");
+    }
+    let mut lines = Vec::new();
+    for (i, dir) in todo {
+        std::fs::create_dir_all(dir)?;
+        let text =
+            format!("version=1\ncluster.id={cluster_id}\nnode.id={}\ndirectory.id={}\n", config.node_id, random_uuid());
+        write_atomically(&dir.join("meta.properties"), text.as_bytes())?;
+        if i == 0 {
+            let finalized = Features::open(dir, config.node_id)?;
+            let updates: Vec<(String, i16, i8)> = feature_levels
+                .iter()
+                .map(|(name, level)| {
+                    let now = finalized.level(name);
+                    let kind = if *level >= now { features::UPGRADE } else { features::UNSAFE_DOWNGRADE };
+                    (name.clone(), *level, kind)
+                })
+                .collect();
+            finalized.update(&updates, false).map_err(|refused| anyhow::anyhow!(refused.1))?;
+            lines.push(format!("Formatting metadata directory {} with cluster id {cluster_id}.", dir.display()));
+        } else {
+            lines.push(format!("Formatting data directory {} with cluster id {cluster_id}.", dir.display()));
+        }
+    }
+    Ok(lines)
+}
