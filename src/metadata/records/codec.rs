@@ -282,7 +282,8 @@ fn put_length(
     match (flexible, len) {
         (true, None) => put_uvarint(buf, 0),
         (true, Some(n)) => {
-            let v = u32::try_from(n).ok().and_then(|n| n.checked_add(1)).ok_or(EncodeError::TooLong { what, len: n })?;
+            let v =
+                u32::try_from(n).ok().and_then(|n| n.checked_add(1)).ok_or(EncodeError::TooLong { what, len: n })?;
             put_uvarint(buf, v)
         }
         (false, None) if short => buf.extend_from_slice(&(-1i16).to_be_bytes()),

@@ -24,8 +24,9 @@ pub use topics::*;
 
 use codec::{put_uvarint, Reader};
 
-/// The frame version of Kafka's `MetadataRecordSerde` (`AbstractApiMessageSerde`).
-pub const FRAME_VERSION: u32 = 0;
+/// The frame version of Kafka's `MetadataRecordSerde` (`AbstractApiMessageSerde.DEFAULT_FRAME_VERSION`, 1; the
+/// only one it reads).
+pub const FRAME_VERSION: u32 = 1;
 
 /// Any metadata record (Kafka's `MetadataRecordType`).
 #[derive(Debug, Clone, PartialEq)]
@@ -215,7 +216,70 @@ impl From<ClearElrRecord> for MetadataRecord {
     }
 }
 
+/// Every metadata record type: (api key, name, lowest version, highest version).
+pub const RECORD_TYPES: &[(i16, &str, i16, i16)] = &[
+    (0, "RegisterBrokerRecord", 0, 3),
+    (1, "UnregisterBrokerRecord", 0, 0),
+    (2, "TopicRecord", 0, 0),
+    (3, "PartitionRecord", 0, 2),
+    (4, "ConfigRecord", 0, 0),
+    (5, "PartitionChangeRecord", 0, 2),
+    (7, "FenceBrokerRecord", 0, 0),
+    (8, "UnfenceBrokerRecord", 0, 0),
+    (9, "RemoveTopicRecord", 0, 0),
+    (10, "DelegationTokenRecord", 0, 0),
+    (11, "UserScramCredentialRecord", 0, 0),
+    (12, "FeatureLevelRecord", 0, 0),
+    (14, "ClientQuotaRecord", 0, 0),
+    (15, "ProducerIdsRecord", 0, 0),
+    (17, "BrokerRegistrationChangeRecord", 0, 2),
+    (18, "AccessControlEntryRecord", 0, 0),
+    (19, "RemoveAccessControlEntryRecord", 0, 0),
+    (20, "NoOpRecord", 0, 0),
+    (21, "ZkMigrationStateRecord", 0, 0),
+    (22, "RemoveUserScramCredentialRecord", 0, 0),
+    (23, "BeginTransactionRecord", 0, 0),
+    (24, "EndTransactionRecord", 0, 0),
+    (25, "AbortTransactionRecord", 0, 0),
+    (26, "RemoveDelegationTokenRecord", 0, 0),
+    (27, "RegisterControllerRecord", 0, 0),
+    (28, "ClearElrRecord", 0, 0),
+];
+
 impl MetadataRecord {
+    /// The record of type `api_key` with every field at its schema default.
+    pub fn default_of(api_key: i16) -> Option<Self> {
+        match api_key {
+            0 => Some(RegisterBrokerRecord::default().into()),
+            1 => Some(UnregisterBrokerRecord::default().into()),
+            2 => Some(TopicRecord::default().into()),
+            3 => Some(PartitionRecord::default().into()),
+            4 => Some(ConfigRecord::default().into()),
+            5 => Some(PartitionChangeRecord::default().into()),
+            7 => Some(FenceBrokerRecord::default().into()),
+            8 => Some(UnfenceBrokerRecord::default().into()),
+            9 => Some(RemoveTopicRecord::default().into()),
+            10 => Some(DelegationTokenRecord::default().into()),
+            11 => Some(UserScramCredentialRecord::default().into()),
+            12 => Some(FeatureLevelRecord::default().into()),
+            14 => Some(ClientQuotaRecord::default().into()),
+            15 => Some(ProducerIdsRecord::default().into()),
+            17 => Some(BrokerRegistrationChangeRecord::default().into()),
+            18 => Some(AccessControlEntryRecord::default().into()),
+            19 => Some(RemoveAccessControlEntryRecord::default().into()),
+            20 => Some(NoOpRecord::default().into()),
+            21 => Some(ZkMigrationStateRecord::default().into()),
+            22 => Some(RemoveUserScramCredentialRecord::default().into()),
+            23 => Some(BeginTransactionRecord::default().into()),
+            24 => Some(EndTransactionRecord::default().into()),
+            25 => Some(AbortTransactionRecord::default().into()),
+            26 => Some(RemoveDelegationTokenRecord::default().into()),
+            27 => Some(RegisterControllerRecord::default().into()),
+            28 => Some(ClearElrRecord::default().into()),
+            _ => None,
+        }
+    }
+
     /// The record's api key.
     pub fn api_key(&self) -> i16 {
         match self {
@@ -378,7 +442,8 @@ impl MetadataRecord {
     }
 
     /// Decodes one framed record (`MetadataRecordSerde`: the value of a record in the metadata
-    /// log): unsigned varints frame version (0), api key and version, then the message.
+    /// log): unsigned varints frame version (1, Kafka's `DEFAULT_FRAME_VERSION`), api key and version,
+    /// then the message.
     pub fn decode_framed(buf: &[u8]) -> Result<ApiMessageAndVersion, DecodeError> {
         ApiMessageAndVersion::decode(buf)
     }
