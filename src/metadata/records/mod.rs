@@ -8,25 +8,23 @@
 //! bytes)` and `encode(version, buf)` for every valid version. Flexible versions carry tagged
 //! fields: known tags decode into their fields, unknown tags are kept in `unknown_tagged_fields`
 //! and written back in tag order. Decoding never panics and never allocates more than the input
-//! can hold (see codec.rs, the hand-written primitives).
+//! can hold (see codec.rs, the hand-written primitives; framing.rs, also hand-written).
 
 mod brokers;
 mod cluster;
 mod codec;
+mod framing;
 mod security;
 mod topics;
 
 pub use brokers::*;
 pub use cluster::*;
 pub use codec::{DecodeError, EncodeError, RawTaggedField};
+pub use framing::{ApiMessageAndVersion, FRAME_VERSION};
 pub use security::*;
 pub use topics::*;
 
-use codec::{put_uvarint, Reader};
-
-/// The frame version of Kafka's `MetadataRecordSerde` (`AbstractApiMessageSerde.DEFAULT_FRAME_VERSION`, 1; the
-/// only one it reads).
-pub const FRAME_VERSION: u32 = 1;
+use codec::put_uvarint;
 
 /// Any metadata record (Kafka's `MetadataRecordType`).
 #[derive(Debug, Clone, PartialEq)]
@@ -456,36 +454,5 @@ impl MetadataRecord {
         put_uvarint(&mut buf, version as u16 as u32);
         self.encode(version, &mut buf)?;
         Ok(buf)
-    }
-}
-
-/// A record with the version it is (to be) encoded at: Kafka's `ApiMessageAndVersion`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiMessageAndVersion {
-    pub record: MetadataRecord,
-    pub version: i16,
-}
-
-impl ApiMessageAndVersion {
-    /// Decodes one framed record; see [`MetadataRecord::decode_framed`].
-    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(buf);
-        let frame = r.uvarint()?;
-        if frame != FRAME_VERSION {
-            return Err(DecodeError::UnknownFrameVersion(frame));
-        }
-        let api_key = r.uvarint()?;
-        let api_key = i16::try_from(api_key).map_err(|_| DecodeError::UnknownApiKey(api_key))?;
-        let version = r.uvarint()?;
-        // out of i16 range: reported as an unsupported version by the record's decoder
-        let version = i16::try_from(version).unwrap_or(i16::MAX);
-        let rest = r.take(r.remaining())?;
-        let record = MetadataRecord::decode(api_key, version, rest)?;
-        Ok(ApiMessageAndVersion { record, version })
-    }
-
-    /// Encodes the record with its framing.
-    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        self.record.encode_framed(self.version)
     }
 }
