@@ -15,6 +15,7 @@
 pub mod features;
 pub mod format;
 pub mod log_dirs;
+pub mod records;
 pub mod replica_move;
 mod store;
 
