@@ -14,6 +14,7 @@
 
 pub mod features;
 pub mod format;
+pub mod image;
 pub mod log_dirs;
 pub mod records;
 pub mod replica_move;

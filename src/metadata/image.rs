@@ -1,0 +1,383 @@
+//! The metadata image: the cluster's metadata as of one offset of the metadata log, built by
+//! applying Kafka's metadata records (`records.rs`) in log order (Kafka's `MetadataImage` and
+//! `MetadataDelta`). Immutable once built: readers (handlers, the replica manager) hold an
+//! `Arc<MetadataImage>` snapshot; a writer applies records to a copy and publishes the result.
+//!
+//! Covered today: features, topics and their partitions (replicas, ISR, ELR and its clearing,
+//! leader, leader and partition epochs, directories), broker registrations (endpoints, rack, fencing, controlled
+//! shutdown, log directories), configs, and the producer-id block. Records of other kinds
+//! (ACLs, SCRAM credentials, quotas, delegation tokens) are counted, not kept yet: they come
+//! with the security issue.
+//!
+//! Metadata transactions (BeginTransaction ... EndTransaction, KIP-868) are applied as a whole:
+//! `ImageBuilder::published` never shows a half-applied transaction, and AbortTransaction drops
+//! it.
+//!
+//! Invariants (checked, an error otherwise, as Kafka's deltas throw): topic names and ids are
+//! unique; a partition belongs to a known topic and is created once; a change applies to an
+//! existing partition and moves its partition epoch up by one (and its leader epoch by one when
+//! the leader changes); a broker registration replaces the previous one of that id.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::records::{MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord};
+
+/// Kafka's `PartitionChangeRecord.leader` value meaning "leader unchanged".
+pub const NO_LEADER_CHANGE: i32 = -2;
+/// Kafka's `LeaderRecoveryState.NO_CHANGE`.
+const NO_RECOVERY_STATE_CHANGE: i8 = -1;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionImage {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
+    pub adding_replicas: Vec<i32>,
+    pub leader: i32,
+    pub leader_recovery_state: i8,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub directories: Vec<Uuid>,
+    pub eligible_leader_replicas: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
+}
+
+impl PartitionImage {
+    fn from_record(r: &PartitionRecord) -> PartitionImage {
+        PartitionImage {
+            replicas: r.replicas.clone(),
+            isr: r.isr.clone(),
+            removing_replicas: r.removing_replicas.clone(),
+            adding_replicas: r.adding_replicas.clone(),
+            leader: r.leader,
+            leader_recovery_state: r.leader_recovery_state,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+            directories: r.directories.clone(),
+            eligible_leader_replicas: r.eligible_leader_replicas.clone().unwrap_or_default(),
+            last_known_elr: r.last_known_elr.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Kafka's `PartitionRegistration.merge`.
+    fn merge(&self, c: &PartitionChangeRecord) -> PartitionImage {
+        let (leader, leader_epoch) = if c.leader == NO_LEADER_CHANGE {
+            (self.leader, self.leader_epoch)
+        } else {
+            (c.leader, self.leader_epoch + 1)
+        };
+        let pick = |new: &Option<Vec<i32>>, old: &Vec<i32>| new.clone().unwrap_or_else(|| old.clone());
+        PartitionImage {
+            replicas: pick(&c.replicas, &self.replicas),
+            isr: pick(&c.isr, &self.isr),
+            removing_replicas: pick(&c.removing_replicas, &self.removing_replicas),
+            adding_replicas: pick(&c.adding_replicas, &self.adding_replicas),
+            leader,
+            leader_recovery_state: if c.leader_recovery_state == NO_RECOVERY_STATE_CHANGE {
+                self.leader_recovery_state
+            } else {
+                c.leader_recovery_state
+            },
+            leader_epoch,
+            partition_epoch: self.partition_epoch + 1,
+            directories: c.directories.clone().unwrap_or_else(|| self.directories.clone()),
+            eligible_leader_replicas: pick(&c.eligible_leader_replicas, &self.eligible_leader_replicas),
+            last_known_elr: pick(&c.last_known_elr, &self.last_known_elr),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: BTreeMap<i32, PartitionImage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointImage {
+    pub listener: String,
+    pub host: String,
+    pub port: u16,
+    pub security_protocol: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerImage {
+    pub id: i32,
+    pub epoch: i64,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<EndpointImage>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
+    pub log_dirs: Vec<Uuid>,
+}
+
+impl BrokerImage {
+    fn from_record(r: &RegisterBrokerRecord) -> BrokerImage {
+        BrokerImage {
+            id: r.broker_id,
+            epoch: r.broker_epoch,
+            incarnation_id: r.incarnation_id,
+            endpoints: r
+                .end_points
+                .iter()
+                .map(|e| EndpointImage {
+                    listener: e.name.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                    security_protocol: e.security_protocol,
+                })
+                .collect(),
+            rack: r.rack.clone(),
+            fenced: r.fenced,
+            in_controlled_shutdown: r.in_controlled_shutdown,
+            log_dirs: r.log_dirs.clone(),
+        }
+    }
+}
+
+/// A record the image cannot apply (the log is inconsistent, or not Kafka's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata record at offset {offset} cannot be applied: {reason}")]
+pub struct ImageError {
+    pub offset: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataImage {
+    /// The offset of the last record applied (-1: none).
+    pub offset: i64,
+    /// Finalized features above level 0.
+    pub features: BTreeMap<String, i16>,
+    pub topics: HashMap<Uuid, Arc<TopicImage>>,
+    pub topic_ids: HashMap<String, Uuid>,
+    pub brokers: BTreeMap<i32, BrokerImage>,
+    /// (resource type, resource name) -> config name -> value.
+    pub configs: BTreeMap<(i8, String), BTreeMap<String, String>>,
+    /// The next producer id to hand out (the end of the last allocated block).
+    pub next_producer_id: i64,
+    /// Records of kinds the image does not keep yet, by record name.
+    pub not_kept: BTreeMap<&'static str, u64>,
+}
+
+impl MetadataImage {
+    pub fn empty() -> MetadataImage {
+        MetadataImage { offset: -1, ..Default::default() }
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    /// Applies one record (at `offset`) to this image.
+    fn apply(&mut self, offset: i64, record: &MetadataRecord) -> Result<(), ImageError> {
+        let fail = |reason: String| Err(ImageError { offset, reason });
+        match record {
+            MetadataRecord::FeatureLevel(r) => {
+                if r.feature_level == 0 {
+                    self.features.remove(&r.name);
+                } else {
+                    self.features.insert(r.name.clone(), r.feature_level);
+                }
+            }
+            MetadataRecord::Topic(r) => {
+                if self.topic_ids.contains_key(&r.name) || self.topics.contains_key(&r.topic_id) {
+                    return fail(format!("topic {} ({}) exists already", r.name, r.topic_id));
+                }
+                self.topic_ids.insert(r.name.clone(), r.topic_id);
+                let topic = TopicImage { name: r.name.clone(), id: r.topic_id, partitions: BTreeMap::new() };
+                self.topics.insert(r.topic_id, Arc::new(topic));
+            }
+            MetadataRecord::Partition(r) => {
+                let Some(topic) = self.topics.get_mut(&r.topic_id) else {
+                    return fail(format!("partition {} of unknown topic {}", r.partition_id, r.topic_id));
+                };
+                let topic = Arc::make_mut(topic);
+                if topic.partitions.insert(r.partition_id, PartitionImage::from_record(r)).is_some() {
+                    return fail(format!("partition {}-{} created twice", topic.name, r.partition_id));
+                }
+            }
+            MetadataRecord::PartitionChange(c) => {
+                let Some(topic) = self.topics.get_mut(&c.topic_id) else {
+                    return fail(format!("change of a partition of unknown topic {}", c.topic_id));
+                };
+                let topic = Arc::make_mut(topic);
+                let Some(partition) = topic.partitions.get_mut(&c.partition_id) else {
+                    return fail(format!("change of unknown partition {}-{}", topic.name, c.partition_id));
+                };
+                *partition = partition.merge(c);
+            }
+            MetadataRecord::RemoveTopic(r) => {
+                let Some(topic) = self.topics.remove(&r.topic_id) else {
+                    return fail(format!("removal of unknown topic {}", r.topic_id));
+                };
+                self.topic_ids.remove(&topic.name);
+                // Kafka drops the topic's configs with it.
+                self.configs.remove(&(TOPIC_RESOURCE, topic.name.clone()));
+            }
+            MetadataRecord::Config(r) => {
+                let configs = self.configs.entry((r.resource_type, r.resource_name.clone())).or_default();
+                match &r.value {
+                    Some(value) => {
+                        configs.insert(r.name.clone(), value.clone());
+                    }
+                    None => {
+                        configs.remove(&r.name);
+                    }
+                }
+                if configs.is_empty() {
+                    self.configs.remove(&(r.resource_type, r.resource_name.clone()));
+                }
+            }
+            MetadataRecord::RegisterBroker(r) => {
+                self.brokers.insert(r.broker_id, BrokerImage::from_record(r));
+            }
+            MetadataRecord::UnregisterBroker(r) => {
+                self.brokers.remove(&r.broker_id);
+            }
+            MetadataRecord::FenceBroker(r) => self.broker(offset, r.id, r.epoch)?.fenced = true,
+            MetadataRecord::UnfenceBroker(r) => self.broker(offset, r.id, r.epoch)?.fenced = false,
+            MetadataRecord::BrokerRegistrationChange(r) => {
+                let broker = self.broker(offset, r.broker_id, r.broker_epoch)?;
+                // Kafka's BrokerRegistrationFencingChange: 1 fence, -1 unfence, 0 none; and
+                // BrokerRegistrationInControlledShutdownChange: 1 in controlled shutdown.
+                match r.fenced {
+                    1 => broker.fenced = true,
+                    -1 => broker.fenced = false,
+                    _ => {}
+                }
+                if r.in_controlled_shutdown == 1 {
+                    broker.in_controlled_shutdown = true;
+                }
+                if !r.log_dirs.is_empty() {
+                    broker.log_dirs = r.log_dirs.clone();
+                }
+            }
+            MetadataRecord::ProducerIds(r) => self.next_producer_id = r.next_producer_id,
+            MetadataRecord::ClearElr(r) => {
+                // Kafka's TopicDelta.maybeClearElr: every partition (of the named topic, or of
+                // all topics) with an ELR or a last known ELR gets both emptied, as a change.
+                let ids: Vec<Uuid> = if r.topic_name.is_empty() {
+                    self.topics.keys().copied().collect()
+                } else {
+                    match self.topic_ids.get(&r.topic_name) {
+                        Some(id) => vec![*id],
+                        None => return fail(format!("ELR cleared for unknown topic {}", r.topic_name)),
+                    }
+                };
+                for id in ids {
+                    let topic = Arc::make_mut(self.topics.get_mut(&id).expect("listed"));
+                    for (&partition_id, partition) in topic.partitions.iter_mut() {
+                        if partition.eligible_leader_replicas.is_empty() && partition.last_known_elr.is_empty() {
+                            continue;
+                        }
+                        let clear = PartitionChangeRecord {
+                            topic_id: id,
+                            partition_id,
+                            eligible_leader_replicas: Some(Vec::new()),
+                            last_known_elr: Some(Vec::new()),
+                            ..Default::default()
+                        };
+                        *partition = partition.merge(&clear);
+                    }
+                }
+            }
+            MetadataRecord::NoOp(_)
+            | MetadataRecord::BeginTransaction(_)
+            | MetadataRecord::EndTransaction(_)
+            | MetadataRecord::AbortTransaction(_) => {}
+            other => *self.not_kept.entry(record_name(other)).or_default() += 1,
+        }
+        self.offset = offset;
+        Ok(())
+    }
+
+    fn broker(&mut self, offset: i64, id: i32, epoch: i64) -> Result<&mut BrokerImage, ImageError> {
+        match self.brokers.get_mut(&id) {
+            Some(b) if b.epoch == epoch => Ok(b),
+            Some(b) => Err(ImageError { offset, reason: format!("broker {id} is at epoch {}, not {epoch}", b.epoch) }),
+            None => Err(ImageError { offset, reason: format!("unknown broker {id}") }),
+        }
+    }
+}
+
+/// `ConfigResource.Type.TOPIC`.
+pub const TOPIC_RESOURCE: i8 = 2;
+
+fn record_name(record: &MetadataRecord) -> &'static str {
+    match record {
+        MetadataRecord::AccessControlEntry(_) => "AccessControlEntryRecord",
+        MetadataRecord::RemoveAccessControlEntry(_) => "RemoveAccessControlEntryRecord",
+        MetadataRecord::UserScramCredential(_) => "UserScramCredentialRecord",
+        MetadataRecord::RemoveUserScramCredential(_) => "RemoveUserScramCredentialRecord",
+        MetadataRecord::ClientQuota(_) => "ClientQuotaRecord",
+        MetadataRecord::DelegationToken(_) => "DelegationTokenRecord",
+        MetadataRecord::RemoveDelegationToken(_) => "RemoveDelegationTokenRecord",
+        MetadataRecord::RegisterController(_) => "RegisterControllerRecord",
+        MetadataRecord::ZkMigrationState(_) => "ZkMigrationStateRecord",
+        _ => "other",
+    }
+}
+
+/// Applies records in log order to a working image, and publishes snapshots of it between
+/// metadata transactions (`publish`, typically once per batch of records read).
+#[derive(Debug)]
+pub struct ImageBuilder {
+    working: MetadataImage,
+    /// Inside a metadata transaction: the image before it (what an abort goes back to).
+    before_txn: Option<MetadataImage>,
+    published: Arc<MetadataImage>,
+}
+
+impl Default for ImageBuilder {
+    fn default() -> Self {
+        ImageBuilder::new()
+    }
+}
+
+impl ImageBuilder {
+    pub fn new() -> ImageBuilder {
+        ImageBuilder { working: MetadataImage::empty(), before_txn: None, published: Arc::new(MetadataImage::empty()) }
+    }
+
+    /// Applies one record. On error the working image is unchanged by this record.
+    pub fn apply(&mut self, offset: i64, record: &MetadataRecord) -> Result<(), ImageError> {
+        match record {
+            MetadataRecord::BeginTransaction(_) => {
+                if self.before_txn.is_some() {
+                    return Err(ImageError { offset, reason: "a transaction begins inside another".into() });
+                }
+                self.before_txn = Some(self.working.clone());
+            }
+            MetadataRecord::EndTransaction(_) if self.before_txn.take().is_none() => {
+                return Err(ImageError { offset, reason: "end of a transaction that did not begin".into() });
+            }
+            MetadataRecord::AbortTransaction(_) => {
+                if let Some(before) = self.before_txn.take() {
+                    self.working = before;
+                }
+            }
+            _ => {}
+        }
+        self.working.apply(offset, record)
+    }
+
+    /// Publishes the working image, unless a metadata transaction is open (then the last image
+    /// published before it stays), and returns the published image.
+    pub fn publish(&mut self) -> Arc<MetadataImage> {
+        if self.before_txn.is_none() && self.working.offset != self.published.offset {
+            self.published = Arc::new(self.working.clone());
+        }
+        self.published.clone()
+    }
+}
+
+#[cfg(test)]
+#[path = "image_tests.rs"]
+mod tests;
