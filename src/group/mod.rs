@@ -97,6 +97,24 @@ impl GroupCoordinator {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// TxnOffsetCommit's check of the consumer's group membership (KIP-447): as an
+    /// OffsetCommit's, and not while the group completes a rebalance.
+    pub fn check_txn_offset_commit(
+        &self,
+        group: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        let inner = self.lock();
+        let g = inner.groups.get(group).ok_or(ResponseError::IllegalGeneration)?;
+        g.check_member(member_id, instance_id, generation)?;
+        if g.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
     pub fn partition_for(&self, group: &str) -> i32 {
         (java_hash(group) & 0x7fff_ffff) % self.config.offsets_topic_partitions
     }

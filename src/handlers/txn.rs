@@ -31,7 +31,7 @@ use super::{str_bytes, txn_verify};
 use crate::broker::Broker;
 use crate::error::default_message;
 use crate::group::records::OffsetValue;
-use crate::group::{GroupCoordinator, GroupState};
+use crate::group::GroupCoordinator;
 use crate::log::now_ms;
 use crate::txn::transitions::TV_0;
 
@@ -195,23 +195,8 @@ pub async fn txn_offset_commit(
     };
     if check.is_ok() && version >= 3 && req.generation_id >= 0 {
         // KIP-447: the consumer's group generation is checked like an OffsetCommit's.
-        let inner = broker.groups.lock();
-        check = match inner.groups.get(&group) {
-            None => Err(ResponseError::IllegalGeneration),
-            Some(g) => g
-                .check_member(
-                    req.member_id.as_str(),
-                    req.group_instance_id.as_ref().map(|s| s.as_str()),
-                    req.generation_id,
-                )
-                .and_then(|()| {
-                    if g.state == GroupState::CompletingRebalance {
-                        Err(ResponseError::RebalanceInProgress)
-                    } else {
-                        Ok(())
-                    }
-                }),
-        };
+        let instance = req.group_instance_id.as_ref().map(|s| s.as_str());
+        check = broker.groups.check_txn_offset_commit(&group, req.member_id.as_str(), instance, req.generation_id);
     }
     let now = now_ms();
     let mut offsets = Vec::new();
@@ -269,13 +254,12 @@ pub async fn txn_offset_commit(
 }
 
 pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
-    let txns = broker.txns.lock();
     let states = req
         .transactional_ids
         .iter()
         .map(|id| {
             let state = dt::TransactionState::default().with_transactional_id(id.clone());
-            let Some(m) = txns.get(id.0.as_str()) else {
+            let Some(m) = broker.txns.describe(id.0.as_str()) else {
                 return state.with_error_code(ResponseError::TransactionalIdNotFound.code());
             };
             let mut topics: Vec<dt::TopicData> = Vec::new();
@@ -323,13 +307,10 @@ pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> 
         },
     };
     let now = now_ms();
-    let txns = broker.txns.lock();
-    let mut ids: Vec<&String> = txns.keys().collect();
-    ids.sort();
-    let states = ids
-        .into_iter()
-        .filter_map(|id| {
-            let m = &txns[id];
+    let txns = broker.txns.describe_all();
+    let states = txns
+        .iter()
+        .filter_map(|(id, m)| {
             let state_ok =
                 req.state_filters.is_empty() || req.state_filters.iter().any(|s| s.as_str() == m.state.name());
             let pid_ok =

@@ -153,7 +153,19 @@ impl TxnCoordinator {
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, HashMap<String, TxnMeta>> {
+    /// A copy of one transactional id's metadata (DescribeTransactions).
+    pub fn describe(&self, id: &str) -> Option<TxnMeta> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Copies of every transactional id's metadata, sorted by id (ListTransactions).
+    pub fn describe_all(&self) -> Vec<(String, TxnMeta)> {
+        let mut all: Vec<(String, TxnMeta)> = self.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, TxnMeta>> {
         self.txns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
