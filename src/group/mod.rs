@@ -7,6 +7,7 @@
 //! restart rebuilds it. Invariants: an OffsetCommit is acknowledged only after its records are
 //! fsynced; the cache never holds an offset the log does not.
 
+pub mod api;
 pub mod records;
 pub mod state;
 

@@ -2,7 +2,7 @@
 //! ListGroups, DescribeGroups and DeleteGroups. The state machine lives in `crate::group`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
@@ -25,9 +25,8 @@ use kafka_protocol::messages::GroupId;
 
 use super::{authorized, str_bytes, RequestContext, GROUP_OPERATIONS};
 use crate::broker::Broker;
-use crate::group::records::Key;
-use crate::group::{Group, GroupCoordinator, GroupState, JoinRequest, JoinResult, Reply, Storage, SyncResult};
-use crate::log::now_ms;
+use crate::group::api::DescribedGroup as Described;
+use crate::group::{GroupCoordinator, JoinRequest, JoinResult, Reply, Storage, SyncResult};
 
 fn storage(broker: &Broker) -> Storage<'_> {
     Storage { topics: &broker.topics, flusher: &broker.flusher }
@@ -61,19 +60,7 @@ pub async fn join(
             require_known_member_id: version >= 4,
             new_member_id: format!("{client_id}-{}", uuid::Uuid::from_bytes(crate::metadata::random_bytes())),
         };
-        let reply = {
-            let mut inner = broker.groups.lock();
-            let full = inner
-                .groups
-                .get(&group_id)
-                .is_some_and(|g| g.members.len() >= cfg.max_group_size && !g.members.contains_key(&join.member_id));
-            if full {
-                Reply::Now(JoinResult::error(ResponseError::GroupMaxSizeReached, &join.member_id))
-            } else {
-                let group = inner.groups.entry(group_id.clone()).or_insert_with(|| Group::new(&group_id, now_ms()));
-                group.join(join, Instant::now(), now_ms(), cfg.initial_rebalance_delay)
-            }
-        };
+        let reply = broker.groups.join(&group_id, join);
         let result = match reply {
             Reply::Now(r) => r,
             Reply::Wait(rx) => rx.await.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, "")),
@@ -116,36 +103,17 @@ pub async fn join(
 
 pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
     let group_id = req.group_id.0.as_str();
-    let reply = {
-        let mut inner = broker.groups.lock();
-        match inner.groups.get_mut(group_id) {
-            None => Reply::Now(SyncResult { error: ResponseError::UnknownMemberId.code(), ..Default::default() }),
-            Some(group) => {
-                let mismatch =
-                    req.protocol_type.as_ref().is_some_and(|t| Some(t.as_str()) != group.protocol_type.as_deref())
-                        || req.protocol_name.as_ref().is_some_and(|n| Some(n.as_str()) != group.protocol.as_deref());
-                if mismatch && group.members.contains_key(req.member_id.as_str()) {
-                    Reply::Now(SyncResult {
-                        error: ResponseError::InconsistentGroupProtocol.code(),
-                        ..Default::default()
-                    })
-                } else {
-                    let assignments = req
-                        .assignments
-                        .iter()
-                        .map(|a| (a.member_id.as_str().to_string(), a.assignment.clone()))
-                        .collect();
-                    group.sync(
-                        req.member_id.as_str(),
-                        req.group_instance_id.as_ref().map(|s| s.as_str()),
-                        req.generation_id,
-                        assignments,
-                        now_ms(),
-                    )
-                }
-            }
-        }
-    };
+    let assignments =
+        req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
+    let reply = broker.groups.sync(
+        group_id,
+        req.member_id.as_str(),
+        req.group_instance_id.as_ref().map(|s| s.as_str()),
+        req.generation_id,
+        req.protocol_type.as_ref().map(|s| s.as_str()),
+        req.protocol_name.as_ref().map(|s| s.as_str()),
+        assignments,
+    );
     let result = match reply {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {
@@ -164,19 +132,16 @@ pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> 
 }
 
 pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatResponse {
-    let mut inner = broker.groups.lock();
-    let error = match inner.groups.get_mut(req.group_id.0.as_str()) {
-        None => ResponseError::UnknownMemberId.code(),
-        Some(group) => match group.heartbeat(
+    let error = broker
+        .groups
+        .heartbeat(
+            req.group_id.0.as_str(),
             req.member_id.as_str(),
             req.group_instance_id.as_ref().map(|s| s.as_str()),
             req.generation_id,
-            Instant::now(),
-        ) {
-            Ok(()) => 0,
-            Err(e) => e.code(),
-        },
-    };
+        )
+        .err()
+        .map_or(0, |e| e.code());
     HeartbeatResponse::default().with_error_code(error)
 }
 
@@ -189,19 +154,7 @@ pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -
     } else {
         vec![(req.member_id.as_str().to_string(), None)]
     };
-    let results: Vec<(String, Option<String>, i16)> = {
-        let mut inner = broker.groups.lock();
-        match inner.groups.get_mut(req.group_id.0.as_str()) {
-            None => leaving.into_iter().map(|(m, i)| (m, i, ResponseError::UnknownMemberId.code())).collect(),
-            Some(group) => leaving
-                .into_iter()
-                .map(|(m, i)| {
-                    let error = group.leave(&m, i.as_deref(), Instant::now(), now_ms()).err().map_or(0, |e| e.code());
-                    (m, i, error)
-                })
-                .collect(),
-        }
-    };
+    let results = broker.groups.leave(req.group_id.0.as_str(), leaving);
     broker.groups.persist_dirty(&storage(broker)).await;
     if version >= 3 {
         let members = results
@@ -220,29 +173,23 @@ pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -
 }
 
 pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
-    let inner = broker.groups.lock();
     let states: Vec<String> = req.states_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();
-    let mut ids: Vec<&String> = inner.groups.keys().chain(inner.offsets.keys()).collect();
-    ids.sort();
-    ids.dedup();
-    let groups = ids
+    let groups = broker
+        .groups
+        .list()
         .into_iter()
-        .filter_map(|id| {
-            let (state, protocol_type) = match inner.groups.get(id) {
-                Some(g) => (g.state.name(), g.protocol_type.clone().unwrap_or_default()),
-                None => (GroupState::Empty.name(), String::new()),
-            };
-            if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
+        .filter_map(|listed| {
+            if !states.is_empty() && !states.contains(&listed.state.to_ascii_lowercase()) {
                 return None;
             }
             if !types.is_empty() && !types.iter().any(|t| t == "classic") {
                 return None;
             }
             let g = ListedGroup::default()
-                .with_group_id(GroupId(str_bytes(id)))
-                .with_protocol_type(str_bytes(&protocol_type));
-            let g = if version >= 4 { g.with_group_state(str_bytes(state)) } else { g };
+                .with_group_id(GroupId(str_bytes(&listed.id)))
+                .with_protocol_type(str_bytes(&listed.protocol_type));
+            let g = if version >= 4 { g.with_group_state(str_bytes(listed.state)) } else { g };
             Some(if version >= 5 { g.with_group_type(str_bytes("classic")) } else { g })
         })
         .collect();
@@ -252,50 +199,48 @@ pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListG
 pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
     // KIP-430, for groups that exist (Kafka leaves an unknown group's "not requested").
     let operations = authorized(req.include_authorized_operations, GROUP_OPERATIONS);
-    let inner = broker.groups.lock();
     let groups = req
         .groups
         .iter()
         .map(|id| {
             let described = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(i32::MIN);
-            let Some(g) = inner.groups.get(id.0.as_str()) else {
-                if inner.offsets.contains_key(id.0.as_str()) {
-                    return described.with_group_state(str_bytes("Empty")).with_authorized_operations(operations);
+            match broker.groups.describe(id.0.as_str()) {
+                Described::OffsetsOnly => {
+                    described.with_group_state(str_bytes("Empty")).with_authorized_operations(operations)
                 }
-                return if version >= 6 {
-                    described
-                        .with_error_code(ResponseError::GroupIdNotFound.code())
-                        .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str()))))
-                        .with_group_state(str_bytes("Dead"))
-                } else {
-                    // Before v6 an unknown group is described as a dead one, operations included.
+                Described::Unknown if version >= 6 => described
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str()))))
+                    .with_group_state(str_bytes("Dead")),
+                // Before v6 an unknown group is described as a dead one, operations included.
+                Described::Unknown => {
                     described.with_group_state(str_bytes("Dead")).with_authorized_operations(operations)
-                };
-            };
-            let protocol = g.protocol.clone().unwrap_or_default();
-            let members = g
-                .members
-                .values()
-                .map(|m| {
-                    let d = DescribedGroupMember::default()
-                        .with_member_id(str_bytes(&m.id))
-                        .with_client_id(str_bytes(&m.client_id))
-                        .with_client_host(str_bytes(&m.client_host))
-                        .with_member_metadata(m.metadata_for(&protocol))
-                        .with_member_assignment(m.assignment.clone());
-                    if version >= 4 {
-                        d.with_group_instance_id(m.instance_id.as_ref().map(|s| str_bytes(s)))
-                    } else {
-                        d
-                    }
-                })
-                .collect();
-            described
-                .with_authorized_operations(operations)
-                .with_group_state(str_bytes(g.state.name()))
-                .with_protocol_type(str_bytes(g.protocol_type.as_deref().unwrap_or_default()))
-                .with_protocol_data(str_bytes(&protocol))
-                .with_members(members)
+                }
+                Described::Live { state, protocol_type, protocol, members } => {
+                    let members = members
+                        .into_iter()
+                        .map(|m| {
+                            let d = DescribedGroupMember::default()
+                                .with_member_id(str_bytes(&m.id))
+                                .with_client_id(str_bytes(&m.client_id))
+                                .with_client_host(str_bytes(&m.client_host))
+                                .with_member_metadata(m.metadata)
+                                .with_member_assignment(m.assignment);
+                            if version >= 4 {
+                                d.with_group_instance_id(m.instance_id.as_ref().map(|s| str_bytes(s)))
+                            } else {
+                                d
+                            }
+                        })
+                        .collect();
+                    described
+                        .with_authorized_operations(operations)
+                        .with_group_state(str_bytes(state))
+                        .with_protocol_type(str_bytes(&protocol_type))
+                        .with_protocol_data(str_bytes(&protocol))
+                        .with_members(members)
+                }
+            }
         })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
@@ -305,25 +250,7 @@ pub async fn delete(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGro
     let mut results = Vec::new();
     for id in &req.groups_names {
         let group_id = id.0.as_str().to_string();
-        let outcome = {
-            let mut inner = broker.groups.lock();
-            let exists = inner.groups.contains_key(&group_id) || inner.offsets.contains_key(&group_id);
-            let busy = inner.groups.get(&group_id).is_some_and(|g| g.state != GroupState::Empty);
-            if !exists {
-                Err(ResponseError::GroupIdNotFound)
-            } else if busy {
-                Err(ResponseError::NonEmptyGroup)
-            } else {
-                inner.groups.remove(&group_id);
-                let offsets = inner.offsets.remove(&group_id).unwrap_or_default();
-                let mut entries: Vec<(Key, Option<Vec<u8>>)> = offsets
-                    .into_keys()
-                    .map(|(topic, partition)| (Key::Offset { group: group_id.clone(), topic, partition }, None))
-                    .collect();
-                entries.push((Key::Group { group: group_id.clone() }, None));
-                broker.groups.append(&broker.topics, &group_id, entries)
-            }
-        };
+        let outcome = broker.groups.delete_group(&broker.topics, &group_id);
         let error = match outcome {
             Ok(written) => GroupCoordinator::sync_to_disk(&broker.flusher, written).await.err().map_or(0, |e| e.code()),
             Err(e) => e.code(),

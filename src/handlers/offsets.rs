@@ -20,47 +20,24 @@ use kafka_protocol::messages::{GroupId, TopicName};
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::group::records::{Key, OffsetValue};
-use crate::group::{GroupCoordinator, GroupState};
+use crate::group::records::OffsetValue;
+use crate::group::GroupCoordinator;
 use crate::log::now_ms;
 
 /// Per topic, per partition: the commit outcome.
 type CommitOutcome = Vec<(TopicName, Vec<(i32, Result<OffsetValue, ResponseError>)>)>;
-/// Per topic: (partition, offset, leader epoch, metadata).
-type Committed = Vec<(String, Vec<(i32, i64, i32, String)>)>;
 
 pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let now = now_ms();
     // Per partition: Ok(value to store) or the error to report.
     let mut outcome: CommitOutcome = Vec::new();
-    let group_error = {
-        let inner = broker.groups.lock();
-        let group = inner.groups.get(&group_id);
-        if group_id.is_empty() {
-            Some(ResponseError::InvalidGroupId)
-        } else if req.generation_id_or_member_epoch < 0 && req.member_id.is_empty() {
-            // A "simple" commit from a consumer outside any group: only allowed when the group
-            // has no active members.
-            group.filter(|g| g.state != GroupState::Empty).map(|_| ResponseError::UnknownMemberId)
-        } else {
-            match group {
-                None => Some(ResponseError::IllegalGeneration),
-                Some(g) => match g.check_member(
-                    req.member_id.as_str(),
-                    req.group_instance_id.as_ref().map(|s| s.as_str()),
-                    req.generation_id_or_member_epoch,
-                ) {
-                    Err(e) => Some(e),
-                    // As Kafka: members of the current generation may still commit while a
-                    // rebalance is being prepared (eager consumers commit in onPartitionsRevoked),
-                    // but not between JoinGroup and SyncGroup.
-                    Ok(()) if g.state == GroupState::CompletingRebalance => Some(ResponseError::RebalanceInProgress),
-                    Ok(()) => None,
-                },
-            }
-        }
-    };
+    let group_error = broker.groups.check_offset_commit(
+        &group_id,
+        req.member_id.as_str(),
+        req.group_instance_id.as_ref().map(|s| s.as_str()),
+        req.generation_id_or_member_epoch,
+    );
     for topic in &req.topics {
         let known = broker.topics.get(topic.name.0.as_str());
         let partitions = topic
@@ -93,33 +70,15 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
             .collect();
         outcome.push((topic.name.clone(), partitions));
     }
-    let mut entries: Vec<(Key, Option<Vec<u8>>)> = Vec::new();
-    for (topic, parts) in &outcome {
-        for (p, r) in parts {
-            if let Ok(v) = r {
-                entries.push((
-                    Key::Offset { group: group_id.clone(), topic: topic.0.as_str().to_string(), partition: *p },
-                    Some(v.encode()),
-                ));
-            }
-        }
-    }
-    // Append and update the cache under the lock (so cache order is log order), fsync outside.
-    let written = {
-        let mut inner = broker.groups.lock();
-        let written = broker.groups.append(&broker.topics, &group_id, entries);
-        if written.is_ok() {
-            let cache = inner.offsets.entry(group_id.clone()).or_default();
-            for (topic, parts) in &outcome {
-                for (p, r) in parts {
-                    if let Ok(v) = r {
-                        cache.insert((topic.0.as_str().to_string(), *p), v.clone());
-                    }
-                }
-            }
-        }
-        written
-    };
+    let values = outcome
+        .iter()
+        .flat_map(|(topic, parts)| {
+            parts
+                .iter()
+                .filter_map(move |(p, r)| r.as_ref().ok().map(|v| ((topic.0.as_str().to_string(), *p), v.clone())))
+        })
+        .collect();
+    let written = broker.groups.commit_offsets(&broker.topics, &group_id, values);
     let storage_error = match written {
         Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err(),
         Err(e) => Some(e),
@@ -143,38 +102,6 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// (topic, partition, offset, leader epoch, metadata) for a group, optionally filtered.
-fn committed(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Committed {
-    let inner = broker.groups.lock();
-    let offsets = inner.offsets.get(group);
-    let lookup = |topic: &str, p: i32| offsets.and_then(|o| o.get(&(topic.to_string(), p)));
-    match wanted {
-        Some(topics) => topics
-            .into_iter()
-            .map(|(topic, parts)| {
-                let values = parts
-                    .into_iter()
-                    .map(|p| match lookup(&topic, p) {
-                        Some(v) => (p, v.offset, v.leader_epoch, v.metadata.clone()),
-                        None => (p, -1, -1, String::new()),
-                    })
-                    .collect();
-                (topic, values)
-            })
-            .collect(),
-        None => {
-            let mut out: Committed = Vec::new();
-            for ((topic, p), v) in offsets.into_iter().flatten() {
-                if out.last().is_none_or(|(t, _)| t != topic) {
-                    out.push((topic.clone(), Vec::new()));
-                }
-                out.last_mut().expect("pushed").1.push((*p, v.offset, v.leader_epoch, v.metadata.clone()));
-            }
-            out
-        }
-    }
-}
-
 pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
     if version >= 8 {
         let groups = req
@@ -189,7 +116,9 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
                 } else {
                     Default::default()
                 };
-                let topics = committed(broker, g.group_id.0.as_str(), wanted)
+                let topics = broker
+                    .groups
+                    .committed(g.group_id.0.as_str(), wanted)
                     .into_iter()
                     .map(|(topic, parts)| {
                         let topic_id = broker.topics.get(&topic).map_or(uuid::Uuid::nil(), |t| t.id);
@@ -232,7 +161,9 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
     } else {
         Default::default()
     };
-    let topics = committed(broker, req.group_id.0.as_str(), wanted)
+    let topics = broker
+        .groups
+        .committed(req.group_id.0.as_str(), wanted)
         .into_iter()
         .map(|(topic, parts)| {
             let partitions = parts
@@ -264,59 +195,37 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
 pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let known = |topic: &TopicName, partition: i32| broker.topics.partition(topic.0.as_str(), partition).is_some();
-    let mut entries = Vec::new();
-    let result: Result<Vec<OffsetDeleteResponseTopic>, ResponseError> = {
-        let mut inner = broker.groups.lock();
-        let exists = inner.groups.contains_key(&group_id) || inner.offsets.contains_key(&group_id);
-        if !exists {
-            Err(ResponseError::GroupIdNotFound)
-        } else {
-            let group = inner.groups.get(&group_id);
-            let active = group.is_some_and(|g| g.state != GroupState::Empty);
-            let subscribed: Vec<bool> =
-                req.topics.iter().map(|t| active && group.is_some_and(|g| g.subscribed(t.name.0.as_str()))).collect();
-            let mut topics = Vec::new();
-            for (t, busy) in req.topics.iter().zip(subscribed) {
-                let mut partitions = Vec::new();
-                for p in t.partitions.iter().filter(|p| known(&t.name, p.partition_index)) {
-                    let error = if busy {
-                        ResponseError::GroupSubscribedToTopic.code()
-                    } else {
-                        if let Some(o) = inner.offsets.get_mut(&group_id) {
-                            if o.remove(&(t.name.0.as_str().to_string(), p.partition_index)).is_some() {
-                                entries.push((
-                                    Key::Offset {
-                                        group: group_id.clone(),
-                                        topic: t.name.0.as_str().to_string(),
-                                        partition: p.partition_index,
-                                    },
-                                    None,
-                                ));
-                            }
-                        }
-                        0
-                    };
-                    partitions.push(
-                        OffsetDeleteResponsePartition::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(error),
-                    );
-                }
-                topics.push(OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions));
-            }
-            Ok(topics)
-        }
-    };
+    let requested = req
+        .topics
+        .iter()
+        .map(|t| {
+            let parts = t.partitions.iter().map(|p| p.partition_index).filter(|&p| known(&t.name, p)).collect();
+            (t.name.0.as_str().to_string(), parts)
+        })
+        .collect();
     // As Kafka's KafkaApis: partitions that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION
     // and merged into the coordinator's answer, whatever the group's.
-    let (error, mut topics) = match result {
+    let (error, mut topics) = match broker.groups.delete_offsets(&broker.topics, &group_id, requested) {
         Err(e) => (e.code(), Vec::new()),
-        Ok(topics) => {
-            let written = broker.groups.append(&broker.topics, &group_id, entries);
+        Ok((deleted, written)) => {
             let error = match written {
                 Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err().map_or(0, |e| e.code()),
                 Err(e) => e.code(),
             };
+            let topics = deleted
+                .into_iter()
+                .map(|(topic, parts)| {
+                    let partitions = parts
+                        .into_iter()
+                        .map(|(p, e)| {
+                            OffsetDeleteResponsePartition::default().with_partition_index(p).with_error_code(e)
+                        })
+                        .collect();
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(TopicName(str_bytes(&topic)))
+                        .with_partitions(partitions)
+                })
+                .collect();
             (error, topics)
         }
     };
