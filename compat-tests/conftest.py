@@ -22,6 +22,7 @@ Environment:
     KETCH_COMPAT_KAFKA_REQUEST_LOG=1   real Kafka logs every request (kafka.request.logger DEBUG)
     KETCH_COMPAT_KAFKA_CDS=0     do not use a class-data-sharing archive for the Kafka JVM
     KETCH_COMPAT_KAFKA_JVM_OPTS  extra JVM options for the Kafka broker
+    KETCH_COMPAT_JAVA_BUILD      where java/ is built (default .cache/java-build)
 
 Per-test broker settings: `@pytest.mark.broker_config(**{"num.partitions": "3"})` adds
 `--override key=value` for Ketch and `key=value` lines in server.properties for Kafka.
@@ -668,7 +669,9 @@ def go_build(pkg: str) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 JAVA_PROJECT = COMPAT_DIR / "java"
-JAVA_BUILD = CACHE_DIR / "java-build"
+# KETCH_COMPAT_JAVA_BUILD: build it elsewhere (e.g. to try a changed pom.xml while another run uses
+# the shared .cache/java-build)
+JAVA_BUILD = Path(os.environ.get("KETCH_COMPAT_JAVA_BUILD") or CACHE_DIR / "java-build")
 
 
 def _java_sources_digest() -> str:
