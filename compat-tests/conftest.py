@@ -27,7 +27,7 @@ Environment:
 Per-test broker settings: `@pytest.mark.broker_config(**{"num.partitions": "3"})` adds
 `--override key=value` for Ketch and `key=value` lines in server.properties for Kafka.
 For more than one broker in a test, use the `start_broker` factory fixture:
-`b = start_broker({"key": "value"})`.
+`b = start_broker({"key": "value"})`, or `start_broker(kind="kafka")` for a broker of the other kind.
 """
 
 from __future__ import annotations
@@ -569,13 +569,15 @@ def kafka_libs() -> Path:
 
 @pytest.fixture
 def start_broker(request, tmp_path_factory):
-    """Factory: start_broker(overrides: dict | None = None) -> started Broker, cleaned up after the test."""
+    """Factory: start_broker(overrides: dict | None = None, kind: str | None = None) -> started Broker,
+    cleaned up after the test. `kind` ("ketch" / "kafka") overrides KETCH_COMPAT_TARGET for that broker."""
     brokers: list[Broker] = []
     request.node._compat_brokers = brokers
 
-    def factory(overrides: dict | None = None) -> Broker:
-        workdir = tmp_path_factory.mktemp(f"{TARGET}-broker", numbered=True)
-        b: Broker = KafkaBroker(workdir, overrides) if TARGET == "kafka" else KetchBroker(workdir, overrides)
+    def factory(overrides: dict | None = None, kind: str | None = None) -> Broker:
+        kind = kind or TARGET  # "ketch" / "kafka": a test that needs both kinds (e.g. a migration)
+        workdir = tmp_path_factory.mktemp(f"{kind}-broker", numbered=True)
+        b: Broker = KafkaBroker(workdir, overrides) if kind == "kafka" else KetchBroker(workdir, overrides)
         brokers.append(b)
         error = None
         try:

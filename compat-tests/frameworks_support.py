@@ -140,3 +140,91 @@ def log_value(path: Path, pattern: str, timeout: float, proc=None, start: int = 
             break
         time.sleep(0.2)
     pytest.fail(f"no /{pattern}/ in {path} within {timeout}s", pytrace=False)
+
+
+def committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """A group's committed offsets ({(topic, partition): offset}, negative when none)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = c.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
+        return {(tp.topic, tp.partition): tp.offset for tp in got}
+    finally:
+        c.close()
+
+
+def read_to_end(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60
+                ) -> list[tuple[int, str | None, str | None]]:
+    """Every record of one partition from the beginning to its current high watermark, as
+    (offset, key, value) strings (no group)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        out: list[tuple[int, str | None, str | None]] = []
+        if high <= low:
+            return out
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=0.5):
+                if m.error():
+                    raise AssertionError(f"consume {topic}[{partition}]: {m.error()}")
+                out.append((m.offset(), m.key() and m.key().decode(), m.value() and m.value().decode()))
+                if m.offset() + 1 >= high:
+                    return out
+        raise AssertionError(f"{topic}[{partition}]: end offset {high} not reached in {timeout}s ({len(out)} read)")
+    finally:
+        c.close()
+
+
+def mirror_maker_props(source: str, target: str, topics_regex: str, groups_regex: str, **extra) -> dict:
+    """mm2.properties for one direction source -> target (cluster aliases `source` and `target`),
+    single-node clusters (replication factors 1), every interval short for a test."""
+    props = {
+        "clusters": "source, target",
+        "source.bootstrap.servers": source,
+        "target.bootstrap.servers": target,
+        "source->target.enabled": "true",
+        "target->source.enabled": "false",
+        "source->target.topics": topics_regex,
+        "source->target.groups": groups_regex,
+        "replication.factor": 1,
+        "checkpoints.topic.replication.factor": 1,
+        "heartbeats.topic.replication.factor": 1,
+        "offset-syncs.topic.replication.factor": 1,
+        "offset.storage.replication.factor": 1,
+        "status.storage.replication.factor": 1,
+        "config.storage.replication.factor": 1,
+        "emit.checkpoints.interval.seconds": 1,
+        "emit.heartbeats.interval.seconds": 1,
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": 1,
+        "refresh.topics.interval.seconds": 2,
+        "refresh.groups.interval.seconds": 2,
+        "sync.topic.configs.interval.seconds": 2,
+        "offset.flush.interval.ms": 1000,
+    }
+    props.update(extra)
+    return props
+
+
+def start_mirror_maker(java_compat_jar: Path, props: dict, workdir: Path):
+    """Runs `org.apache.kafka.connect.mirror.MirrorMaker <props> --clusters target` (a dedicated
+    MM2 cluster driving the target); returns (process, log path, fail(msg)) where fail kills it and
+    fails the test with the tail of its log."""
+    import subprocess
+
+    from conftest import _reap, _spawn
+
+    path = workdir / "mm2.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    log = workdir / "mirror-maker.log"
+    with open(log, "ab") as f:
+        proc = _spawn(java_framework_cmd(java_compat_jar, "org.apache.kafka.connect.mirror.MirrorMaker", path,
+                                         "--clusters", "target"), stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+
+    def fail(msg: str):
+        _reap(proc, 9, 10)
+        pytest.fail(f"{msg}\n--- MirrorMaker log (tail) ---\n{log.read_text(errors='replace')[-20000:]}",
+                    pytrace=False)
+
+    return proc, log, fail
