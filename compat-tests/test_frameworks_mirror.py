@@ -14,16 +14,15 @@ exactly; partition behind: at MM2's translation, never past its position).
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from conftest import _reap, _spawn
-from frameworks_support import (TopicReader, create_topics, java_framework_cmd, produce_all, topic_config,
-                                topics)
+from conftest import _reap
+from frameworks_support import (TopicReader, create_topics, mirror_maker_props, produce_all, start_mirror_maker,
+                                topic_config, topics)
 
 pytestmark = pytest.mark.timeout(480)  # pytest-timeout (requirements.txt)
 
@@ -55,41 +54,8 @@ def test_mirror_maker_2(start_broker, java_compat_jar, tmp_path):
     c.commit(offsets=[TopicPartition(topic, p, consumed[p]) for p in range(PARTS)], asynchronous=False)
     c.close()
 
-    props = {
-        "clusters": "source, target",
-        "source.bootstrap.servers": source.bootstrap,
-        "target.bootstrap.servers": target.bootstrap,
-        "source->target.enabled": "true",
-        "target->source.enabled": "false",
-        "source->target.topics": f"mm-{s}",
-        "source->target.groups": f"mm-group-{s}",
-        "replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "offset.storage.replication.factor": 1,
-        "status.storage.replication.factor": 1,
-        "config.storage.replication.factor": 1,
-        "emit.checkpoints.interval.seconds": 1,
-        "emit.heartbeats.interval.seconds": 1,
-        "sync.group.offsets.enabled": "true",
-        "sync.group.offsets.interval.seconds": 1,
-        "refresh.topics.interval.seconds": 2,
-        "refresh.groups.interval.seconds": 2,
-        "sync.topic.configs.interval.seconds": 2,
-        "offset.flush.interval.ms": 1000,
-    }
-    mm2_props = tmp_path / "mm2.properties"
-    mm2_props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    log = tmp_path / "mirror-maker.log"
-    with open(log, "ab") as f:
-        proc = _spawn(java_framework_cmd(java_compat_jar, "org.apache.kafka.connect.mirror.MirrorMaker", mm2_props,
-                                         "--clusters", "target"), stdin=subprocess.DEVNULL, stdout=f, stderr=f)
-
-    def fail(msg):
-        _reap(proc, 9, 10)
-        pytest.fail(f"{msg}\n--- MirrorMaker log (tail) ---\n{log.read_text(errors='replace')[-20000:]}",
-                    pytrace=False)
+    props = mirror_maker_props(source.bootstrap, target.bootstrap, f"mm-{s}", f"mm-group-{s}")
+    proc, _log, fail = start_mirror_maker(java_compat_jar, props, tmp_path)
 
     try:
         mirrored = f"source.{topic}"
