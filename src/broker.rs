@@ -19,6 +19,7 @@ use crate::log::now_ms;
 use crate::metadata::features::Features;
 use crate::metadata::log_dirs::LogDirs;
 use crate::metadata::TopicRegistry;
+use crate::security::acl_store::AclStore;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
 
@@ -36,6 +37,8 @@ pub struct Broker {
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIds,
     pub features: Features,
+    /// ACLs, when an authorizer is configured (`authorizer.class.name`).
+    pub acls: Option<AclStore>,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
@@ -75,6 +78,7 @@ impl Broker {
         );
         let producer_ids = ProducerIds::open(config.log_dir())?;
         let features = Features::open(config.log_dir(), config.node_id)?;
+        let acls = AclStore::open(&config.properties, config.log_dir())?;
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
         let p = &config.properties;
@@ -99,6 +103,7 @@ impl Broker {
             fetch_sessions,
             producer_ids,
             features,
+            acls,
             groups,
             txns,
             appended,

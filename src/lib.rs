@@ -21,6 +21,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod protocol;
 pub mod replica;
+pub mod security;
 pub mod server;
 #[cfg(feature = "testcontainers")]
 pub mod testcontainers;

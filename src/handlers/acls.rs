@@ -1,46 +1,204 @@
-//! ACL APIs on a broker without an authorizer: like Kafka with no `authorizer.class.name`,
-//! every ACL request is answered SECURITY_DISABLED (tools such as kafka-acls and Kafka's
-//! ClientCompatibilityTest treat that as "supported, security off").
+//! CreateAcls, DescribeAcls, DeleteAcls (`kafka-acls`). Without `authorizer.class.name`, like
+//! Kafka, every ACL request is answered SECURITY_DISABLED (tools such as kafka-acls and Kafka's
+//! ClientCompatibilityTest treat that as "supported, security off"). With Kafka's
+//! StandardAuthorizer configured, ACLs are kept by `security::acl_store`; creating and deleting
+//! need ALTER on the cluster, describing DESCRIBE, as Kafka checks (the connection's principal:
+//! `User:ANONYMOUS` until authentication lands).
+
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_request::CreateAclsRequest;
 use kafka_protocol::messages::create_acls_response::{AclCreationResult, CreateAclsResponse};
 use kafka_protocol::messages::delete_acls_request::DeleteAclsRequest;
-use kafka_protocol::messages::delete_acls_response::{DeleteAclsFilterResult, DeleteAclsResponse};
-use kafka_protocol::messages::describe_acls_response::DescribeAclsResponse;
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl, DeleteAclsResponse,
+};
+use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource, DescribeAclsResponse};
+use kafka_protocol::protocol::StrBytes;
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
+use crate::broker::Broker;
+use crate::error::default_message;
+use crate::security::acl::{self, AclBinding, AclFilter};
+use crate::security::acl_store::{AclError, AclStore};
 
 const MESSAGE: &str = "No Authorizer is configured.";
+const CLUSTER: i8 = 4;
+const CLUSTER_NAME: &str = "kafka-cluster";
+/// The principal of an unauthenticated connection, as Kafka names it.
+const ANONYMOUS: &str = "User:ANONYMOUS";
 
-pub fn describe() -> DescribeAclsResponse {
-    // Kafka words this one differently from the create and delete answers.
-    DescribeAclsResponse::default()
-        .with_error_code(ResponseError::SecurityDisabled.code())
-        .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")))
+fn allowed(store: &AclStore, ctx: &RequestContext, operation: i8) -> bool {
+    store.authorize(ANONYMOUS, &ctx.peer_addr.ip().to_string(), operation, CLUSTER, CLUSTER_NAME)
 }
 
-pub fn create(req: CreateAclsRequest) -> CreateAclsResponse {
-    let results = req
+fn text(s: &Option<StrBytes>) -> Option<String> {
+    s.as_ref().map(|s| s.as_str().to_string())
+}
+
+fn denied() -> (i16, Option<StrBytes>) {
+    let e = ResponseError::ClusterAuthorizationFailed;
+    (e.code(), Some(str_bytes(&default_message(e))))
+}
+
+pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse {
+    let Some(store) = &broker.acls else {
+        // Kafka words this one differently from the create and delete answers.
+        return DescribeAclsResponse::default()
+            .with_error_code(ResponseError::SecurityDisabled.code())
+            .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")));
+    };
+    if !allowed(store, ctx, acl::DESCRIBE) {
+        let (code, message) = denied();
+        return DescribeAclsResponse::default().with_error_code(code).with_error_message(message);
+    }
+    let filter = AclFilter {
+        resource_type: req.resource_type_filter,
+        resource_name: text(&req.resource_name_filter),
+        pattern_type: req.pattern_type_filter,
+        principal: text(&req.principal_filter),
+        host: text(&req.host_filter),
+        operation: req.operation,
+        permission: req.permission_type,
+    };
+    if let Err(why) = filter.validate() {
+        return DescribeAclsResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(str_bytes(&why)));
+    }
+    // Grouped by resource pattern, as Kafka answers.
+    let mut resources: Vec<DescribeAclsResource> = Vec::new();
+    for a in store.describe(&filter) {
+        let description = AclDescription::default()
+            .with_principal(str_bytes(&a.principal))
+            .with_host(str_bytes(&a.host))
+            .with_operation(a.operation)
+            .with_permission_type(a.permission);
+        let same = |r: &&mut DescribeAclsResource| {
+            r.resource_type == a.resource_type
+                && r.resource_name.as_str() == a.resource_name
+                && r.pattern_type == a.pattern_type
+        };
+        match resources.iter_mut().find(same) {
+            Some(r) => r.acls.push(description),
+            None => resources.push(
+                DescribeAclsResource::default()
+                    .with_resource_type(a.resource_type)
+                    .with_resource_name(str_bytes(&a.resource_name))
+                    .with_pattern_type(a.pattern_type)
+                    .with_acls(vec![description]),
+            ),
+        }
+    }
+    DescribeAclsResponse::default().with_resources(resources)
+}
+
+pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsResponse {
+    let result = |code: i16, message: Option<StrBytes>| {
+        AclCreationResult::default().with_error_code(code).with_error_message(message)
+    };
+    let Some(store) = &broker.acls else {
+        let results = req
+            .creations
+            .iter()
+            .map(|_| result(ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE))))
+            .collect();
+        return CreateAclsResponse::default().with_results(results);
+    };
+    if !allowed(store, ctx, acl::ALTER) {
+        let results = req
+            .creations
+            .iter()
+            .map(|_| {
+                let (c, m) = denied();
+                result(c, m)
+            })
+            .collect();
+        return CreateAclsResponse::default().with_results(results);
+    }
+    let bindings = req
         .creations
         .iter()
-        .map(|_| {
-            AclCreationResult::default()
-                .with_error_code(ResponseError::SecurityDisabled.code())
-                .with_error_message(Some(str_bytes(MESSAGE)))
+        .map(|c| AclBinding {
+            id: uuid::Uuid::nil(),
+            resource_type: c.resource_type,
+            resource_name: c.resource_name.as_str().to_string(),
+            pattern_type: c.resource_pattern_type,
+            principal: c.principal.as_str().to_string(),
+            host: c.host.as_str().to_string(),
+            operation: c.operation,
+            permission: c.permission_type,
+        })
+        .collect();
+    let results = store
+        .create(bindings)
+        .into_iter()
+        .map(|r| match r {
+            Ok(()) => result(0, None),
+            Err(AclError::Invalid(why)) => result(ResponseError::InvalidRequest.code(), Some(str_bytes(&why))),
+            Err(AclError::Storage(why)) => result(ResponseError::UnknownServerError.code(), Some(str_bytes(&why))),
         })
         .collect();
     CreateAclsResponse::default().with_results(results)
 }
 
-pub fn delete(req: DeleteAclsRequest) -> DeleteAclsResponse {
-    let results = req
+pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse {
+    let failed = |code: i16, message: Option<StrBytes>| {
+        let results = req
+            .filters
+            .iter()
+            .map(|_| DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message.clone()))
+            .collect();
+        DeleteAclsResponse::default().with_filter_results(results)
+    };
+    let Some(store) = &broker.acls else {
+        return failed(ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
+    };
+    if !allowed(store, ctx, acl::ALTER) {
+        let (code, message) = denied();
+        return failed(code, message);
+    }
+    let filters: Vec<AclFilter> = req
         .filters
         .iter()
-        .map(|_| {
-            DeleteAclsFilterResult::default()
-                .with_error_code(ResponseError::SecurityDisabled.code())
-                .with_error_message(Some(str_bytes(MESSAGE)))
+        .map(|f| AclFilter {
+            resource_type: f.resource_type_filter,
+            resource_name: text(&f.resource_name_filter),
+            pattern_type: f.pattern_type_filter,
+            principal: text(&f.principal_filter),
+            host: text(&f.host_filter),
+            operation: f.operation,
+            permission: f.permission_type,
+        })
+        .collect();
+    if let Some(why) = filters.iter().find_map(|f| f.validate().err()) {
+        return failed(ResponseError::InvalidRequest.code(), Some(str_bytes(&why)));
+    }
+    let removed = match store.delete(&filters) {
+        Ok(removed) => removed,
+        Err(AclError::Storage(why) | AclError::Invalid(why)) => {
+            return failed(ResponseError::UnknownServerError.code(), Some(str_bytes(&why)))
+        }
+    };
+    let results = removed
+        .into_iter()
+        .map(|acls| {
+            let matching = acls
+                .into_iter()
+                .map(|a| {
+                    DeleteAclsMatchingAcl::default()
+                        .with_resource_type(a.resource_type)
+                        .with_resource_name(str_bytes(&a.resource_name))
+                        .with_pattern_type(a.pattern_type)
+                        .with_principal(str_bytes(&a.principal))
+                        .with_host(str_bytes(&a.host))
+                        .with_operation(a.operation)
+                        .with_permission_type(a.permission)
+                })
+                .collect();
+            DeleteAclsFilterResult::default().with_matching_acls(matching)
         })
         .collect();
     DeleteAclsResponse::default().with_filter_results(results)

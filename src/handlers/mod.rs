@@ -102,9 +102,9 @@ pub async fn dispatch(
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
-        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(acls::describe()),
-        RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(acls::create(req)),
-        RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(acls::delete(req)),
+        RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(acls::describe(broker, ctx, req)),
+        RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(acls::create(broker, ctx, req)),
+        RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(acls::delete(broker, ctx, req)),
         RequestKind::AlterReplicaLogDirs(req) => {
             ResponseKind::AlterReplicaLogDirs(cluster::alter_replica_log_dirs(broker, req))
         }

@@ -1,0 +1,210 @@
+//! The ACLs of the cluster, when an authorizer is configured (`authorizer.class.name=
+//! org.apache.kafka.metadata.authorizer.StandardAuthorizer`, Kafka's class name is the switch):
+//! CreateAcls / DescribeAcls / DeleteAcls change and read them, `authorize` decides with them
+//! (`acl.rs`).
+//!
+//! On disk: `<first log dir>/.ketch/acls.records`: the ACLs as Kafka's own metadata records
+//! (`AccessControlEntryRecord`, framed as in Kafka's metadata log: `records::ApiMessageAndVersion`),
+//! each preceded by its length (u32, big-endian). Replaced atomically on every change; read at
+//! start. (With the metadata log of issue 14 these records move into `__cluster_metadata`.)
+//! Invariants: every stored ACL is valid and has a unique id; a change is acknowledged only once
+//! the file holding it is durable.
+
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use super::acl::{self, AclBinding, AclFilter, AuthorizerConfig};
+use crate::config::Properties;
+use crate::log::partition_log::write_atomically;
+use crate::metadata::records::{AccessControlEntryRecord, MetadataRecord};
+
+/// Kafka's authorizer class: configuring it turns ACLs on.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+pub struct AclStore {
+    path: PathBuf,
+    pub config: AuthorizerConfig,
+    acls: RwLock<Vec<AclBinding>>,
+}
+
+/// An ACL change refused: INVALID_REQUEST with Kafka's message, or a storage error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AclError {
+    Invalid(String),
+    Storage(String),
+}
+
+impl AclStore {
+    /// `None` when no authorizer is configured (the ACL APIs then answer SECURITY_DISABLED).
+    pub fn open(properties: &Properties, metadata_dir: &std::path::Path) -> anyhow::Result<Option<AclStore>> {
+        match properties.get("authorizer.class.name").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            None => return Ok(None),
+            Some(STANDARD_AUTHORIZER) => {}
+            Some(other) => anyhow::bail!("authorizer.class.name={other} is not supported: use {STANDARD_AUTHORIZER}"),
+        }
+        let config = AuthorizerConfig {
+            super_users: properties
+                .get("super.users")
+                .map(|s| s.split(';').map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect())
+                .unwrap_or_default(),
+            allow_everyone_if_no_acl_found: properties
+                .get("allow.everyone.if.no.acl.found")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+        };
+        let path = metadata_dir.join(".ketch").join("acls.records");
+        let acls = match std::fs::read(&path) {
+            Ok(bytes) => decode_file(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Some(AclStore { path, config, acls: RwLock::new(acls) }))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<AclBinding>> {
+        self.acls.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// CreateAcls: each binding is validated; the valid ones are stored together.
+    pub fn create(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), AclError>> {
+        let mut results: Vec<Result<(), AclError>> =
+            bindings.iter().map(|b| b.validate().map_err(AclError::Invalid)).collect();
+        let mut acls = self.acls.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = acls.clone();
+        for (binding, result) in bindings.into_iter().zip(&results) {
+            let exists = next.iter().any(|a| AclBinding { id: a.id, ..binding.clone() } == *a);
+            if result.is_ok() && !exists {
+                next.push(AclBinding { id: uuid::Uuid::from_bytes(crate::metadata::random_bytes()), ..binding });
+            }
+        }
+        if let Err(e) = self.save(&next) {
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(AclError::Storage(e.to_string()));
+            }
+            return results;
+        }
+        *acls = next;
+        results
+    }
+
+    pub fn describe(&self, filter: &AclFilter) -> Vec<AclBinding> {
+        self.read().iter().filter(|a| filter.matches(a)).cloned().collect()
+    }
+
+    /// DeleteAcls: per filter, the ACLs it removed.
+    pub fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclError> {
+        let mut acls = self.acls.write().unwrap_or_else(|p| p.into_inner());
+        let removed: Vec<Vec<AclBinding>> =
+            filters.iter().map(|f| acls.iter().filter(|a| f.matches(a)).cloned().collect()).collect();
+        let next: Vec<AclBinding> = acls.iter().filter(|a| !filters.iter().any(|f| f.matches(a))).cloned().collect();
+        if next.len() != acls.len() {
+            self.save(&next).map_err(|e| AclError::Storage(e.to_string()))?;
+            *acls = next;
+        }
+        Ok(removed)
+    }
+
+    /// The authorization decision for one operation on one resource.
+    pub fn authorize(&self, principal: &str, host: &str, operation: i8, resource_type: i8, name: &str) -> bool {
+        acl::authorize(&self.config, &self.read(), principal, host, operation, resource_type, name)
+    }
+
+    fn save(&self, acls: &[AclBinding]) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut out = Vec::new();
+        for a in acls {
+            let record = MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id: a.id,
+                resource_type: a.resource_type,
+                resource_name: a.resource_name.clone(),
+                pattern_type: a.pattern_type,
+                principal: a.principal.clone(),
+                host: a.host.clone(),
+                operation: a.operation,
+                permission_type: a.permission,
+                ..Default::default()
+            });
+            let framed = record.encode_framed(0).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+            out.extend_from_slice(&(framed.len() as u32).to_be_bytes());
+            out.extend_from_slice(&framed);
+        }
+        write_atomically(&self.path, &out)
+    }
+}
+
+fn decode_file(mut bytes: &[u8]) -> Result<Vec<AclBinding>, String> {
+    let mut acls = Vec::new();
+    while !bytes.is_empty() {
+        if bytes.len() < 4 {
+            return Err("truncated length".into());
+        }
+        let len = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+        let Some(framed) = bytes.get(4..4 + len) else { return Err("truncated record".into()) };
+        match MetadataRecord::decode_framed(framed).map_err(|e| format!("{e:?}"))?.record {
+            MetadataRecord::AccessControlEntry(r) => acls.push(AclBinding {
+                id: r.id,
+                resource_type: r.resource_type,
+                resource_name: r.resource_name,
+                pattern_type: r.pattern_type,
+                principal: r.principal,
+                host: r.host,
+                operation: r.operation,
+                permission: r.permission_type,
+            }),
+            other => return Err(format!("unexpected record {:?}", other.api_key())),
+        }
+        bytes = &bytes[4 + len..];
+    }
+    Ok(acls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acls_are_created_listed_deleted_and_kept_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut props = Properties::new();
+        assert!(AclStore::open(&props, dir.path()).unwrap().is_none(), "no authorizer, no ACLs");
+        props.insert("authorizer.class.name".into(), STANDARD_AUTHORIZER.into());
+        props.insert("super.users".into(), "User:admin;User:ops".into());
+        let store = AclStore::open(&props, dir.path()).unwrap().unwrap();
+        assert_eq!(store.config.super_users, vec!["User:admin", "User:ops"]);
+        let alice = AclBinding {
+            id: uuid::Uuid::nil(),
+            resource_type: 2,
+            resource_name: "orders".into(),
+            pattern_type: acl::LITERAL,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: acl::READ,
+            permission: acl::ALLOW,
+        };
+        let bad = AclBinding { pattern_type: acl::MATCH, ..alice.clone() };
+        let results = store.create(vec![alice.clone(), bad, alice.clone()]);
+        assert_eq!(results[1], Err(AclError::Invalid("Invalid patternType MATCH".into())));
+        assert!(results[0].is_ok() && results[2].is_ok());
+        let all = AclFilter {
+            resource_type: acl::ANY,
+            resource_name: None,
+            pattern_type: acl::ANY,
+            principal: None,
+            host: None,
+            operation: acl::ANY,
+            permission: acl::ANY,
+        };
+        assert_eq!(store.describe(&all).len(), 1, "the same binding twice is stored once");
+        assert!(store.authorize("User:alice", "h", acl::DESCRIBE, 2, "orders"));
+        assert!(!store.authorize("User:bob", "h", acl::READ, 2, "orders"));
+        assert!(store.authorize("User:ops", "h", acl::ALTER, 4, "kafka-cluster"));
+        let reopened = AclStore::open(&props, dir.path()).unwrap().unwrap();
+        assert_eq!(reopened.describe(&all)[0].principal, "User:alice");
+        let removed = reopened.delete(&[AclFilter { principal: Some("User:alice".into()), ..all.clone() }]).unwrap();
+        assert_eq!(removed[0].len(), 1);
+        assert!(AclStore::open(&props, dir.path()).unwrap().unwrap().describe(&all).is_empty());
+        props.insert("authorizer.class.name".into(), "kafka.security.authorizer.AclAuthorizer".into());
+        assert!(AclStore::open(&props, dir.path()).is_err(), "ZooKeeper's authorizer is not Kafka 4's");
+    }
+}
