@@ -189,7 +189,7 @@ pub fn describe_topic_partitions(
                     Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(p.index));
                 break;
             }
-            let epoch = p.log().latest_epoch().map_or(0, |(e, _)| e);
+            let epoch = crate::replica::leader_epoch(&p.log());
             partitions.push(
                 DescribeTopicPartitionsResponsePartition::default()
                     .with_partition_index(p.index)
@@ -232,12 +232,8 @@ pub fn offset_for_leader_epoch(broker: &Arc<Broker>, req: OffsetForLeaderEpochRe
                         return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
                     let log = partition.log();
-                    let current = log.latest_epoch().map_or(0, |(e, _)| e);
-                    if p.current_leader_epoch > current {
-                        return result.with_error_code(ResponseError::UnknownLeaderEpoch.code());
-                    }
-                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < current {
-                        return result.with_error_code(ResponseError::FencedLeaderEpoch.code());
+                    if let Err(e) = crate::replica::check_current_leader_epoch(&log, p.current_leader_epoch) {
+                        return result.with_error_code(e.code());
                     }
                     let (epoch, end) = log.end_offset_for_epoch(p.leader_epoch);
                     result.with_leader_epoch(epoch).with_end_offset(end)

@@ -81,12 +81,12 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         }
     };
     let mut requested = Vec::new();
-    let mut leader_epoch_errors = Vec::new();
+    let mut current_epochs = std::collections::HashMap::new();
     for topic in &req.topics {
         for p in &topic.partitions {
             let key = key_of(&topic.topic, topic.topic_id, p.partition);
-            if p.current_leader_epoch > 0 {
-                leader_epoch_errors.push(key.clone());
+            if p.current_leader_epoch >= 0 {
+                current_epochs.insert(key.clone(), p.current_leader_epoch);
             }
             requested.push((key, SessionWanted { fetch_offset: p.fetch_offset, max_bytes: p.partition_max_bytes }));
         }
@@ -111,13 +111,10 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         .map(|(key, w)| {
             let partition = if by_id { broker.topics.get_by_id(key.1) } else { broker.topics.get(&key.0) }
                 .and_then(|t| usize::try_from(key.2).ok().and_then(|i| t.partitions.get(i).cloned()));
-            let error = if partition.is_none() {
-                Some(unknown)
-            } else if leader_epoch_errors.contains(&key) {
-                // Single node: the leader epoch is 0, so a newer one is from a future we lack.
-                Some(ResponseError::UnknownLeaderEpoch)
-            } else {
-                None
+            let requested_epoch = current_epochs.get(&key).copied().unwrap_or(-1);
+            let error = match &partition {
+                None => Some(unknown),
+                Some(p) => crate::replica::check_current_leader_epoch(&p.log(), requested_epoch).err(),
             };
             Wanted { key, partition, fetch_offset: w.fetch_offset, max_bytes: w.max_bytes.max(0) as usize, error }
         })

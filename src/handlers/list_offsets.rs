@@ -48,10 +48,10 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                     let Some(partition) = broker.topics.partition(topic.name.0.as_str(), p.partition_index) else {
                         return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
-                    if p.current_leader_epoch > 0 {
-                        return response.with_error_code(ResponseError::UnknownLeaderEpoch.code());
-                    }
                     let log = partition.log();
+                    if let Err(e) = crate::replica::check_current_leader_epoch(&log, p.current_leader_epoch) {
+                        return response.with_error_code(e.code());
+                    }
                     if log.health().is_offline() {
                         return response.with_error_code(ResponseError::KafkaStorageError.code());
                     }

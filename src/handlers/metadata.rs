@@ -98,7 +98,7 @@ pub fn describe(node_id: i32, topic: &Topic) -> MetadataResponseTopic {
         .map(|p| {
             let (epoch, offline) = {
                 let log = p.log();
-                (log.latest_epoch().map_or(0, |(e, _)| e), log.health().is_offline())
+                (crate::replica::leader_epoch(&log), log.health().is_offline())
             };
             if offline {
                 // Its log directory failed. Kafka's controller then leaves the partition

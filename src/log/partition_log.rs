@@ -352,6 +352,9 @@ impl PartitionLog {
         batch::set_base_offset(&mut marker, offset);
         batch::set_leader_epoch(&mut marker, leader_epoch);
         self.maybe_roll(marker.len() as u64, offset, now_ms, now_ms)?;
+        // A marker starts an epoch like any batch (Kafka assigns the epoch cache for every
+        // appended batch, control batches included).
+        self.assign_epoch(leader_epoch, offset)?;
         self.segments.last_mut().expect("active segment").append(&marker, offset)?;
         self.unflushed_messages += 1;
         self.producers.complete_txn(producer_id, epoch, commit, offset, now_ms);
@@ -409,10 +412,7 @@ impl PartitionLog {
         batch::set_base_offset(&mut head, base_offset);
         batch::set_leader_epoch(&mut head, leader_epoch);
         self.maybe_roll(batch.len() as u64, last_offset, header.max_timestamp(), now_ms)?;
-        if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
-            self.epochs.push((leader_epoch, base_offset));
-            self.write_epochs()?;
-        }
+        self.assign_epoch(leader_epoch, base_offset)?;
         let offset_of_max_timestamp = base_offset + summary.offset_delta_of_max_timestamp as i64;
         self.segments.last_mut().expect("active segment").append_parts(&head, body, offset_of_max_timestamp)?;
         assert_eq!(self.log_end_offset(), last_offset + 1, "offsets stay contiguous");
@@ -602,6 +602,15 @@ impl PartitionLog {
             .filter(|s| !s.is_empty())
             .max_by_key(|s| s.max_timestamp)
             .map(|s| (s.offset_of_max_timestamp, s.max_timestamp))
+    }
+
+    /// Records that `leader_epoch` starts at `offset` if it is newer than the latest epoch.
+    fn assign_epoch(&mut self, leader_epoch: i32, offset: i64) -> Result<(), LogError> {
+        if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
+            self.epochs.push((leader_epoch, offset));
+            self.write_epochs()?;
+        }
+        Ok(())
     }
 
     fn load_epochs(&mut self) -> Result<(), LogError> {
