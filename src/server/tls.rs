@@ -313,4 +313,39 @@ mod tests {
         assert!(private_key("k", &key.serialize_pem().replace('\n', "")).is_ok());
         assert!(certificates("k", "nothing").is_err());
     }
+
+    #[test]
+    fn configuration_inline_overrides_and_refusals() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap().self_signed(&key).unwrap();
+        let props = |pairs: &[(&str, &str)]| -> Properties {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        // Inline PEM joined by line continuations, as in a properties file.
+        let (key_pem, cert_pem) = (key.serialize_pem().replace('\n', ""), cert.pem().replace('\n', ""));
+        let inline = [
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.key", key_pem.as_str()),
+            ("ssl.keystore.certificate.chain", cert_pem.as_str()),
+            ("ssl.truststore.certificates", cert_pem.as_str()),
+        ];
+        assert!(server_config(&props(&inline), "SSL").is_ok());
+        // The listener's own value wins over the broker-wide one.
+        let mut own = inline.to_vec();
+        own.push(("ssl.client.auth", "bogus"));
+        own.push(("listener.name.ssl.ssl.client.auth", "required"));
+        assert!(server_config(&props(&own), "SSL").is_ok());
+        assert!(server_config(&props(&own), "OTHER").is_err(), "OTHER sees ssl.client.auth=bogus");
+        let refused = |extra: &[(&str, &str)], what: &str| {
+            let mut p = inline[..3].to_vec();
+            p.extend_from_slice(extra);
+            let e = server_config(&props(&p), "SSL").err().map(|e| e.to_string()).expect("refused");
+            assert!(e.contains(what), "{e}");
+        };
+        refused(&[("ssl.client.auth", "required")], "truststore");
+        refused(&[("ssl.keystore.type", "PKCS12")], "PKCS12");
+        refused(&[("listener.name.ssl.ssl.enabled.protocols", "TLSv1.1")], "ssl.enabled.protocols");
+        refused(&[("ssl.cipher.suites", "TLS_NOPE")], "cipher");
+        assert!(server_config(&props(&[]), "SSL").err().unwrap().to_string().contains("ssl.keystore.location"));
+    }
 }
