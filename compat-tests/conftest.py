@@ -28,6 +28,9 @@ Per-test broker settings: `@pytest.mark.broker_config(**{"num.partitions": "3"})
 `--override key=value` for Ketch and `key=value` lines in server.properties for Kafka.
 For more than one broker in a test, use the `start_broker` factory fixture:
 `b = start_broker({"key": "value"})`, or `start_broker(kind="kafka")` for a broker of the other kind.
+Listeners besides PLAINTEXT (which `bootstrap` names): `start_broker(overrides, extra_listeners=
+{"SSL": ("SSL", port)})` adds `NAME://127.0.0.1:port` to `listeners` (and `advertised.listeners`)
+with its security protocol in `listener.security.protocol.map`, on either target.
 """
 
 from __future__ import annotations
@@ -161,8 +164,10 @@ class Broker:
 
     target = "?"
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, extra_listeners=None):
         self.workdir = Path(workdir)
+        # name -> (security protocol, port): listeners besides PLAINTEXT
+        self.extra_listeners: dict[str, tuple[str, int]] = dict(extra_listeners or {})
         self.data_dir = self.workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "broker.log"
@@ -220,8 +225,8 @@ class Broker:
 class KetchBroker(Broker):
     target = "ketch"
 
-    def __init__(self, workdir: Path, overrides=None, binary: Path | None = None):
-        super().__init__(workdir, overrides)
+    def __init__(self, workdir: Path, overrides=None, binary: Path | None = None, extra_listeners=None):
+        super().__init__(workdir, overrides, extra_listeners)
         self.binary = Path(binary or os.environ.get("KETCH_BIN") or REPO_ROOT / "target/release/ketch")
 
     def command(self) -> list[str]:
@@ -232,6 +237,13 @@ class KetchBroker(Broker):
             "log.dirs": str(self.data_dir),
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.extra_listeners:
+            # PLAINTEXT first: its listening line is the first one, which start() reads.
+            extra = self.extra_listeners.items()
+            settings["listeners"] += "".join(f",{n}://127.0.0.1:{port}" for n, (_, port) in extra)
+            settings["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT" + "".join(
+                f",{n}:{proto}" for n, (proto, _) in extra
+            )
         settings.update(self.overrides)
         for k, v in settings.items():
             args += ["--override", f"{k}={v}"]
@@ -301,8 +313,8 @@ class KafkaBroker(Broker):
 
     target = "kafka"
 
-    def __init__(self, workdir: Path, overrides=None, libs: Path | None = None):
-        super().__init__(workdir, overrides)
+    def __init__(self, workdir: Path, overrides=None, libs: Path | None = None, extra_listeners=None):
+        super().__init__(workdir, overrides, extra_listeners)
         self.libs = Path(libs) if libs else kafka_libs_dir()
         self.props_path = self.workdir / "server.properties"
         self.controller_port: int | None = None
@@ -362,6 +374,10 @@ class KafkaBroker(Broker):
             "broker.session.timeout.ms": "2000",
             "broker.heartbeat.interval.ms": "500",
         }
+        for name, (proto, port) in self.extra_listeners.items():
+            props["listeners"] += f",{name}://127.0.0.1:{port}"
+            props["advertised.listeners"] += f",{name}://127.0.0.1:{port}"
+            props["listener.security.protocol.map"] += f",{name}:{proto}"
         props.update(self.overrides)
         self.props_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
@@ -569,15 +585,16 @@ def kafka_libs() -> Path:
 
 @pytest.fixture
 def start_broker(request, tmp_path_factory):
-    """Factory: start_broker(overrides: dict | None = None, kind: str | None = None) -> started Broker,
+    """Factory: start_broker(overrides: dict | None = None, kind: str | None = None, extra_listeners=None) -> started Broker,
     cleaned up after the test. `kind` ("ketch" / "kafka") overrides KETCH_COMPAT_TARGET for that broker."""
     brokers: list[Broker] = []
     request.node._compat_brokers = brokers
 
-    def factory(overrides: dict | None = None, kind: str | None = None) -> Broker:
+    def factory(overrides: dict | None = None, kind: str | None = None, extra_listeners=None) -> Broker:
         kind = kind or TARGET  # "ketch" / "kafka": a test that needs both kinds (e.g. a migration)
         workdir = tmp_path_factory.mktemp(f"{kind}-broker", numbered=True)
-        b: Broker = KafkaBroker(workdir, overrides) if kind == "kafka" else KetchBroker(workdir, overrides)
+        b: Broker = (KafkaBroker(workdir, overrides, extra_listeners=extra_listeners) if kind == "kafka"
+                     else KetchBroker(workdir, overrides, extra_listeners=extra_listeners))
         brokers.append(b)
         error = None
         try:

@@ -14,13 +14,15 @@ use super::{authorized, str_bytes, RequestContext, CLUSTER_OPERATIONS, TOPIC_OPE
 use crate::broker::Broker;
 use crate::metadata::Topic;
 
-/// The host and port clients should use to reach this broker.
+/// The host and port clients should use to reach this broker: the `advertised.listeners` entry
+/// named as the listener the client came in on (names compared as Kafka does, case-insensitive),
+/// else the address this client reached us on (also for an advertised entry with no host).
 pub fn advertised_endpoint(broker: &Broker, ctx: &RequestContext) -> (String, i32) {
-    if let Some(listener) = broker.config.advertised_listeners.first() {
-        return (listener.host.clone(), listener.port as i32);
+    let own = broker.config.advertised_listeners.iter().find(|l| l.name.eq_ignore_ascii_case(&ctx.listener));
+    match own {
+        Some(listener) if !listener.host.is_empty() => (listener.host.clone(), listener.port as i32),
+        _ => (ctx.local_addr.ip().to_string(), ctx.local_addr.port() as i32),
     }
-    // No advertised.listeners: advertise the address this client reached us on.
-    (ctx.local_addr.ip().to_string(), ctx.local_addr.port() as i32)
 }
 
 pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest, version: i16) -> MetadataResponse {

@@ -50,6 +50,9 @@ pub struct RequestContext {
     /// The listener the connection came in on (`listeners`' name, e.g. PLAINTEXT).
     pub listener: Arc<str>,
     pub security_protocol: SecurityProtocol,
+    /// Who the client is: `User:<certificate subject>` on SSL with a client certificate, else
+    /// `User:ANONYMOUS` (as Kafka's default principal builder).
+    pub principal: String,
     /// The address the client reached us on: advertised when no advertised.listeners is set.
     pub local_addr: SocketAddr,
     pub peer_addr: SocketAddr,

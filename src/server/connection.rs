@@ -1,5 +1,6 @@
 //! One client connection: read length-prefixed frames, handle them in arrival order, write the
-//! responses in that same order.
+//! responses in that same order, over plain TCP or TLS (SSL listeners: the handshake comes
+//! first, `tls.rs` builds its configuration and names the client's principal).
 //!
 //! Produce requests are appended at once, in order, but their responses may wait for an fsync
 //! (acks=all): those waits run in the background so the next pipelined produce request is
@@ -8,11 +9,16 @@
 //! channel muting.
 //!
 //! Fetch responses are written in parts (`protocol::fetch_frame`): encoded bytes with `write`,
-//! stored batches straight from their segment file with `sendfile`.
+//! stored batches straight from their segment file with `sendfile` on plain TCP; over TLS the
+//! batches are read from the file in chunks of `TLS_FILE_CHUNK` bytes and encrypted (kTLS would
+//! allow sendfile there too: not yet). The loop is generic over the two halves of the stream
+//! (`FrameRead`, `FrameWrite`).
 //!
 //! Invariants: a frame larger than `socket.request.max.bytes`, or one that cannot be parsed,
 //! closes this connection only; memory for a frame grows with the bytes actually received,
-//! never with the length a client merely claims.
+//! never with the length a client merely claims. A TLS handshake that fails (a plaintext client
+//! on an SSL port, an untrusted certificate) or takes longer than `TLS_HANDSHAKE_TIMEOUT`
+//! closes this connection only.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,12 +27,18 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
+use anyhow::Context;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
+use std::future::Future;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter, Interest};
+use tokio::io::{ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 
 use crate::broker::Broker;
 use crate::handlers::{self, Reply, RequestContext, SecurityProtocol};
@@ -43,6 +55,58 @@ const SPARE_BUFFERS: usize = 3;
 
 /// A connection idle this long releases its spare buffers.
 const SPARE_IDLE: Duration = Duration::from_millis(200);
+
+/// A TLS handshake not done by then closes the connection.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Stored batches sent over TLS are read from their segment file this many bytes at a time.
+const TLS_FILE_CHUNK: usize = 64 * 1024;
+
+/// The read half of a connection's stream.
+pub trait FrameRead: AsyncRead + Unpin + Send + 'static {
+    /// Waits until bytes can be read, consuming none (cancel-safe).
+    fn readable(&mut self) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl FrameRead for OwnedReadHalf {
+    async fn readable(&mut self) -> std::io::Result<()> {
+        OwnedReadHalf::readable(self).await
+    }
+}
+
+/// TLS: decrypted bytes wait in the `BufReader` (large reads bypass it).
+impl FrameRead for BufReader<ReadHalf<TlsStream<TcpStream>>> {
+    async fn readable(&mut self) -> std::io::Result<()> {
+        self.fill_buf().await.map(|_| ())
+    }
+}
+
+/// The write half of a connection's stream: bytes, and file slices sent its own way.
+pub trait FrameWrite: AsyncWrite + Unpin + Send + 'static {
+    fn write_file<'a>(&'a mut self, slice: &'a FileSlice) -> impl Future<Output = anyhow::Result<()>> + Send + 'a;
+}
+
+impl FrameWrite for OwnedWriteHalf {
+    async fn write_file(&mut self, slice: &FileSlice) -> anyhow::Result<()> {
+        send_file(self.as_ref(), slice).await
+    }
+}
+
+impl FrameWrite for WriteHalf<TlsStream<TcpStream>> {
+    async fn write_file(&mut self, slice: &FileSlice) -> anyhow::Result<()> {
+        let mut buf = vec![0u8; slice.len.min(TLS_FILE_CHUNK)];
+        let mut done = 0;
+        while done < slice.len {
+            let n = (slice.len - done).min(buf.len());
+            // From the page cache, like sendfile's own read.
+            std::os::unix::fs::FileExt::read_exact_at(&*slice.file, &mut buf[..n], slice.position + done as u64)
+                .context("segment file ended before the fetched slice")?;
+            self.write_all(&buf[..n]).await?;
+            done += n;
+        }
+        Ok(())
+    }
+}
 
 /// Counts a request as in flight until dropped (shutdown waits for the count to reach zero).
 struct InFlight(Arc<AtomicUsize>);
@@ -67,25 +131,64 @@ const MAX_PENDING_RESPONSES: usize = 8;
 /// A response being completed in the background, written when its turn comes.
 type Pending = tokio::task::JoinHandle<anyhow::Result<Option<Bytes>>>;
 
+/// The listener a connection came in on: its name, security protocol and, for SSL, the TLS
+/// acceptor.
+#[derive(Clone)]
+pub struct Named {
+    pub name: Arc<str>,
+    pub protocol: SecurityProtocol,
+    pub tls: Option<TlsAcceptor>,
+}
+
 pub async fn serve(
     socket: TcpStream,
     peer: SocketAddr,
-    (listener, security_protocol): (Arc<str>, SecurityProtocol),
+    named: Named,
     broker: Arc<Broker>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
     let _connection = metrics.connection_opened();
     // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
     let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
-    let ctx = RequestContext {
-        listener,
-        security_protocol,
+    let mut ctx = RequestContext {
+        listener: named.name,
+        security_protocol: named.protocol,
+        principal: super::tls::ANONYMOUS.to_string(),
         local_addr: canonical(socket.local_addr()?),
         peer_addr: canonical(peer),
     };
-    let (reader, writer) = socket.into_split();
+    match named.tls {
+        None => {
+            let (reader, writer) = socket.into_split();
+            run(reader, writer, ctx, broker, stop, in_flight, metrics).await
+        }
+        Some(acceptor) => {
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),
+                Err(_) => anyhow::bail!("TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT:?}"),
+            };
+            ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates());
+            tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");
+            let (reader, writer) = tokio::io::split(stream);
+            run(BufReader::new(reader), writer, ctx, broker, stop, in_flight, metrics).await
+        }
+    }
+}
+
+/// The request loop over one stream's halves.
+async fn run<R: FrameRead, W: FrameWrite>(
+    reader: R,
+    writer: W,
+    ctx: RequestContext,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+    in_flight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<()> {
+    let peer = ctx.peer_addr;
     let mut writer = BufWriter::new(writer);
     // Frames are read by their own task so that reading is never cancelled half-way; the
     // channel holds one frame, so a connection buffers at most one request ahead.
@@ -183,16 +286,17 @@ pub async fn serve(
 }
 
 /// Writes one encoded response frame and counts its bytes.
-async fn write_out(writer: &mut BufWriter<OwnedWriteHalf>, out: &[u8], metrics: &Metrics) -> anyhow::Result<()> {
+async fn write_out(writer: &mut BufWriter<impl FrameWrite>, out: &[u8], metrics: &Metrics) -> anyhow::Result<()> {
     writer.write_all(out).await?;
     writer.flush().await?;
     metrics.sent(out.len());
     Ok(())
 }
 
-/// Writes a response frame made of parts: bytes through the buffer, file slices with sendfile.
+/// Writes a response frame made of parts: bytes through the buffer, file slices the stream's
+/// own way (`FrameWrite::write_file`).
 async fn write_parts(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+    writer: &mut BufWriter<impl FrameWrite>,
     parts: Vec<OutPart>,
     metrics: &Metrics,
 ) -> anyhow::Result<()> {
@@ -203,7 +307,7 @@ async fn write_parts(
             OutPart::Bytes(bytes) => writer.write_all(&bytes).await?,
             OutPart::File(slice) => {
                 writer.flush().await?;
-                send_file(writer.get_ref().as_ref(), &slice).await?;
+                writer.get_mut().write_file(&slice).await?;
             }
         }
     }
@@ -236,7 +340,7 @@ async fn send_file(socket: &TcpStream, slice: &FileSlice) -> anyhow::Result<()> 
 
 /// Writes the response of a completed background request (if it has one).
 async fn write_completed(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+    writer: &mut BufWriter<impl FrameWrite>,
     done: Result<anyhow::Result<Option<Bytes>>, tokio::task::JoinError>,
     metrics: &Metrics,
 ) -> anyhow::Result<()> {
@@ -248,7 +352,7 @@ async fn write_completed(
 
 /// Writes every pending response, oldest first.
 async fn drain(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+    writer: &mut BufWriter<impl FrameWrite>,
     pending: &mut VecDeque<Pending>,
     metrics: &Metrics,
 ) -> anyhow::Result<()> {
@@ -260,7 +364,11 @@ async fn drain(
 
 /// Reads length-prefixed frames into `out` until EOF (channel closed) or an error (sent). Each
 /// frame carries the moment it was whole (request latency counts from there).
-async fn read_frames(mut reader: OwnedReadHalf, max_frame: usize, out: mpsc::Sender<anyhow::Result<(Bytes, Instant)>>) {
+async fn read_frames(
+    mut reader: impl FrameRead,
+    max_frame: usize,
+    out: mpsc::Sender<anyhow::Result<(Bytes, Instant)>>,
+) {
     let mut spares = Spares::default();
     loop {
         if !spares.0.is_empty() && tokio::time::timeout(SPARE_IDLE, reader.readable()).await.is_err() {
@@ -305,7 +413,7 @@ impl Spares {
 
 /// One frame body; `None` at a clean end of stream between frames.
 async fn read_frame(
-    reader: &mut OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     max_frame: usize,
     spares: &mut Spares,
 ) -> anyhow::Result<Option<Bytes>> {

@@ -1,14 +1,18 @@
-//! Networking: the listener that accepts client connections, the per-connection request loop
-//! (`connection.rs`), and shutdown on SIGTERM/SIGINT.
+//! Networking: the listeners that accept client connections, the per-connection request loop
+//! (`connection.rs`), TLS for SSL listeners (`tls.rs`), and shutdown on SIGTERM/SIGINT.
 //!
-//! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port),
-//! printing `ketch listening on <addr>` on stdout once ready, and on a signal: stop
+//! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port), each
+//! with its name and security protocol (`listener.security.protocol.map`) and, for SSL, its
+//! TLS configuration (built before anything is bound: a bad one fails the start); printing one
+//! `ketch listening on <addr>` line per listener on stdout once ready, in `listeners` order
+//! (the first line is the first listener's), and on a signal: stop
 //! accepting, let in-flight requests finish (up to `SHUTDOWN_GRACE`), then close (fsync) every
 //! log and write the clean-shutdown marker. Readiness (`crate::metrics`) turns ready once every
 //! listener is bound, just before the listening lines are printed, and back to not ready when
 //! the shutdown signal arrives.
 
 mod connection;
+mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,6 +32,20 @@ use crate::metrics::{Metrics, Readiness};
 /// counts the traffic and reports readiness (its HTTP endpoint, if on, is already serving).
 pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     metrics.attach(broker.clone());
+    // TLS configurations first: a wrong keystore fails the start before anything listens.
+    let mut tls_acceptors = Vec::new();
+    for listener in &broker.config.listeners {
+        let acceptor = match security_protocol(&broker.config.properties, &listener.name) {
+            SecurityProtocol::Ssl => {
+                Some(tokio_rustls::TlsAcceptor::from(tls::server_config(&broker.config.properties, &listener.name)?))
+            }
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+                anyhow::bail!("listener {}: SASL is not supported yet (issue 16)", listener.name)
+            }
+            SecurityProtocol::Plaintext => None,
+        };
+        tls_acceptors.push(acceptor);
+    }
     broker.recover().await?;
     let mut listeners = Vec::new();
     for listener in &broker.config.listeners {
@@ -67,11 +85,11 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut accept_tasks = Vec::new();
-    for (name, listener) in listeners {
+    for ((name, listener), tls) in listeners.into_iter().zip(tls_acceptors) {
         let broker = broker.clone();
         let stop = stop_rx.clone();
         let protocol = security_protocol(&broker.config.properties, &name);
-        let named = (Arc::<str>::from(name.as_str()), protocol);
+        let named = connection::Named { name: Arc::from(name.as_str()), protocol, tls };
         accept_tasks.push(tokio::spawn(accept_loop(listener, named, broker, stop, in_flight.clone(), metrics.clone())));
     }
     shutdown_signal().await;
@@ -112,7 +130,7 @@ fn security_protocol(properties: &crate::config::Properties, listener: &str) -> 
 
 async fn accept_loop(
     listener: TcpListener,
-    named: (Arc<str>, SecurityProtocol),
+    named: connection::Named,
     broker: Arc<Broker>,
     stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,

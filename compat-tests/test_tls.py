@@ -1,0 +1,209 @@
+"""SSL listeners next to PLAINTEXT on one broker, with real clients (also run against Kafka 4.1).
+
+The broker has three listeners: PLAINTEXT, SSL (no client certificate asked) and MTLS (an SSL
+listener with `listener.name.mtls.ssl.client.auth=required`), PEM keystore and truststore made
+here with Python's `cryptography` (a CA, the broker's certificate for 127.0.0.1 / localhost, a
+client certificate). librdkafka (confluent-kafka) produces and consumes 20 MB (records of
+100 KB) over SSL and over mutual TLS while another producer writes over PLAINTEXT at the same
+time; the Java client (ProducerPerformance / ConsumerPerformance from kafka-tools, with
+`ssl.truststore.type=PEM`) does the same over SSL; a client without a certificate is refused on
+MTLS, one that does not trust the CA is refused on SSL, and the broker serves on.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import free_port
+from kafka_tools import KafkaTools
+
+ck = pytest.importorskip("confluent_kafka")
+x509 = pytest.importorskip("cryptography.x509")
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
+from cryptography.x509.oid import NameOID  # noqa: E402
+
+RECORD = 100 * 1024
+COUNT = 200  # 20 MB
+
+
+def _cert(cn: str, key, issuer_name, issuer_key, ca: bool = False, sans=()):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+        .issuer_name(issuer_name or x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if sans:
+        b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+    return b.sign(issuer_key or key, hashes.SHA256())
+
+
+def _key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _pem_key(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _pem_cert(cert) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.fixture
+def pki(tmp_path):
+    """Files: ca.pem, broker.pem (key + chain), client.pem / client.key, other-ca.pem."""
+    ca_key = _key()
+    ca = _cert("ketch compat CA", ca_key, None, None, ca=True)
+    broker_key = _key()
+    broker = _cert("broker", broker_key, ca.subject, ca_key,
+                   sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    client_key = _key()
+    client = _cert("client-1", client_key, ca.subject, ca_key)
+    other_key = _key()
+    other = _cert("another CA", other_key, None, None, ca=True)
+    files = {
+        "ca": _pem_cert(ca),
+        "broker": _pem_key(broker_key) + _pem_cert(broker) + _pem_cert(ca),
+        "client": _pem_cert(client),
+        "client_key": _pem_key(client_key),
+        "other_ca": _pem_cert(other),
+    }
+    paths = {}
+    for name, data in files.items():
+        p = tmp_path / f"{name}.pem"
+        p.write_bytes(data)
+        paths[name] = str(p)
+    return paths
+
+
+def _produce(conf: dict, topic: str, count: int, tag: bytes) -> None:
+    p = ck.Producer({**conf, "linger.ms": 5, "message.max.bytes": 1_000_000, "acks": "all"})
+    errors = []
+    payload = tag * (RECORD // len(tag))
+
+    def report(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, key=str(i).encode(), value=payload, on_delivery=report)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    assert p.flush(60) == 0, "undelivered records"
+    assert not errors, errors[:3]
+
+
+def _consume(conf: dict, topic: str, count: int, tag: bytes) -> None:
+    c = ck.Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen = set()
+    deadline = time.monotonic() + 90
+    try:
+        while len(seen) < count and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            assert len(m.value()) == RECORD - RECORD % len(tag) and m.value().startswith(tag)
+            seen.add(int(m.key()))
+    finally:
+        c.close()
+    assert seen == set(range(count)), f"consumed {len(seen)} of {count}"
+
+
+def _refused(conf: dict) -> bool:
+    """True when a client with `conf` cannot even list topics (handshake refused)."""
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({**conf, "socket.timeout.ms": 5000})
+    try:
+        a.list_topics(timeout=5)
+        return False
+    except ck.KafkaException:
+        return True
+
+
+def test_ssl_and_mtls_next_to_plaintext(start_broker, kafka_libs, pki, tmp_path):
+    ssl_port, mtls_port = free_port(), free_port()
+    while mtls_port == ssl_port:
+        mtls_port = free_port()
+    broker = start_broker(
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": pki["broker"],
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": pki["ca"],
+            "listener.name.mtls.ssl.client.auth": "required",
+            "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+            "message.max.bytes": "2000000",
+        },
+        extra_listeners={"SSL": ("SSL", ssl_port), "MTLS": ("SSL", mtls_port)},
+    )
+    plain = {"bootstrap.servers": broker.bootstrap}
+    ssl = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL", "ssl.ca.location": pki["ca"]}
+    mtls = {**ssl, "bootstrap.servers": f"127.0.0.1:{mtls_port}", "ssl.certificate.location": pki["client"],
+            "ssl.key.location": pki["client_key"]}
+
+    # librdkafka over SSL and mutual TLS while PLAINTEXT carries its own traffic.
+    background = threading.Thread(target=_produce, args=(plain, "plain", COUNT, b"p"))
+    background.start()
+    _produce(ssl, "over-ssl", COUNT, b"s")
+    _produce(mtls, "over-mtls", COUNT // 4, b"m")
+    background.join(120)
+    assert not background.is_alive()
+    _consume(ssl, "over-ssl", COUNT, b"s")
+    _consume(mtls, "over-mtls", COUNT // 4, b"m")
+    _consume(plain, "plain", COUNT, b"p")
+    _consume(ssl, "plain", COUNT, b"p")  # what PLAINTEXT wrote, read over SSL
+
+    # Refusals: no certificate on MTLS, a CA the broker's certificate does not chain to, a
+    # plaintext client on the SSL port. The broker serves on.
+    assert _refused({**ssl, "bootstrap.servers": f"127.0.0.1:{mtls_port}"})
+    assert _refused({**ssl, "ssl.ca.location": pki["other_ca"]})
+    assert _refused({"bootstrap.servers": f"127.0.0.1:{ssl_port}"})
+    assert broker.is_running()
+
+    # The Java client over SSL with a PEM truststore: 20 MB in, 20 MB out.
+    props = tmp_path / "java-ssl.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki['ca']}\n")
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    ssl_bootstrap = f"127.0.0.1:{ssl_port}"
+    r = kt.run("org.apache.kafka.tools.ProducerPerformance", "--topic", "java-ssl", "--num-records", COUNT,
+               "--record-size", RECORD, "--throughput", "-1", "--producer.config", props, "--producer-props",
+               f"bootstrap.servers={ssl_bootstrap}", "acks=all", "max.request.size=2000000", timeout=180)
+    assert f"{COUNT} records sent" in r.out, r.out
+    r = kt.run("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", ssl_bootstrap, "--topic",
+               "java-ssl", "--messages", COUNT, "--consumer.config", props, "--timeout", "60000", timeout=180)
+    # The data line: start, end, MB, MB/s, messages, ...
+    data = [line for line in r.stdout.splitlines() if line[:1].isdigit()]
+    assert data and int(data[-1].split(",")[4].strip()) >= COUNT, r.out
+    # What Java wrote over SSL, read by librdkafka over PLAINTEXT.
+    c = ck.Consumer({**plain, "group.id": "java-check", "auto.offset.reset": "earliest"})
+    c.subscribe(["java-ssl"])
+    got, deadline = 0, time.monotonic() + 60
+    while got < COUNT and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            assert len(m.value()) == RECORD
+            got += 1
+    c.close()
+    assert got == COUNT
