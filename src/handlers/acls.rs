@@ -2,8 +2,8 @@
 //! Kafka, every ACL request is answered SECURITY_DISABLED (tools such as kafka-acls and Kafka's
 //! ClientCompatibilityTest treat that as "supported, security off"). With Kafka's
 //! StandardAuthorizer configured, ACLs are kept by `security::acl_store`; creating and deleting
-//! need ALTER on the cluster, describing DESCRIBE, as Kafka checks (the connection's principal:
-//! `User:ANONYMOUS` until authentication lands).
+//! need ALTER on the cluster, describing DESCRIBE, as Kafka checks, for the connection's
+//! principal (`User:ANONYMOUS` on PLAINTEXT, the client certificate's subject on mutual TLS).
 
 use std::sync::Arc;
 
@@ -27,11 +27,8 @@ use crate::security::acl_store::{AclError, AclStore};
 const MESSAGE: &str = "No Authorizer is configured.";
 const CLUSTER: i8 = 4;
 const CLUSTER_NAME: &str = "kafka-cluster";
-/// The principal of an unauthenticated connection, as Kafka names it.
-const ANONYMOUS: &str = "User:ANONYMOUS";
-
 fn allowed(store: &AclStore, ctx: &RequestContext, operation: i8) -> bool {
-    store.authorize(ANONYMOUS, &ctx.peer_addr.ip().to_string(), operation, CLUSTER, CLUSTER_NAME)
+    store.authorize(&ctx.principal, &ctx.peer_addr.ip().to_string(), operation, CLUSTER, CLUSTER_NAME)
 }
 
 fn text(s: &Option<StrBytes>) -> Option<String> {
