@@ -35,6 +35,23 @@ fn text(s: &Option<StrBytes>) -> Option<String> {
     s.as_ref().map(|s| s.as_str().to_string())
 }
 
+/// DescribeAcls' and DeleteAcls' filter fields: (resource type, name, pattern type) and
+/// (principal, host, operation, permission).
+fn acl_filter(
+    (resource_type, name, pattern_type): (i8, &Option<StrBytes>, i8),
+    (principal, host, operation, permission): (&Option<StrBytes>, &Option<StrBytes>, i8, i8),
+) -> AclFilter {
+    AclFilter {
+        resource_type,
+        resource_name: text(name),
+        pattern_type,
+        principal: text(principal),
+        host: text(host),
+        operation,
+        permission,
+    }
+}
+
 fn denied() -> (i16, Option<StrBytes>) {
     let e = ResponseError::ClusterAuthorizationFailed;
     (e.code(), Some(str_bytes(&default_message(e))))
@@ -51,15 +68,10 @@ pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsReq
         let (code, message) = denied();
         return DescribeAclsResponse::default().with_error_code(code).with_error_message(message);
     }
-    let filter = AclFilter {
-        resource_type: req.resource_type_filter,
-        resource_name: text(&req.resource_name_filter),
-        pattern_type: req.pattern_type_filter,
-        principal: text(&req.principal_filter),
-        host: text(&req.host_filter),
-        operation: req.operation,
-        permission: req.permission_type,
-    };
+    let filter = acl_filter(
+        (req.resource_type_filter, &req.resource_name_filter, req.pattern_type_filter),
+        (&req.principal_filter, &req.host_filter, req.operation, req.permission_type),
+    );
     if let Err(why) = filter.validate() {
         return DescribeAclsResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code())
@@ -160,14 +172,11 @@ pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest
     let filters: Vec<AclFilter> = req
         .filters
         .iter()
-        .map(|f| AclFilter {
-            resource_type: f.resource_type_filter,
-            resource_name: text(&f.resource_name_filter),
-            pattern_type: f.pattern_type_filter,
-            principal: text(&f.principal_filter),
-            host: text(&f.host_filter),
-            operation: f.operation,
-            permission: f.permission_type,
+        .map(|f| {
+            acl_filter(
+                (f.resource_type_filter, &f.resource_name_filter, f.pattern_type_filter),
+                (&f.principal_filter, &f.host_filter, f.operation, f.permission_type),
+            )
         })
         .collect();
     if let Some(why) = filters.iter().find_map(|f| f.validate().err()) {

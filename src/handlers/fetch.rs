@@ -114,7 +114,11 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             let requested_epoch = current_epochs.get(&key).copied().unwrap_or(-1);
             let error = match &partition {
                 None => Some(unknown),
-                Some(p) => crate::replica::check_current_leader_epoch(&p.log(), requested_epoch).err(),
+                // Only a request naming an epoch needs the log (its epoch cache) here.
+                Some(p) if requested_epoch >= 0 => {
+                    crate::replica::check_current_leader_epoch(&p.log(), requested_epoch).err()
+                }
+                Some(_) => None,
             };
             Wanted { key, partition, fetch_offset: w.fetch_offset, max_bytes: w.max_bytes.max(0) as usize, error }
         })

@@ -103,25 +103,29 @@ pub fn append(
                 partitions.push(response.with_error_code(ResponseError::InvalidRecord.code()));
                 continue;
             };
-            let key = (partition.topic.clone(), partition.index);
-            let producer = txn_verify::transactional_producer(&records);
-            let verify = |log: &PartitionLog| match producer {
+            // Transactional batches only: the (topic, partition) key and the checks cost nothing
+            // on the plain produce path.
+            let txn =
+                txn_verify::transactional_producer(&records).map(|p| (p, (partition.topic.clone(), partition.index)));
+            let verify = |log: &PartitionLog| match &txn {
                 None => Ok(()),
-                Some(p) => txn_verify::verify_produce(
+                Some((p, key)) => txn_verify::verify_produce(
                     broker,
                     log,
-                    &key,
+                    key,
                     txn_id.as_deref(),
-                    p,
+                    *p,
                     version,
-                    added.get(&key).copied(),
+                    added.get(key).copied(),
                 ),
             };
             // Checked before validation (as Kafka does), and again under the log lock with the
             // append, so that no transaction marker can land between the check and the write.
-            if let Err(e) = verify(&partition.log()) {
-                partitions.push(not_verified(response, e));
-                continue;
+            if txn.is_some() {
+                if let Err(e) = verify(&partition.log()) {
+                    partitions.push(not_verified(response, e));
+                    continue;
+                }
             }
             let now = now_ms();
             let appended =

@@ -107,7 +107,7 @@ impl Features {
     }
 
     pub fn level(&self, name: &str) -> i16 {
-        self.finalized().level(name)
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).level(name)
     }
 
     /// UpdateFeatures: applies every (feature, level, upgrade type) or none. Kafka's checks, in

@@ -442,25 +442,21 @@ impl TxnCoordinator {
         }
     }
 
+    /// Whether an id has no open transaction and has been idle past `transactional.id.expiration.ms`.
+    fn is_idle(&self, m: &TxnMeta, now: i64) -> bool {
+        matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+            && now - m.last_update_ms > self.config.id_expiration_ms
+    }
+
     /// Forgets transactional ids idle for `transactional.id.expiration.ms` (tombstones them).
     pub async fn expire_ids(&self, deps: &Deps<'_>) {
         let now = now_ms();
-        let idle: Vec<String> = self
-            .lock()
-            .iter()
-            .filter(|(_, m)| {
-                matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
-                    && now - m.last_update_ms > self.config.id_expiration_ms
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
+        let idle: Vec<String> =
+            self.lock().iter().filter(|(_, m)| self.is_idle(m, now)).map(|(id, _)| id.clone()).collect();
         for id in idle {
             let op = self.op(&id).await;
             // Still idle now that it is this id's turn (an InitProducerId may have come first).
-            let idle = self.lock().get(&id).is_some_and(|m| {
-                matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
-                    && now - m.last_update_ms > self.config.id_expiration_ms
-            });
+            let idle = self.lock().get(&id).is_some_and(|m| self.is_idle(m, now));
             let Ok(partition) = self.state_partition(deps.topics, &id) else { continue };
             if !idle {
                 continue;
