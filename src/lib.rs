@@ -10,6 +10,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod controller;
 pub mod dynconf;
 pub mod env_config;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod protocol;
+pub mod raft;
 pub mod replica;
 pub mod security;
 pub mod server;

@@ -44,6 +44,15 @@ fn placement(registry: &TopicRegistry, topic: &str, dirs: &[&Path]) -> Vec<usize
         .collect()
 }
 
+/// The log directory recorded for each partition of `topic` in the metadata image, as
+/// comma-separated `directory.id`s.
+fn stored_directories(registry: &TopicRegistry, topic: &str) -> String {
+    let image = registry.metadata_image();
+    let topic = image.topic(topic).unwrap();
+    let ids: Vec<String> = topic.partitions.values().map(|p| ketch::metadata::print_uuid(&p.directories[0])).collect();
+    ids.join(",")
+}
+
 fn meta(dir: &Path) -> Properties {
     ketch::config::parse_properties(&std::fs::read_to_string(dir.join("meta.properties")).unwrap()).unwrap()
 }
@@ -97,8 +106,10 @@ fn new_partitions_go_to_the_directory_with_the_fewest_ties_by_order() {
     }
     let ids: std::collections::HashSet<_> = metas.iter().map(|m| m.get("directory.id").unwrap()).collect();
     assert_eq!(ids.len(), 3);
-    assert!(dirs[0].join(".ketch/topics/a.properties").exists());
-    assert!(!dirs[1].join(".ketch").exists() && !dirs[2].join(".ketch").exists());
+    assert!(dirs[0].join("__cluster_metadata-0").is_dir(), "the metadata log is in the first directory");
+    for other in &dirs[1..] {
+        assert!(!other.join(".ketch").exists() && !other.join("__cluster_metadata-0").exists());
+    }
     assert_eq!(registry.log_dirs().cluster_id(), metas[0].get("cluster.id").unwrap());
 }
 
@@ -125,9 +136,9 @@ fn partitions_are_found_again_after_a_restart_and_moves_by_hand_are_recorded() {
     std::fs::rename(dirs[0].join("a-3"), dirs[2].join("a-3")).unwrap();
     let registry = open(&dirs).unwrap();
     assert_eq!(placement(&registry, "a", &dirs), vec![0, 1, 2, 2, 1, 2]);
-    let stored = std::fs::read_to_string(dirs[0].join(".ketch/topics/a.properties")).unwrap();
+    let stored = stored_directories(&registry, "a");
     let id2 = meta(dirs[2]).get("directory.id").unwrap().clone();
-    let line = stored.lines().find(|l| l.starts_with("directories=")).unwrap();
+    let line = format!("directories={stored}");
     assert_eq!(line.split(',').nth(3), Some(id2.as_str()), "{line}");
 }
 
@@ -212,13 +223,13 @@ fn a_missing_first_directory_or_a_new_order_refuses_to_start() {
 fn a_single_directory_from_before_jbod_gains_ids_and_a_new_directory_fills_first() {
     let d = Dirs::new(2);
     let dirs = d.refs();
-    open(&dirs[..1]).unwrap().create("a", 2, Properties::new()).unwrap();
-    // What an older Ketch wrote: no directory.id, no directories= line.
+    let id = open(&dirs[..1]).unwrap().create("a", 2, Properties::new()).unwrap().id;
+    // What an older Ketch wrote: no directory.id, no directories= line, topic files instead of
+    // the metadata log.
     std::fs::write(dirs[0].join("meta.properties"), "version=1\ncluster.id=old-cluster\nnode.id=1\n").unwrap();
-    let topic_file = dirs[0].join(".ketch/topics/a.properties");
-    let text = std::fs::read_to_string(&topic_file).unwrap();
-    let old: String = text.lines().filter(|l| !l.starts_with("directories=")).map(|l| format!("{l}\n")).collect();
-    std::fs::write(&topic_file, old).unwrap();
+    std::fs::remove_dir_all(dirs[0].join("__cluster_metadata-0")).unwrap();
+    std::fs::create_dir_all(dirs[0].join(".ketch/topics")).unwrap();
+    std::fs::write(dirs[0].join(".ketch/topics/a.properties"), format!("topic.id={id}\npartitions=2\n")).unwrap();
 
     // A second, empty directory is added.
     let registry = open(&dirs).unwrap();
@@ -226,7 +237,9 @@ fn a_single_directory_from_before_jbod_gains_ids_and_a_new_directory_fills_first
     assert_eq!(meta(dirs[0]).get("cluster.id").map(String::as_str), Some("old-cluster"));
     assert!(meta(dirs[0]).contains_key("directory.id"));
     assert_eq!(meta(dirs[1]).get("cluster.id").map(String::as_str), Some("old-cluster"));
-    assert!(std::fs::read_to_string(&topic_file).unwrap().contains("directories="));
+    assert_eq!(registry.get("a").unwrap().id, id, "the topic moved into the metadata log with its id");
+    let first = meta(dirs[0]).get("directory.id").unwrap().clone();
+    assert_eq!(stored_directories(&registry, "a"), format!("{first},{first}"), "directories are recorded");
     registry.create("b", 3, Properties::new()).unwrap();
     assert_eq!(placement(&registry, "b", &dirs), vec![1, 1, 0], "the empty directory first, then by order");
 }
@@ -464,8 +477,8 @@ fn a_crash_at_each_step_of_a_move_recovers_to_one_directory_with_every_record() 
         assert_eq!(placement(&registry, "c", &dirs), vec![expected_dir, 1], "after a crash at {step:?}");
         assert_eq!(on_disk(&dirs, "c-0"), (vec![expected_dir], vec![]), "one copy, no leftovers, at {step:?}");
         let id = meta(dirs[expected_dir]).get("directory.id").unwrap().clone();
-        let stored = std::fs::read_to_string(dirs[0].join(".ketch/topics/c.properties")).unwrap();
-        assert!(stored.contains(&format!("directories={id},")), "{step:?}: {stored}");
+        let stored = stored_directories(&registry, "c");
+        assert!(stored.starts_with(&format!("{id},")), "{step:?}: {stored}");
         let partition = registry.partition("c", 0).unwrap();
         assert_eq!(values(&partition), expect, "every record after a crash at {step:?}");
         // The partition serves, and a new move completes.

@@ -327,7 +327,7 @@ fn record_name(record: &MetadataRecord) -> &'static str {
 
 /// Applies records in log order to a working image, and publishes snapshots of it between
 /// metadata transactions (`publish`, typically once per batch of records read).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ImageBuilder {
     working: MetadataImage,
     /// Inside a metadata transaction: the image before it (what an abort goes back to).

@@ -126,13 +126,15 @@ impl LogDirs {
             }
         }
         for dir in &config.log_dirs[1..] {
-            if dir.join(".ketch").exists() {
-                anyhow::bail!(
-                    "Found Ketch metadata ({}) in a log directory that is not the first entry of log.dirs ({}): \
-                     did the order of log.dirs change?",
-                    dir.join(".ketch").display(),
-                    first.display()
-                );
+            for held in [dir.join(".ketch"), dir.join(crate::raft::METADATA_LOG_DIR_NAME)] {
+                if held.exists() {
+                    anyhow::bail!(
+                        "Found Ketch metadata ({}) in a log directory that is not the first entry of log.dirs ({}): \
+                         did the order of log.dirs change?",
+                        held.display(),
+                        first.display()
+                    );
+                }
             }
         }
         let cluster_id = match metas.iter().flatten().find_map(|m| m.get("cluster.id")) {
@@ -221,6 +223,9 @@ impl LogDirs {
                     continue;
                 }
                 let name = entry.file_name().to_string_lossy().to_string();
+                if name == crate::raft::METADATA_LOG_DIR_NAME {
+                    continue;
+                }
                 let Some((topic, partition)) = name.rsplit_once('-') else { continue };
                 let Ok(partition) = partition.parse::<i32>() else { continue };
                 if topic.is_empty() || partition < 0 {
@@ -335,4 +340,54 @@ pub(super) fn base64_url(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// A printed Kafka `Uuid` (22 characters of URL-safe base64, as `base64_url` writes 16 bytes)
+/// back to its 16 bytes; `None` for anything else.
+pub(super) fn uuid_from_base64(text: &str) -> Option<uuid::Uuid> {
+    if text.len() != 22 {
+        return None;
+    }
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::with_capacity(16);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        bits = (bits << 6) | v as u32;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    // 22 characters carry 132 bits: the 4 left over must be zero, as base64_url leaves them.
+    (bits == 0 && out.len() == 16).then(|| uuid::Uuid::from_bytes(out.try_into().expect("16 bytes")))
+}
+
+#[cfg(test)]
+mod uuid_text_tests {
+    use super::*;
+
+    #[test]
+    fn printed_uuids_round_trip() {
+        for bytes in [[0u8; 16], [255u8; 16], crate::metadata::random_bytes()] {
+            let text = base64_url(&bytes);
+            assert_eq!(uuid_from_base64(&text), Some(uuid::Uuid::from_bytes(bytes)), "{text}");
+        }
+        assert_eq!(
+            uuid_from_base64("AAAAAAAAAAAAAAAAAAAAAQ"),
+            Some(uuid::Uuid::from_u128(1)),
+            "Kafka's METADATA_TOPIC_ID"
+        );
+        assert_eq!(uuid_from_base64("short"), None);
+        assert_eq!(uuid_from_base64("AAAAAAAAAAAAAAAAAAAAA!"), None);
+    }
 }

@@ -2,11 +2,12 @@
 //! config overrides, and the open partition logs.
 //!
 //! Owns: creating (explicitly or by auto-creation), looking up and deleting topics, and
-//! persisting that to `<first log dir>/.ketch/topics/<name>.properties` (see `store.rs`);
+//! persisting that as records in the metadata log `__cluster_metadata` (see `store.rs`: the
+//! image replayed from that log is what this registry opens at start);
 //! placing each new partition in one of the log directories and finding it there at start
 //! (see `log_dirs.rs`).
-//! Invariants: a topic is visible only after its metadata file and every partition directory
-//! exist; deletion removes the metadata file first, so a crash mid-delete leaves orphan
+//! Invariants: a topic is visible only after its records are durable in the metadata log and every
+//! partition directory exists; deletion writes its removal record first, so a crash mid-delete leaves orphan
 //! partition directories that the next start removes, never a half-visible topic. A partition
 //! recorded in a log directory that is offline or no longer among `log.dirs` (a failed, missing
 //! or replaced disk) is served offline (KAFKA_STORAGE_ERROR, no leader in Metadata): it is never
@@ -22,7 +23,7 @@ mod store;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
@@ -61,6 +62,9 @@ pub struct TopicRegistry {
     /// The broker-level topic defaults in force (dynamic broker configs change them).
     defaults: RwLock<TopicConfig>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// The metadata log and its image: where topic changes are made durable. Taken after
+    /// `topics` when both are held.
+    store: Mutex<store::MetadataStore>,
     /// Moves between log directories in progress (AlterReplicaLogDirs).
     moves: replica_move::Moves,
 }
@@ -76,6 +80,11 @@ impl CreateError {
     fn new(error: ResponseError, message: impl Into<String>) -> Self {
         CreateError { error, message: message.into() }
     }
+}
+
+/// A Kafka `Uuid` as Kafka prints it (URL-safe base64, no padding).
+pub fn print_uuid(id: &Uuid) -> String {
+    log_dirs::base64_url(id.as_bytes())
 }
 
 /// Kafka's rule for legal topic names (`Topic.validate`), with its messages.
@@ -110,7 +119,8 @@ impl TopicRegistry {
         // marker (in the metadata directory) covers every log directory: all close together.
         let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
         let clean = marker.exists();
-        let stored_topics = store::load_all(&log_dir)?;
+        let mut metadata = store::MetadataStore::open(&log_dir, config.node_id)?;
+        let stored_topics = metadata.topics();
         // Moves between directories a crash interrupted are finished or undone first.
         replica_move::recover(&log_dirs, |topic, p| {
             stored_topics.iter().find(|t| t.name == topic).and_then(|t| t.directory(p)).map(str::to_string)
@@ -201,7 +211,7 @@ impl TopicRegistry {
                 // Found elsewhere than recorded (moved by hand while stopped), recreated, or
                 // recorded by a Ketch before JBOD: record where each partition is now.
                 let updated = store::StoredTopic { directories, ..stored };
-                store::save(&log_dir, &updated)?;
+                metadata.save(&updated)?;
                 updated
             } else {
                 stored
@@ -230,6 +240,7 @@ impl TopicRegistry {
             log_dirs,
             defaults: RwLock::new(config.topic_defaults.clone()),
             topics: RwLock::new(topics),
+            store: Mutex::new(metadata),
             moves: Default::default(),
         })
     }
@@ -303,6 +314,15 @@ impl TopicRegistry {
         usize::try_from(index).ok().and_then(|i| topic.partitions.get(i).cloned())
     }
 
+    fn store(&self) -> MutexGuard<'_, store::MetadataStore> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The metadata image as of the last topic change.
+    pub fn metadata_image(&self) -> Arc<image::MetadataImage> {
+        self.store().image()
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Topic>>> {
         self.topics.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -332,6 +352,10 @@ impl TopicRegistry {
     /// (their metric names would clash).
     pub fn check_new_name(&self, name: &str) -> Result<(), CreateError> {
         validate_topic_name(name)?;
+        if name == crate::raft::METADATA_TOPIC_NAME {
+            let message = format!("Topic name is invalid: '{name}' is reserved for the metadata log");
+            return Err(CreateError::new(ResponseError::InvalidTopicException, message));
+        }
         let topics = self.read();
         if topics.contains_key(name) {
             return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
@@ -409,7 +433,7 @@ impl TopicRegistry {
             partitions: logs,
             internal: name.starts_with("__"),
         });
-        store::save(&self.log_dir, &self.stored(&topic, &topic.partitions, &topic.overrides)).map_err(storage)?;
+        self.store().save(&self.stored(&topic, &topic.partitions, &topic.overrides)).map_err(storage)?;
         topics.insert(name.to_string(), topic.clone());
         tracing::info!(topic = name, partitions, "created topic");
         Ok(topic)
@@ -444,7 +468,7 @@ impl TopicRegistry {
         let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
         let mut partitions = topic.partitions.clone();
         partitions.extend(self.open_new_partitions(&topics, name, current..count, &topic.config)?);
-        store::save(&self.log_dir, &self.stored(&topic, &partitions, &topic.overrides)).map_err(storage)?;
+        self.store().save(&self.stored(&topic, &partitions, &topic.overrides)).map_err(storage)?;
         let grown = Topic {
             name: topic.name.clone(),
             id: topic.id,
@@ -476,7 +500,8 @@ impl TopicRegistry {
         if validate_only {
             return Ok(topic);
         }
-        store::save(&self.log_dir, &self.stored(&topic, &topic.partitions, &overrides))
+        self.store()
+            .save(&self.stored(&topic, &topic.partitions, &overrides))
             .map_err(|e| CreateError::new(ResponseError::KafkaStorageError, e.to_string()))?;
         for partition in &topic.partitions {
             partition.log().set_config(config.clone());
@@ -498,7 +523,7 @@ impl TopicRegistry {
     pub fn delete(&self, name: &str) -> anyhow::Result<Option<Arc<Topic>>> {
         let removed = self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name);
         let Some(topic) = removed else { return Ok(None) };
-        store::remove(&self.log_dir, name)?;
+        self.store().remove(name)?;
         for partition in &topic.partitions {
             let dir = partition_dir(&partition.log_dir(), name, partition.index);
             if let Err(e) = std::fs::remove_dir_all(&dir) {

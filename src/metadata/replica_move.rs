@@ -423,7 +423,7 @@ impl TopicRegistry {
             directories,
             overrides: topic.overrides.clone(),
         };
-        store::save(&self.log_dir, &stored)?;
+        self.store().save(&stored)?;
         if stop_at == Some(MoveStep::Committed) {
             return Ok(MoveOutcome::Stopped);
         }

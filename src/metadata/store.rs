@@ -1,19 +1,32 @@
-//! Persistence of topic metadata.
+//! The topic store: the metadata log (`raft::MetadataLog`) and the image built from it, seen by
+//! the topic registry as "the stored state of each topic". `save` turns the wanted state of a
+//! topic into the controller's records (`controller::topic_records`), appends them (durable
+//! before `save` returns) and applies them to the image; `topics` reads the stored topics back
+//! from the image. At start the log is replayed into the image.
 //!
-//! On-disk format: one file per topic, `<log.dir>/.ketch/topics/<name>.properties`, in Java
-//! properties syntax: `topic.id` (UUID), `partitions`, `directories` (for each partition in
-//! order, the `directory.id` of the log directory holding it, comma-separated: Kafka's
-//! `PartitionRecord.directories`; absent in files written before JBOD, an empty entry when
-//! unknown), and `config.<key>` for each override.
-//! Files are replaced atomically (temp file, fsync, rename, fsync directory). They live in the
-//! metadata directory (the first entry of `log.dirs`) only.
+//! On disk: `<first log dir>/__cluster_metadata-0/` (see `raft`). Before the metadata log, Ketch
+//! kept one file per topic, `<log.dir>/.ketch/topics/<name>.properties` (Java properties:
+//! `topic.id`, `partitions`, `directories` — the `directory.id` of each partition's log
+//! directory, comma-separated, absent before JBOD — and `config.<key>` per override). Those
+//! files are read once: on the first start with an empty metadata log their topics are written
+//! to it in one batch, then the directory is renamed `.ketch/topics.moved-to-metadata-log`.
+//! Invariants: a change is visible (in the image) only once its records are durable; records
+//! that would not apply to the image are never written; the image is the replay of the log.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::image::{ImageBuilder, MetadataImage, TOPIC_RESOURCE};
+use super::log_dirs::{base64_url, uuid_from_base64};
+use super::records::MetadataRecord;
 use crate::config::{parse_properties, Properties};
-use crate::log::partition_log::write_atomically;
+use crate::controller::{self, TopicSpec};
+use crate::raft::MetadataLog;
+
+/// Where the topic files of a Ketch from before the metadata log are kept once moved into it.
+const MOVED_TOPICS_DIR: &str = "topics.moved-to-metadata-log";
 
 pub struct StoredTopic {
     pub name: String,
@@ -35,30 +48,8 @@ fn topics_dir(log_dir: &Path) -> PathBuf {
     log_dir.join(".ketch").join("topics")
 }
 
-pub fn save(log_dir: &Path, topic: &StoredTopic) -> anyhow::Result<()> {
-    let dir = topics_dir(log_dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut text = format!(
-        "topic.id={}\npartitions={}\ndirectories={}\n",
-        topic.id,
-        topic.partitions,
-        topic.directories.join(",")
-    );
-    for (key, value) in &topic.overrides {
-        text.push_str(&format!("config.{key}={value}\n"));
-    }
-    write_atomically(&dir.join(format!("{}.properties", topic.name)), text.as_bytes())?;
-    Ok(())
-}
-
-pub fn remove(log_dir: &Path, name: &str) -> anyhow::Result<()> {
-    let dir = topics_dir(log_dir);
-    std::fs::remove_file(dir.join(format!("{name}.properties")))?;
-    std::fs::File::open(&dir)?.sync_all()?;
-    Ok(())
-}
-
-pub fn load_all(log_dir: &Path) -> anyhow::Result<Vec<StoredTopic>> {
+/// The topics of the per-topic files of a Ketch from before the metadata log.
+fn load_legacy(log_dir: &Path) -> anyhow::Result<Vec<StoredTopic>> {
     let dir = topics_dir(log_dir);
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(&dir) {
@@ -108,4 +99,139 @@ pub fn random_bytes() -> [u8; 16] {
         chunk.copy_from_slice(&h.finish().to_be_bytes()[..chunk.len()]);
     }
     bytes
+}
+
+/// The metadata log and the image replayed from it.
+pub struct MetadataStore {
+    log: MetadataLog,
+    builder: ImageBuilder,
+    image: Arc<MetadataImage>,
+}
+
+impl std::fmt::Debug for MetadataStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetadataStore").field("log", &self.log).field("offset", &self.image.offset).finish()
+    }
+}
+
+impl MetadataStore {
+    /// Opens the metadata log in `log_dir`, replays it, and moves the topic files of an older
+    /// Ketch into it.
+    pub fn open(log_dir: &Path, node_id: i32) -> anyhow::Result<MetadataStore> {
+        let mut builder = ImageBuilder::new();
+        let mut replayed = 0u64;
+        let log = MetadataLog::open(log_dir, node_id, crate::log::now_ms(), |offset, record| {
+            replayed += 1;
+            builder.apply(offset, &record)?;
+            Ok(())
+        })?;
+        let image = builder.publish();
+        let mut store = MetadataStore { log, builder, image };
+        store.move_legacy_topics(log_dir, replayed == 0)?;
+        Ok(store)
+    }
+
+    /// The image as of the last durable change.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.clone()
+    }
+
+    /// Every stored topic, by name.
+    pub fn topics(&self) -> Vec<StoredTopic> {
+        let mut out: Vec<StoredTopic> = self
+            .image
+            .topics
+            .values()
+            .map(|t| StoredTopic {
+                name: t.name.clone(),
+                id: t.id,
+                partitions: t.partitions.len() as i32,
+                directories: t
+                    .partitions
+                    .values()
+                    .map(|p| match p.directories.first() {
+                        Some(d) if !d.is_nil() => base64_url(d.as_bytes()),
+                        _ => String::new(),
+                    })
+                    .collect(),
+                overrides: self.image.configs.get(&(TOPIC_RESOURCE, t.name.clone())).cloned().unwrap_or_default(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Makes `topic` the stored state of that topic (creating it if new). Durable on return.
+    pub fn save(&mut self, topic: &StoredTopic) -> anyhow::Result<()> {
+        let directories: Vec<Uuid> =
+            topic.directories.iter().map(|d| uuid_from_base64(d).unwrap_or(Uuid::nil())).collect();
+        let spec = TopicSpec {
+            name: &topic.name,
+            id: topic.id,
+            partitions: topic.partitions,
+            directories: &directories,
+            overrides: &topic.overrides,
+        };
+        let records = controller::topic_records(&self.image, self.log.node_id(), &spec)?;
+        self.commit(records)
+    }
+
+    /// Removes the topic `name` (nothing when there is none). Durable on return.
+    pub fn remove(&mut self, name: &str) -> anyhow::Result<()> {
+        let records = controller::remove_topic_records(&self.image, name);
+        self.commit(records)
+    }
+
+    /// Checks that `records` apply, appends them as one batch, then applies and publishes them.
+    fn commit(&mut self, records: Vec<MetadataRecord>) -> anyhow::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let first = self.log.end_offset();
+        let mut trial = self.builder.clone();
+        for (i, record) in records.iter().enumerate() {
+            trial.apply(first + i as i64, record)?;
+        }
+        let last = self.log.append(&records, crate::log::now_ms())?;
+        assert_eq!(last, first + records.len() as i64 - 1, "one offset per record");
+        self.builder = trial;
+        self.image = self.builder.publish();
+        assert_eq!(self.image.offset, last, "the image is the replay of the log");
+        Ok(())
+    }
+
+    /// The per-topic files of an older Ketch: their topics go into an empty metadata log in one
+    /// batch; then (or if the log already has them: a crash came before the rename) the files
+    /// are set aside.
+    fn move_legacy_topics(&mut self, log_dir: &Path, log_was_empty: bool) -> anyhow::Result<()> {
+        let legacy = topics_dir(log_dir);
+        if !legacy.exists() {
+            return Ok(());
+        }
+        if log_was_empty {
+            let topics = load_legacy(log_dir)?;
+            let mut records = Vec::new();
+            for topic in &topics {
+                let directories: Vec<Uuid> =
+                    topic.directories.iter().map(|d| uuid_from_base64(d).unwrap_or(Uuid::nil())).collect();
+                let spec = TopicSpec {
+                    name: &topic.name,
+                    id: topic.id,
+                    partitions: topic.partitions,
+                    directories: &directories,
+                    overrides: &topic.overrides,
+                };
+                records.extend(controller::topic_records(&self.image, self.log.node_id(), &spec)?);
+            }
+            self.commit(records)?;
+            tracing::info!(topics = topics.len(), dir = %legacy.display(), "moved the topic files into the metadata log");
+        }
+        let moved = log_dir.join(".ketch").join(MOVED_TOPICS_DIR);
+        if moved.exists() {
+            std::fs::remove_dir_all(&moved)?;
+        }
+        std::fs::rename(&legacy, &moved)?;
+        std::fs::File::open(log_dir.join(".ketch"))?.sync_all()?;
+        Ok(())
+    }
 }

@@ -1,0 +1,159 @@
+"""The metadata log `__cluster_metadata`: topic changes are Kafka's metadata records in Kafka's log
+format, so Kafka's own `kafka-dump-log --cluster-metadata-decoder` (kafka.tools.DumpLogSegments from
+Kafka 4.1's jars) decodes the broker's log files. Topics, partitions, configs and deletions are
+what a restart replays. Passes on Ketch and on Apache Kafka 4.1 (KETCH_COMPAT_TARGET=kafka).
+
+`test_upgrade_keeps_everything` (Ketch only): a data directory written by the Ketch from before
+the metadata log (topic files in `.ketch/topics/`, tests/fixtures/ketch-pre-metadata-log-data.tar.gz,
+made by scripts/make-upgrade-fixture) opens with every topic, config, record, committed group offset
+and producer state it had.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from conftest import REPO_ROOT, TARGET
+from kafka_tools import KafkaTools
+
+DUMP_LOG = "kafka.tools.DumpLogSegments"
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "ketch-pre-metadata-log-data.tar.gz"
+
+
+def admin(broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 10000})
+
+
+def wait_for(check, what: str, timeout: float = 20):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, f"timed out waiting for {what}"
+            return value
+        time.sleep(0.2)
+
+
+def payloads(out: str) -> list[dict]:
+    """The decoded metadata records of DumpLogSegments' output (one `payload: {json}` per record)."""
+    found = []
+    for line in out.splitlines():
+        m = re.search(r"payload: (\{.*\})\s*$", line)
+        if m:
+            found.append(json.loads(m.group(1)))
+    return found
+
+
+def dump(kt: KafkaTools, broker) -> list[dict]:
+    segments = sorted((broker.data_dir / "__cluster_metadata-0").glob("*.log"))
+    assert segments, f"no metadata log segment in {broker.data_dir}"
+    r = kt.run(DUMP_LOG, "--cluster-metadata-decoder", "--files", ",".join(map(str, segments)), timeout=90)
+    return payloads(r.stdout)
+
+
+def topic_names(broker) -> set[str]:
+    return set(admin(broker).list_topics(timeout=10).topics)
+
+
+def test_kafka_dump_log_decodes_topic_changes(start_broker, kafka_libs, tmp_path):
+    broker = start_broker()
+    a = admin(broker)
+    for f in a.create_topics([NewTopic("alpha", 2, 1, config={"retention.ms": "12345"}),
+                              NewTopic("beta", 1, 1)]).values():
+        f.result(timeout=20)
+    a.create_partitions([NewPartitions("alpha", 3)])["alpha"].result(timeout=20)
+    a.delete_topics(["beta"])["beta"].result(timeout=20)
+    wait_for(lambda: "beta" not in topic_names(broker) and "alpha" in topic_names(broker), "beta deleted")
+    # Restarted: the log is replayed; the changes hold.
+    broker.restart()
+    names = wait_for(lambda: topic_names(broker) if "alpha" in topic_names(broker) else None, "alpha after restart")
+    assert "beta" not in names
+    a = admin(broker)  # kept: a dropped client destroys its pending futures
+    md = a.list_topics("alpha", timeout=10).topics["alpha"]
+    assert sorted(md.partitions) == [0, 1, 2]
+    res = ConfigResource(ConfigResource.Type.TOPIC, "alpha")
+    configs = a.describe_configs([res])[res].result(timeout=20)
+    assert configs["retention.ms"].value == "12345"
+    broker.stop()
+
+    records = dump(KafkaTools(kafka_libs, broker, tmp_path), broker)
+    by_type: dict[str, list[dict]] = {}
+    for r in records:
+        by_type.setdefault(r["type"], []).append(r["data"])
+    topics = {t["name"]: t["topicId"] for t in by_type.get("TOPIC_RECORD", [])}
+    assert {"alpha", "beta"} <= set(topics), records
+    alpha_partitions = sorted(p["partitionId"] for p in by_type["PARTITION_RECORD"] if p["topicId"] == topics["alpha"])
+    assert alpha_partitions == [0, 1, 2], records
+    assert any(c["resourceName"] == "alpha" and c["name"] == "retention.ms" and c["value"] == "12345"
+               for c in by_type.get("CONFIG_RECORD", [])), records
+    assert any(r["topicId"] == topics["beta"] for r in by_type.get("REMOVE_TOPIC_RECORD", [])), records
+
+
+@pytest.mark.skipif(TARGET != "ketch", reason="upgrade from an older Ketch's data directory")
+def test_upgrade_keeps_everything(start_broker, kafka_libs, tmp_path):
+    """The fixture (see scripts/make-upgrade-fixture for what it holds) opened by this Ketch."""
+    broker = start_broker()
+    broker.stop()
+    data = broker.data_dir
+    for child in data.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(data, filter="data")
+    manifest = json.loads((data / "fixture.json").read_text())
+    assert (data / ".ketch" / "topics").is_dir(), "the fixture is in the old layout"
+    broker.start()
+
+    a = admin(broker)
+    md = a.list_topics(timeout=10)
+    for name, spec in manifest["topics"].items():
+        assert name in md.topics, (name, sorted(md.topics))
+        assert len(md.topics[name].partitions) == spec["partitions"], name
+        if spec["configs"]:
+            res = ConfigResource(ConfigResource.Type.TOPIC, name)
+            got = a.describe_configs([res])[res].result(timeout=20)
+            for k, v in spec["configs"].items():
+                assert got[k].value == v, (name, k, got[k].value)
+
+    # Every record, in order, and the group's committed offsets.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": manifest["group"],
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        committed = consumer.committed([TopicPartition(t, p) for t, p, _ in manifest["committed"]], timeout=20)
+        assert sorted((c.topic, c.partition, c.offset) for c in committed) == \
+            sorted(tuple(x) for x in manifest["committed"])
+        for topic, values in manifest["records"].items():
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < len(values) and time.monotonic() < deadline:
+                m = consumer.poll(1)
+                if m is not None and not m.error():
+                    got.append(m.value().decode())
+            assert got == values, topic
+    finally:
+        consumer.close()
+
+    # Producer state: the fixture's idempotent producer is still known, with its last sequence.
+    r = KafkaTools(kafka_libs, broker, tmp_path).run(
+        "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", broker.bootstrap,
+        "describe-producers", "--topic", "idem", "--partition", "0")
+    rows = [line.split() for line in r.stdout.splitlines()[1:] if line.strip()]
+    assert [row[3] for row in rows] == [str(manifest["idempotent_records"] - 1)], r.out
+    assert (data / "__cluster_metadata-0").is_dir()
+    assert not (data / ".ketch" / "topics").exists()
+    assert (data / ".ketch" / "topics.moved-to-metadata-log").is_dir()
+
+    # A second start replays the metadata log only.
+    broker.restart()
+    assert set(manifest["topics"]) <= set(admin(broker).list_topics(timeout=10).topics)

@@ -1,0 +1,275 @@
+//! KRaft's metadata log on this node: `__cluster_metadata` partition 0, kept by Ketch's segment
+//! engine (`PartitionLog`). Today this node is the only voter (issue 14's single-voter
+//! controller): every start elects itself in a new epoch. Issue 15 replaces that self-election
+//! with Vote / BeginQuorumEpoch and replicates the log with Fetch; the files stay the same.
+//!
+//! On disk, laid out as Kafka lays it out: `<metadata dir>/__cluster_metadata-0/` holding Kafka
+//! v2 record batches (segments, indexes, `leader-epoch-checkpoint`), and `quorum-state`
+//! (Kafka's JSON, data version 0: leader id, leader epoch, voters). A data batch holds metadata
+//! records, each a record with a null key whose value is the record framed as Kafka's
+//! `ApiMessageAndVersion` (`metadata::records::framing`). At every start the voter appends a
+//! control batch holding a LeaderChangeMessage for its new epoch. Kafka's
+//! `kafka-dump-log --cluster-metadata-decoder` reads these files.
+//!
+//! Invariants: an append returns only once its batch is fsynced (with one voter a record is
+//! committed when it is durable here); a batch is all or nothing (recovery truncates a torn
+//! tail); offsets are contiguous; the epoch grows at every start, is written to `quorum-state`
+//! before anything is appended in it, and every batch carries the epoch it was written in;
+//! replay yields the records of data batches in offset order and skips control batches.
+
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::leader_change_message::Voter;
+use kafka_protocol::messages::LeaderChangeMessage;
+use kafka_protocol::protocol::Encodable;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use crate::config::{BrokerConfig, Properties};
+use crate::log::batch::{self, Header};
+use crate::log::partition_log::{write_atomically, PartitionLog};
+use crate::metadata::records::{ApiMessageAndVersion, MetadataRecord};
+
+/// The directory of the metadata log inside the metadata log directory.
+pub const METADATA_LOG_DIR_NAME: &str = "__cluster_metadata-0";
+/// Kafka's name for the metadata topic (reserved: no user topic may take it).
+pub const METADATA_TOPIC_NAME: &str = "__cluster_metadata";
+const QUORUM_STATE: &str = "quorum-state";
+/// Kafka's `ControlRecordType.LEADER_CHANGE`.
+const LEADER_CHANGE: i16 = 2;
+/// Bytes read per step of a replay.
+const REPLAY_CHUNK_BYTES: usize = 1 << 20;
+/// Upper bound on one append (Kafka's controller writes batches of at most 8 KiB of records each,
+/// many per operation; one Ketch operation is one batch, so this bounds an operation).
+pub const MAX_BATCH_BYTES: usize = 64 << 20;
+
+/// The metadata log of the only voter.
+pub struct MetadataLog {
+    log: PartitionLog,
+    node_id: i32,
+    epoch: i32,
+}
+
+impl std::fmt::Debug for MetadataLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetadataLog")
+            .field("dir", &self.log.dir())
+            .field("epoch", &self.epoch)
+            .field("end_offset", &self.log.log_end_offset())
+            .finish()
+    }
+}
+
+impl MetadataLog {
+    /// Opens (recovering a torn tail) or creates the metadata log in `metadata_dir`, replays
+    /// every metadata record in it through `apply` (offset, record), then elects this node
+    /// leader of a new epoch: `quorum-state` first, then a LeaderChangeMessage, both durable.
+    pub fn open(
+        metadata_dir: &Path,
+        node_id: i32,
+        now_ms: i64,
+        mut apply: impl FnMut(i64, MetadataRecord) -> anyhow::Result<()>,
+    ) -> anyhow::Result<MetadataLog> {
+        let dir = metadata_dir.join(METADATA_LOG_DIR_NAME);
+        let log = PartitionLog::open(&dir, log_config()?, now_ms)?;
+        replay(&log, &mut apply)?;
+        let stored_epoch = read_quorum_epoch(&dir)?;
+        let log_epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        let epoch = stored_epoch.max(log_epoch) + 1;
+        write_atomically(&dir.join(QUORUM_STATE), quorum_state(node_id, epoch).as_bytes())?;
+        let mut this = MetadataLog { log, node_id, epoch };
+        this.append_batch(leader_change_batch(node_id, now_ms))?;
+        tracing::info!(epoch, end_offset = this.end_offset(), "metadata log open: this node leads it (single voter)");
+        Ok(this)
+    }
+
+    /// The current leader epoch (this node leads it).
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// The next offset to be written.
+    pub fn end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Appends `records` as one batch and returns the offset of the last one once the batch is
+    /// durable. Nothing is written for no records (returns the offset before the end).
+    pub fn append(&mut self, records: &[MetadataRecord], now_ms: i64) -> anyhow::Result<i64> {
+        if records.is_empty() {
+            return Ok(self.end_offset() - 1);
+        }
+        let mut encoded = Vec::with_capacity(records.len());
+        for (i, record) in records.iter().enumerate() {
+            let value = ApiMessageAndVersion { record: record.clone(), version: record.highest_version() }
+                .encode()
+                .map_err(|e| anyhow::anyhow!("metadata record {} cannot be encoded: {e:?}", record.name()))?;
+            encoded.push(data_record(i as i64, Bytes::from(value), now_ms));
+        }
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            encoded.iter(),
+            &RecordEncodeOptions { version: 2, compression: Compression::None },
+        )
+        .map_err(|e| anyhow::anyhow!("metadata batch cannot be encoded: {e:?}"))?;
+        anyhow::ensure!(buf.len() <= MAX_BATCH_BYTES, "metadata batch of {} bytes is too large", buf.len());
+        self.append_batch(buf.to_vec())
+    }
+
+    fn append_batch(&mut self, batch: Vec<u8>) -> anyhow::Result<i64> {
+        let before = self.end_offset();
+        let (bytes, summary) = batch::validate_internal(batch, self.log.config(), crate::log::now_ms())?;
+        let info = self.log.append(bytes, &summary, self.epoch, crate::log::now_ms())?;
+        assert_eq!(info.base_offset, before, "metadata batches are appended at the log end");
+        self.sync()?;
+        // One voter: durable here is committed.
+        self.log.advance_high_watermark(info.last_offset + 1);
+        assert!(self.log.flushed_offset() > info.last_offset, "acknowledged only once durable");
+        Ok(info.last_offset)
+    }
+
+    fn sync(&mut self) -> anyhow::Result<()> {
+        let work = self.log.flush_work()?;
+        for file in &work.files {
+            if let Err(e) = file.sync_data() {
+                self.log.fail_storage(&e);
+                anyhow::bail!("fsync of the metadata log failed: {e}");
+            }
+        }
+        self.log.mark_flushed(&work, crate::log::now_ms());
+        Ok(())
+    }
+
+    /// Flushes and closes the log (a clean shutdown).
+    pub fn close(&mut self) -> anyhow::Result<()> {
+        self.log.close()?;
+        Ok(())
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.log.dir().to_path_buf()
+    }
+}
+
+/// The metadata log keeps everything (Kafka cleans it below snapshots, issue 15) and is synced by
+/// `append` itself.
+fn log_config() -> anyhow::Result<crate::config::TopicConfig> {
+    let mut props = Properties::new();
+    props.insert("log.retention.ms".into(), "-1".into());
+    props.insert("log.retention.bytes".into(), "-1".into());
+    props.insert("log.flush.interval.messages".into(), i64::MAX.to_string());
+    props.insert("message.max.bytes".into(), MAX_BATCH_BYTES.to_string());
+    Ok(BrokerConfig::from_properties(props)?.topic_defaults)
+}
+
+/// Reads every batch from the start; data batches' records go to `apply`.
+fn replay(log: &PartitionLog, apply: &mut impl FnMut(i64, MetadataRecord) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let chunk = log.read(offset, end, REPLAY_CHUNK_BYTES, true)?;
+        anyhow::ensure!(!chunk.is_empty(), "metadata log: nothing readable at offset {offset} (end {end})");
+        let mut at = 0;
+        while at < chunk.len() {
+            let Ok(len) = batch::check_batch(&chunk[at..]) else { break };
+            let bytes = &chunk[at..at + len];
+            at += len;
+            let header = Header::new(bytes);
+            let next = header.last_offset() + 1;
+            if header.last_offset() < offset {
+                continue;
+            }
+            if !header.is_control() {
+                let mut input = Bytes::copy_from_slice(bytes);
+                let set = RecordBatchDecoder::decode(&mut input)
+                    .map_err(|e| anyhow::anyhow!("metadata log batch at {}: {e:?}", header.base_offset()))?;
+                for record in set.records {
+                    let value = record.value.as_deref().unwrap_or_default();
+                    let framed = ApiMessageAndVersion::decode(value)
+                        .map_err(|e| anyhow::anyhow!("metadata log record at offset {}: {e:?}", record.offset))?;
+                    apply(record.offset, framed.record)?;
+                }
+            }
+            offset = next;
+        }
+        anyhow::ensure!(at > 0, "metadata log: a batch at offset {offset} is larger than a replay step");
+    }
+    Ok(())
+}
+
+fn data_record(offset: i64, value: Bytes, now_ms: i64) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        // The encoder keeps records in one batch while offset minus sequence stays the same,
+        // and takes the batch's base sequence from the first: -1 (no producer) for offset 0.
+        sequence: offset as i32 - 1,
+        timestamp: now_ms,
+        key: None,
+        value: Some(value),
+        headers: Default::default(),
+    }
+}
+
+/// A control batch announcing `node_id` as leader (voters and granting voters: itself).
+fn leader_change_batch(node_id: i32, now_ms: i64) -> Vec<u8> {
+    let voter = Voter::default().with_voter_id(node_id);
+    let message = LeaderChangeMessage::default()
+        .with_version(0)
+        .with_leader_id(node_id.into())
+        .with_voters(vec![voter.clone()])
+        .with_granting_voters(vec![voter]);
+    let mut value = BytesMut::new();
+    message.encode(&mut value, 0).expect("a leader change message always encodes");
+    let mut key = Vec::with_capacity(4);
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&LEADER_CHANGE.to_be_bytes());
+    let mut record = data_record(0, value.freeze(), now_ms);
+    record.control = true;
+    record.key = Some(Bytes::from(key));
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .expect("a leader change batch always encodes");
+    buf.to_vec()
+}
+
+/// Kafka's `quorum-state` (data version 0) for a single voter leading `epoch`.
+fn quorum_state(node_id: i32, epoch: i32) -> String {
+    format!(
+        "{{\"clusterId\":\"\",\"leaderId\":{node_id},\"leaderEpoch\":{epoch},\"votedId\":-1,\"appliedOffset\":0,\
+         \"currentVoters\":[{{\"voterId\":{node_id}}}],\"data_version\":0}}\n"
+    )
+}
+
+/// The leader epoch recorded in `quorum-state` (0 when there is none).
+fn read_quorum_epoch(dir: &Path) -> anyhow::Result<i32> {
+    let text = match std::fs::read_to_string(dir.join(QUORUM_STATE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let field = "\"leaderEpoch\":";
+    let Some(at) = text.find(field) else { anyhow::bail!("{}: no leaderEpoch in {text:?}", dir.display()) };
+    let digits: String = text[at + field.len()..].trim_start().chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().map_err(|_| anyhow::anyhow!("{}: bad leaderEpoch in {text:?}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests;
