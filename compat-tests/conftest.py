@@ -322,6 +322,13 @@ class KafkaBroker(Broker):
 
     cds_dump: Path | None = None  # set on the throwaway broker that writes the CDS archive
 
+    def _pick_ports(self) -> None:
+        # New ephemeral ports on every start, like Ketch (clients re-bootstrap on restart).
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+
     def _java(self) -> list[str]:
         cmd = [os.environ.get("JAVA", "java"), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC"]
         if self.cds_dump is not None:
@@ -395,11 +402,7 @@ class KafkaBroker(Broker):
     def start(self) -> "Broker":
         if self.cds_dump is None:
             _kafka_cds_archive(self.libs)
-        # New ephemeral ports on every start, like Ketch (clients re-bootstrap on restart).
-        self.port = free_port()
-        self.controller_port = free_port()
-        while self.controller_port == self.port:
-            self.controller_port = free_port()
+        self._pick_ports()
         self._write_props()
         if not self.formatted:
             self._format()

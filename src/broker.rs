@@ -19,6 +19,7 @@ use crate::log::now_ms;
 use crate::metadata::features::Features;
 use crate::metadata::log_dirs::LogDirs;
 use crate::metadata::TopicRegistry;
+use crate::node::{NodeConfig, Roles};
 use crate::security::acl_store::AclStore;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
@@ -41,6 +42,8 @@ pub struct Broker {
     pub acls: Option<AclStore>,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
+    /// This node's roles and controller quorum (`process.roles`, `controller.quorum.*`).
+    pub node: NodeConfig,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -49,6 +52,15 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         // Whether the first log directory is being formatted now (LogDirs writes its meta.properties).
         let formatting = !config.log_dir().join("meta.properties").exists();
+        let node = NodeConfig::from_properties(&config.properties, config.node_id)?;
+        if node.roles == Roles::Broker && formatting {
+            anyhow::bail!(
+                "No meta.properties found in {}: a broker of a controller quorum (process.roles=broker) starts on a \
+                 directory formatted with the quorum's cluster id (`ketch format -t <cluster id>`, as Kafka's \
+                 `kafka-storage format`)",
+                config.log_dir().display()
+            );
+        }
         // Before anything in the directories is read or written (each `.lock` taken, a second
         // broker must not touch them), and their meta.properties checked.
         let log_dirs = LogDirs::open(&config)?;
@@ -69,7 +81,10 @@ impl Broker {
         }
         // Topics open with the topic defaults in force, dynamic ones included. The registry
         // keeps the directories (and their locks) for the broker's lifetime.
-        let topics = TopicRegistry::open_in(log_dirs, &dynamic.effective())?;
+        let topics = match node.roles {
+            Roles::Combined => TopicRegistry::open_in(log_dirs, &dynamic.effective())?,
+            Roles::Broker => TopicRegistry::open_detached(log_dirs, &dynamic.effective())?,
+        };
         let cluster_id = topics.log_dirs().cluster_id().to_string();
         let (appended, _) = watch::channel(0u64);
         let fetch_sessions = FetchSessions::new(
@@ -106,6 +121,7 @@ impl Broker {
             acls,
             groups,
             txns,
+            node,
             appended,
         }))
     }

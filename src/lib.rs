@@ -20,6 +20,7 @@ pub mod handlers;
 pub mod log;
 pub mod metadata;
 pub mod metrics;
+pub mod node;
 pub mod protocol;
 pub mod raft;
 pub mod replica;

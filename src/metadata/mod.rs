@@ -87,6 +87,11 @@ pub fn print_uuid(id: &Uuid) -> String {
     log_dirs::base64_url(id.as_bytes())
 }
 
+/// A printed Kafka `Uuid` back to its value (`None` if it is not one).
+pub fn parse_uuid(text: &str) -> Option<Uuid> {
+    log_dirs::uuid_from_base64(text)
+}
+
 /// Kafka's rule for legal topic names (`Topic.validate`), with its messages.
 pub fn validate_topic_name(name: &str) -> Result<(), CreateError> {
     let reason = if name.is_empty() {
@@ -113,13 +118,29 @@ impl TopicRegistry {
     /// directory that holds it.
     pub fn open_in(log_dirs: LogDirs, config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
         let log_dir = log_dirs.first().to_path_buf();
+        let metadata = store::MetadataStore::open(&log_dir, config.node_id)?;
+        Self::open_with(log_dirs, config, metadata)
+    }
+
+    /// The registry of a broker whose topics belong to a controller quorum
+    /// (`process.roles=broker`): none are opened yet, and partition directories on disk are
+    /// left alone (never removed as orphans).
+    pub fn open_detached(log_dirs: LogDirs, config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
+        Self::open_with(log_dirs, config, store::MetadataStore::detached())
+    }
+
+    fn open_with(
+        log_dirs: LogDirs,
+        config: &BrokerConfig,
+        mut metadata: store::MetadataStore,
+    ) -> anyhow::Result<TopicRegistry> {
+        let log_dir = log_dirs.first().to_path_buf();
         let now = now_ms();
         // A clean shutdown left a marker: logs were fsynced and closed, so the active segments
         // need no full scan. The marker is consumed, so a later crash gets full recovery. One
         // marker (in the metadata directory) covers every log directory: all close together.
         let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
         let clean = marker.exists();
-        let mut metadata = store::MetadataStore::open(&log_dir, config.node_id)?;
         let stored_topics = metadata.topics();
         // Moves between directories a crash interrupted are finished or undone first.
         replica_move::recover(&log_dirs, |topic, p| {
@@ -226,7 +247,7 @@ impl TopicRegistry {
             };
             topics.insert(stored.name, Arc::new(topic));
         }
-        for ((topic, p), holders) in &found {
+        for ((topic, p), holders) in found.iter().filter(|_| metadata.is_local()) {
             if topics.get(topic).is_none_or(|t: &Arc<Topic>| (*p as usize) >= t.partitions.len()) {
                 for &i in holders {
                     let dir = partition_dir(&log_dirs.dirs()[i].path, topic, *p);

@@ -103,7 +103,9 @@ pub fn random_bytes() -> [u8; 16] {
 
 /// The metadata log and the image replayed from it.
 pub struct MetadataStore {
-    log: MetadataLog,
+    /// None on a broker of a controller quorum (`process.roles=broker`): the metadata log is
+    /// the quorum's (`raft::observer` keeps this node's copy) and changes go through it.
+    log: Option<MetadataLog>,
     builder: ImageBuilder,
     image: Arc<MetadataImage>,
 }
@@ -126,9 +128,31 @@ impl MetadataStore {
             Ok(())
         })?;
         let image = builder.publish();
-        let mut store = MetadataStore { log, builder, image };
+        let mut store = MetadataStore { log: Some(log), builder, image };
         store.move_legacy_topics(log_dir, replayed == 0)?;
         Ok(store)
+    }
+
+    /// The store of a broker whose metadata belongs to a controller quorum: no topics of its
+    /// own, and no changes through it.
+    pub fn detached() -> MetadataStore {
+        let mut builder = ImageBuilder::new();
+        let image = builder.publish();
+        MetadataStore { log: None, builder, image }
+    }
+
+    /// Whether topic changes are made here (a node that is its own controller).
+    pub fn is_local(&self) -> bool {
+        self.log.is_some()
+    }
+
+    fn log(&mut self) -> anyhow::Result<&mut MetadataLog> {
+        self.log.as_mut().ok_or_else(|| {
+            anyhow::anyhow!(
+                "this broker's topics belong to its controller quorum (process.roles=broker): changing them through \
+                 a Ketch broker is not supported yet"
+            )
+        })
     }
 
     /// The image as of the last durable change.
@@ -172,7 +196,8 @@ impl MetadataStore {
             directories: &directories,
             overrides: &topic.overrides,
         };
-        let records = controller::topic_records(&self.image, self.log.node_id(), &spec)?;
+        let node_id = self.log()?.node_id();
+        let records = controller::topic_records(&self.image, node_id, &spec)?;
         self.commit(records)
     }
 
@@ -187,12 +212,12 @@ impl MetadataStore {
         if records.is_empty() {
             return Ok(());
         }
-        let first = self.log.end_offset();
+        let first = self.log()?.end_offset();
         let mut trial = self.builder.clone();
         for (i, record) in records.iter().enumerate() {
             trial.apply(first + i as i64, record)?;
         }
-        let last = self.log.append(&records, crate::log::now_ms())?;
+        let last = self.log()?.append(&records, crate::log::now_ms())?;
         assert_eq!(last, first + records.len() as i64 - 1, "one offset per record");
         self.builder = trial;
         self.image = self.builder.publish();
@@ -221,7 +246,8 @@ impl MetadataStore {
                     directories: &directories,
                     overrides: &topic.overrides,
                 };
-                records.extend(controller::topic_records(&self.image, self.log.node_id(), &spec)?);
+                let node_id = self.log()?.node_id();
+                records.extend(controller::topic_records(&self.image, node_id, &spec)?);
             }
             self.commit(records)?;
             tracing::info!(topics = topics.len(), dir = %legacy.display(), "moved the topic files into the metadata log");

@@ -17,6 +17,8 @@
 //! before anything is appended in it, and every batch carries the epoch it was written in;
 //! replay yields the records of data batches in offset order and skips control batches.
 
+pub mod observer;
+
 use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
@@ -85,7 +87,72 @@ impl MetadataLog {
         Ok(this)
     }
 
-    /// The current leader epoch (this node leads it).
+    /// Opens the local copy of a metadata log this node does not lead (an observer's): nothing
+    /// is appended at open. Returns the log and the metadata records in it, in offset order
+    /// (committed or not: the leader's high watermark decides).
+    pub fn open_replica(
+        metadata_dir: &Path,
+        node_id: i32,
+        now_ms: i64,
+    ) -> anyhow::Result<(MetadataLog, Vec<(i64, MetadataRecord)>)> {
+        let dir = metadata_dir.join(METADATA_LOG_DIR_NAME);
+        if let Ok(text) = std::fs::read_to_string(dir.join(QUORUM_STATE)) {
+            if text.contains(&format!("\"leaderId\":{node_id},")) {
+                anyhow::bail!(
+                    "{} is the metadata log of a single-node Ketch (this node led it): a broker of a controller \
+                     quorum starts on a directory formatted for that quorum's cluster",
+                    dir.display()
+                );
+            }
+        }
+        let log = PartitionLog::open(&dir, log_config()?, now_ms)?;
+        let mut records = Vec::new();
+        replay(&log, &mut |offset, record| {
+            records.push((offset, record));
+            Ok(())
+        })?;
+        let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        Ok((MetadataLog { log, node_id, epoch }, records))
+    }
+
+    /// Appends one batch fetched from the leader, at this log's end, with the leader epoch it
+    /// carries (not synced: an observer fetches again what a crash loses). Returns the
+    /// metadata records of a data batch (none for a control batch).
+    pub fn append_fetched(&mut self, batch: &[u8]) -> anyhow::Result<Vec<(i64, MetadataRecord)>> {
+        let header = Header::new(batch);
+        anyhow::ensure!(
+            header.base_offset() == self.end_offset(),
+            "fetched batch at offset {} but the log ends at {}",
+            header.base_offset(),
+            self.end_offset()
+        );
+        let epoch = header.leader_epoch();
+        anyhow::ensure!(epoch >= self.epoch, "fetched batch of epoch {epoch} after epoch {}", self.epoch);
+        let (bytes, summary) = batch::validate_internal(batch.to_vec(), self.log.config(), crate::log::now_ms())?;
+        let info = self.log.append(bytes, &summary, epoch, crate::log::now_ms())?;
+        assert_eq!(info.base_offset, header.base_offset(), "fetched batches keep their offsets");
+        self.epoch = epoch;
+        let mut records = Vec::new();
+        if !header.is_control() {
+            decode_records(batch, &mut |offset, record| {
+                records.push((offset, record));
+                Ok(())
+            })?;
+        }
+        Ok(records)
+    }
+
+    /// Empties the log (an observer whose copy diverged from the leader's fetches it again).
+    pub fn reset(&mut self, now_ms: i64) -> anyhow::Result<()> {
+        let dir = self.dir();
+        self.log.close()?;
+        std::fs::remove_dir_all(&dir)?;
+        self.log = PartitionLog::open(&dir, log_config()?, now_ms)?;
+        self.epoch = 0;
+        Ok(())
+    }
+
+    /// The current leader epoch (this node leads it, or the last fetched batch's).
     pub fn epoch(&self) -> i32 {
         self.epoch
     }
@@ -200,6 +267,23 @@ fn replay(log: &PartitionLog, apply: &mut impl FnMut(i64, MetadataRecord) -> any
             offset = next;
         }
         anyhow::ensure!(at > 0, "metadata log: a batch at offset {offset} is larger than a replay step");
+    }
+    Ok(())
+}
+
+/// The metadata records of one data batch, in offset order.
+fn decode_records(
+    batch: &[u8],
+    apply: &mut impl FnMut(i64, MetadataRecord) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut input = Bytes::copy_from_slice(batch);
+    let set = RecordBatchDecoder::decode(&mut input)
+        .map_err(|e| anyhow::anyhow!("metadata log batch at {}: {e:?}", Header::new(batch).base_offset()))?;
+    for record in set.records {
+        let value = record.value.as_deref().unwrap_or_default();
+        let framed = ApiMessageAndVersion::decode(value)
+            .map_err(|e| anyhow::anyhow!("metadata log record at offset {}: {e:?}", record.offset))?;
+        apply(record.offset, framed.record)?;
     }
     Ok(())
 }

@@ -81,6 +81,10 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
             tracing::warn!(error = %e, "cannot write the listening lines to stdout");
         }
     }
+    let membership = match broker.node.roles {
+        crate::node::Roles::Broker => Some(start_membership(&broker, &listeners)?),
+        crate::node::Roles::Combined => None,
+    };
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -105,10 +109,41 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     while in_flight.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    if let Some(membership) = membership {
+        membership.stop().await;
+    }
     let closing = broker.clone();
     tokio::task::spawn_blocking(move || closing.close()).await?;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// A broker of a controller quorum (`process.roles=broker`): starts fetching the quorum's
+/// metadata log and registering with the active controller, advertising each bound listener
+/// except the controller listeners (at its `advertised.listeners` entry when there is one).
+fn start_membership(broker: &Broker, listeners: &[(String, TcpListener)]) -> anyhow::Result<crate::node::Membership> {
+    let node = &broker.node;
+    let mut endpoints = Vec::new();
+    for (name, bound) in listeners.iter().filter(|(name, _)| !node.controller_listener_names.contains(name)) {
+        let addr = bound.local_addr()?;
+        let advertised = broker.config.advertised_listeners.iter().find(|l| &l.name == name);
+        let host = match advertised {
+            Some(l) if !l.host.is_empty() => l.host.clone(),
+            _ if addr.ip().is_unspecified() => "localhost".to_string(),
+            _ => addr.ip().to_string(),
+        };
+        let port = advertised.map_or(addr.port(), |l| if l.port == 0 { addr.port() } else { l.port });
+        let security_protocol = match security_protocol(&broker.config.properties, name) {
+            SecurityProtocol::Plaintext => 0,
+            SecurityProtocol::Ssl => 1,
+            SecurityProtocol::SaslPlaintext => 2,
+            SecurityProtocol::SaslSsl => 3,
+        };
+        endpoints.push(crate::node::lifecycle::Endpoint { name: name.clone(), host, port, security_protocol });
+    }
+    let dirs = broker.topics.log_dirs();
+    let ids = dirs.dirs().iter().map(|d| crate::metadata::parse_uuid(&d.id).unwrap_or(uuid::Uuid::nil())).collect();
+    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints)
 }
 
 /// The security protocol of a listener: `listener.security.protocol.map`, else the listener's

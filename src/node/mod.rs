@@ -1,0 +1,232 @@
+//! This node's membership of a KRaft cluster: its roles (`process.roles`), how it finds the
+//! controller quorum (`controller.quorum.voters`, `controller.quorum.bootstrap.servers`,
+//! `controller.listener.names`), its link to the active controller (`client.rs`) and, as a
+//! broker, its registration, heartbeats and controlled shutdown (`lifecycle.rs`, Kafka's
+//! `BrokerLifecycleManager`).
+//!
+//! Two shapes today. With no `process.roles` (or `broker,controller` and this node the only
+//! voter) Ketch is one node holding its own metadata log (`raft::MetadataLog`), as before.
+//! With `process.roles=broker` it is a broker of a cluster whose controllers are elsewhere
+//! (Apache Kafka 4.1's controllers, from Maven, in the compat tests): it replicates their
+//! metadata log as an observer (`raft::observer`) and registers with the active controller.
+//! Invariants: the configuration is refused at start, with Kafka's meaning of each name, when it
+//! asks for something this Ketch cannot be (a controller among several voters: issue 15).
+
+pub mod client;
+pub mod lifecycle;
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::config::Properties;
+use crate::raft::observer::{Observer, ObserverHandle};
+use lifecycle::{Endpoint, Lifecycle, State};
+
+/// How long a shutting-down broker waits for the controller to let it go.
+const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
+/// A running broker membership: the metadata observer and the lifecycle, until `stop`.
+pub struct Membership {
+    stop: watch::Sender<bool>,
+    pub metadata: ObserverHandle,
+    pub state: watch::Receiver<State>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Membership {
+    /// Starts fetching the quorum's metadata log into `metadata_dir` and registering this
+    /// broker with `endpoints` and its log directories' ids (the first is the metadata one).
+    pub fn start(
+        config: &NodeConfig,
+        metadata_dir: &Path,
+        cluster_id: &str,
+        log_dir_ids: Vec<Uuid>,
+        endpoints: Vec<Endpoint>,
+    ) -> anyhow::Result<Membership> {
+        let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
+        let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = vec![tokio::spawn(observer.run(stop_rx.clone()))];
+        let (lifecycle, state) =
+            Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone());
+        tasks.push(tokio::spawn(lifecycle.run(stop_rx, CONTROLLED_SHUTDOWN_WAIT)));
+        Ok(Membership { stop, metadata, state, tasks })
+    }
+
+    /// Controlled shutdown with the controller (bounded), then the observer stops.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// What `process.roles` makes of this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    /// One node: broker and the only controller (no `process.roles`, or `broker,controller`
+    /// with this node the only voter).
+    Combined,
+    /// A broker only; the controllers are other nodes.
+    Broker,
+}
+
+/// A voter of `controller.quorum.voters` (`id@host:port`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Voter {
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub roles: Roles,
+    pub node_id: i32,
+    pub voters: Vec<Voter>,
+    /// `controller.quorum.bootstrap.servers` (`host:port`), when no voters are listed.
+    pub bootstrap_servers: Vec<String>,
+    pub controller_listener_names: Vec<String>,
+    pub heartbeat_interval_ms: u64,
+    pub session_timeout_ms: u64,
+    /// `controller.quorum.request.timeout.ms`: every request to a controller.
+    pub request_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`: without a successful fetch for this long, the
+    /// observer looks for the leader again.
+    pub fetch_timeout_ms: u64,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+}
+
+impl NodeConfig {
+    pub fn from_properties(props: &Properties, node_id: i32) -> anyhow::Result<NodeConfig> {
+        let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let ms = |k: &str, default: u64| -> anyhow::Result<u64> {
+            get(k).map_or(Ok(default), |v| v.parse().map_err(|_| anyhow::anyhow!("{k}={v} is not a number")))
+        };
+        let list = |k: &str| -> Vec<String> {
+            get(k)
+                .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .unwrap_or_default()
+        };
+        let voters =
+            list("controller.quorum.voters").iter().map(|v| parse_voter(v)).collect::<anyhow::Result<Vec<_>>>()?;
+        let bootstrap_servers = list("controller.quorum.bootstrap.servers");
+        let roles: Vec<String> = list("process.roles");
+        let broker = roles.iter().any(|r| r == "broker");
+        let controller = roles.iter().any(|r| r == "controller");
+        if let Some(other) = roles.iter().find(|r| *r != "broker" && *r != "controller") {
+            anyhow::bail!("process.roles: unknown role {other} (Kafka's roles are broker and controller)");
+        }
+        let roles = match (roles.is_empty(), broker, controller) {
+            (true, _, _) => Roles::Combined,
+            (false, true, false) => Roles::Broker,
+            (false, true, true) => {
+                if voters.iter().any(|v| v.id != node_id) || !bootstrap_servers.is_empty() {
+                    anyhow::bail!(
+                        "process.roles=broker,controller with other voters: a Ketch controller is the only voter of \
+                         its quorum for now (a multi-voter quorum is issue 15); run Kafka's controllers and Ketch \
+                         brokers with process.roles=broker"
+                    );
+                }
+                Roles::Combined
+            }
+            _ => anyhow::bail!(
+                "process.roles=controller: a controller-only Ketch node is not supported yet (issue 15); use Kafka's \
+                 controllers, or process.roles=broker,controller on a single node"
+            ),
+        };
+        let controller_listener_names = list("controller.listener.names");
+        if roles == Roles::Broker {
+            if voters.is_empty() && bootstrap_servers.is_empty() {
+                anyhow::bail!(
+                    "process.roles=broker needs controller.quorum.voters or controller.quorum.bootstrap.servers"
+                );
+            }
+            if controller_listener_names.is_empty() {
+                anyhow::bail!("controller.listener.names must contain at least one value when running KRaft with just the broker role");
+            }
+        }
+        Ok(NodeConfig {
+            roles,
+            node_id,
+            voters,
+            bootstrap_servers,
+            controller_listener_names,
+            heartbeat_interval_ms: ms("broker.heartbeat.interval.ms", 2000)?.max(1),
+            session_timeout_ms: ms("broker.session.timeout.ms", 9000)?,
+            request_timeout_ms: ms("controller.quorum.request.timeout.ms", 2000)?.max(1),
+            fetch_timeout_ms: ms("controller.quorum.fetch.timeout.ms", 2000)?.max(1),
+            rack: get("broker.rack").map(str::to_string),
+        })
+    }
+
+    /// Where to look for the quorum: the voters, else the bootstrap servers.
+    pub fn quorum_addrs(&self) -> Vec<String> {
+        if self.voters.is_empty() {
+            self.bootstrap_servers.clone()
+        } else {
+            self.voters.iter().map(Voter::addr).collect()
+        }
+    }
+
+    pub fn voter(&self, id: i32) -> Option<&Voter> {
+        self.voters.iter().find(|v| v.id == id)
+    }
+}
+
+/// `id@host:port`, as `controller.quorum.voters` lists them.
+fn parse_voter(text: &str) -> anyhow::Result<Voter> {
+    let bad = || anyhow::anyhow!("controller.quorum.voters: {text:?} is not id@host:port");
+    let (id, addr) = text.split_once('@').ok_or_else(bad)?;
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok(Voter { id: id.parse().map_err(|_| bad())?, host: host.to_string(), port: port.parse().map_err(|_| bad())? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> anyhow::Result<NodeConfig> {
+        let props: Properties = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        NodeConfig::from_properties(&props, 2)
+    }
+
+    #[test]
+    fn roles_and_quorum_as_kafka_names_them() {
+        assert_eq!(config(&[]).unwrap().roles, Roles::Combined);
+        let c = config(&[
+            ("process.roles", "broker"),
+            ("controller.quorum.voters", "3000@127.0.0.1:9093, 3001@[::1]:9094"),
+            ("controller.listener.names", "CONTROLLER"),
+        ])
+        .unwrap();
+        assert_eq!(c.roles, Roles::Broker);
+        assert_eq!(c.voters[1], Voter { id: 3001, host: "::1".into(), port: 9094 });
+        assert_eq!(c.quorum_addrs(), vec!["127.0.0.1:9093".to_string(), "[::1]:9094".to_string()]);
+        assert!(config(&[("process.roles", "broker")]).is_err(), "no quorum");
+        assert!(config(&[("process.roles", "broker"), ("controller.quorum.bootstrap.servers", "h:1")]).is_err());
+        assert!(config(&[("process.roles", "controller")]).is_err(), "issue 15");
+        assert!(config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err());
+        assert_eq!(
+            config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,
+            Roles::Combined
+        );
+        assert!(config(&[("process.roles", "broker"), ("controller.quorum.voters", "x@h:1")]).is_err());
+    }
+}
