@@ -7,9 +7,15 @@
 //! (AlterPartition), leader epochs from the metadata image and the delayed produce/fetch
 //! operations of replication (issue 14) come here.
 //!
+//! `state.rs` is the replication state machine itself (follower states, ISR changes, high
+//! watermark, acks=all, follower truncation), without I/O and checked by a seeded simulation;
+//! the cluster's data plane drives it (issue 14, next steps).
+//!
 //! Invariants: every append made as leader (client batches, coordinator records, transaction
 //! markers) goes through this module, so the high-watermark rule has one home; the high
 //! watermark only grows and never passes the log end of any in-sync replica.
+
+pub mod state;
 
 use crate::error::LogError;
 use crate::log::batch::BatchSummary;
