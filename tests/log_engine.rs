@@ -608,3 +608,113 @@ fn recompression_uses_the_topics_compression_levels() {
     assert!(size("zstd", "compression.zstd.level", "19") < size("zstd", "compression.zstd.level", "-5"));
     assert!(size("lz4", "compression.lz4.level", "12") < size("lz4", "compression.lz4.level", "1"));
 }
+
+/// A batch of `values` from idempotent producer `producer_id` starting at `first_sequence`
+/// (or a plain batch for producer -1).
+fn producer_batch(values: &[&str], producer_id: i64, first_sequence: i32) -> Vec<u8> {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch: if producer_id < 0 { -1 } else { 0 },
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if producer_id < 0 { i as i32 - 1 } else { first_sequence + i as i32 },
+            timestamp: NOW,
+            key: None,
+            value: Some(Bytes::from(v.to_string())),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
+    buf.to_vec()
+}
+
+fn append_at_epoch(log: &mut PartitionLog, batch: Vec<u8>, epoch: i32) -> Result<i64, LogError> {
+    let (bytes, summary) = batch::validate_produce(batch, log.config(), NOW).unwrap();
+    let info = log.append(bytes, &summary, epoch, NOW)?;
+    log.advance_high_watermark(log.log_end_offset());
+    Ok(info.base_offset)
+}
+
+/// Every value from `from` to the log end (a read stops at a segment's end: read on).
+fn values_from(log: &PartitionLog, mut from: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    while from < log.log_end_offset() {
+        let mut input = Bytes::from(log.read(from, log.log_end_offset(), 1 << 20, true).unwrap());
+        while !input.is_empty() {
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut input).unwrap();
+            for r in &set.records {
+                out.push(String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap());
+                from = r.offset + 1;
+            }
+        }
+    }
+    out
+}
+
+/// A follower's truncation (Kafka's `truncateTo`): whole batches at and past the point go,
+/// segments past it are deleted, the epoch cache, high watermark and producer state follow, and
+/// all of it holds after a reopen.
+#[test]
+fn truncation_removes_whole_batches_and_what_depends_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = defaults();
+    config.segment_bytes = 300; // a few batches per segment
+    let mut log = PartitionLog::open(dir.path(), config.clone(), NOW).unwrap();
+    let mut expect = Vec::new();
+    for (i, epoch) in [1, 1, 1, 2, 2, 2, 3, 3, 3].into_iter().enumerate() {
+        let values = [format!("v{}", 2 * i), format!("v{}", 2 * i + 1)];
+        expect.extend(values.iter().cloned());
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        append_at_epoch(&mut log, producer_batch(&refs, -1, 0), epoch).unwrap();
+    }
+    assert!(segment_files(dir.path(), "log") > 2, "several segments");
+    assert_eq!(log.epochs(), &[(1, 0), (2, 6), (3, 12)]);
+    assert_eq!(log.high_watermark(), 18);
+
+    assert_eq!(log.truncate_to(10).unwrap(), 10, "at a batch boundary");
+    assert_eq!(log.epochs(), &[(1, 0), (2, 6)]);
+    assert_eq!(log.high_watermark(), 10);
+    assert_eq!(values_from(&log, 0), expect[..10]);
+    assert_eq!(log.truncate_to(7).unwrap(), 6, "inside a batch: the whole batch goes");
+    assert_eq!(log.epochs(), &[(1, 0)], "epoch 2 started at 6: gone");
+    assert_eq!(log.truncate_to(50).unwrap(), 6, "past the end: nothing");
+
+    // The log goes on at a new epoch, and all of it survives a reopen.
+    assert_eq!(append_at_epoch(&mut log, producer_batch(&["n0", "n1"], -1, 0), 4).unwrap(), 6);
+    log.close().unwrap();
+    drop(log);
+    let mut log = PartitionLog::open(dir.path(), config, NOW).unwrap();
+    assert_eq!(log.log_end_offset(), 8);
+    assert_eq!(log.epochs(), &[(1, 0), (4, 6)]);
+    let mut now = expect[..6].to_vec();
+    now.extend(["n0".to_string(), "n1".to_string()]);
+    assert_eq!(values_from(&log, 0), now);
+    log.delete_records_before(2).unwrap();
+    assert!(matches!(log.truncate_to(1), Err(LogError::OffsetOutOfRange { .. })), "never below the log start");
+}
+
+#[test]
+fn truncation_rewinds_idempotent_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), defaults(), NOW).unwrap();
+    append_at_epoch(&mut log, producer_batch(&["a", "b"], 7, 0), 1).unwrap();
+    append_at_epoch(&mut log, producer_batch(&["c", "d"], 7, 2), 1).unwrap();
+    // Offsets 2-3 (sequences 2-3) were never replicated to the new leader: truncated here.
+    assert_eq!(log.truncate_to(2).unwrap(), 2);
+    // The new leader's copy of sequences 2-3 is appended again: in order, not a duplicate.
+    assert_eq!(append_at_epoch(&mut log, producer_batch(&["c'", "d'"], 7, 2), 2).unwrap(), 2);
+    assert_eq!(values_from(&log, 0), ["a", "b", "c'", "d'"]);
+    // And a real duplicate is still answered with where it is.
+    let (bytes, summary) = batch::validate_produce(producer_batch(&["c'", "d'"], 7, 2), log.config(), NOW).unwrap();
+    assert_eq!(log.append(bytes, &summary, 2, NOW).unwrap().base_offset, 2);
+    assert_eq!(log.log_end_offset(), 4);
+}

@@ -645,6 +645,54 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Truncates the log to end before `offset` (a follower whose log diverged from its new
+    /// leader's, Kafka's `UnifiedLog.truncateTo`): whole batches go (the log may end before
+    /// `offset`), segments past it are deleted, the leader-epoch cache, high watermark, flushed
+    /// offset, cleaner checkpoint and producer state follow. Never below the log start offset.
+    /// Returns the new log end offset.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<i64, LogError> {
+        self.health.check()?;
+        let result = self.truncate_inner(offset);
+        self.health.watch(result)
+    }
+
+    fn truncate_inner(&mut self, offset: i64) -> Result<i64, LogError> {
+        if offset >= self.log_end_offset() {
+            return Ok(self.log_end_offset());
+        }
+        if offset < self.log_start_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                start: self.log_start_offset,
+                end: self.log_end_offset(),
+            });
+        }
+        while self.segments.len() > 1 && self.segments.last().expect("segments").base_offset >= offset {
+            let gone = self.segments.pop().expect("more than one");
+            gone.delete()?;
+            self.dir_changes += 1;
+        }
+        self.segments.last_mut().expect("active segment").truncate_to(offset)?;
+        let end = self.log_end_offset();
+        assert!(end <= offset && end >= self.log_start_offset, "truncated to {end}, asked {offset}");
+        let before = self.epochs.len();
+        self.epochs.retain(|(_, start)| *start < end);
+        if self.epochs.len() != before {
+            self.write_epochs()?;
+        }
+        self.high_watermark = self.high_watermark.min(end);
+        self.flushed_offset = self.flushed_offset.min(end);
+        self.cleaner_checkpoint = self.cleaner_checkpoint.min(end);
+        self.rebuild_producer_state()?;
+        assert!(self.log_start_offset <= self.high_watermark && self.high_watermark <= end);
+        Ok(end)
+    }
+
+    /// The leader-epoch cache: `(epoch, first offset written in it)`, ascending.
+    pub fn epochs(&self) -> &[(i32, i64)] {
+        &self.epochs
+    }
+
     /// Closes the log after an fsync of everything (clean shutdown).
     pub fn close(&mut self) -> Result<(), LogError> {
         let work = self.flush_work()?;

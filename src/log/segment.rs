@@ -502,6 +502,18 @@ impl Segment {
             || self.time_index.entries().len() as u64 >= index_bytes / 12
     }
 
+    /// Removes every batch whose last offset is >= `offset` (the batch holding `offset` goes
+    /// whole: a log is truncated at batch boundaries, as Kafka's `LogSegment.truncateTo`), and
+    /// rebuilds the indexes from what stays. Returns the bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
+        let Some(first_gone) = self.find_batch(offset)? else { return Ok(0) };
+        let removed = self.size - first_gone.position;
+        self.file.set_len(first_gone.position)?;
+        self.rebuild(first_gone.position)?;
+        assert!(self.next_offset <= offset.max(self.base_offset), "nothing at or past the truncation point stays");
+        Ok(removed)
+    }
+
     /// Removes the segment's files after `delay_ms` (`file.delete.delay.ms`): renamed
     /// `*.deleted` now, removed by `deleter` later. Fetches already sending from the file keep it.
     pub fn delete_after(self, delay_ms: i64) -> io::Result<()> {

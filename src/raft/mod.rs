@@ -142,6 +142,19 @@ impl MetadataLog {
         Ok(records)
     }
 
+    /// Truncates the copy to end before `offset` (it diverged from the leader's); returns the new
+    /// end offset.
+    pub fn truncate_to(&mut self, offset: i64) -> anyhow::Result<i64> {
+        let end = self.log.truncate_to(offset)?;
+        self.epoch = self.log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        Ok(end)
+    }
+
+    /// The leader-epoch cache of the copy: `(epoch, first offset)`, ascending.
+    pub fn epochs(&self) -> &[(i32, i64)] {
+        self.log.epochs()
+    }
+
     /// Empties the log (an observer whose copy diverged from the leader's fetches it again).
     pub fn reset(&mut self, now_ms: i64) -> anyhow::Result<()> {
         let dir = self.dir();

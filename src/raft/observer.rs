@@ -8,8 +8,9 @@
 //! the leader's high watermark to the image.
 //! Invariants: only committed records (below the high watermark) reach the image, in offset
 //! order; the local copy is appended at its end only, batch by batch, each with its epoch; a
-//! copy that diverged from the leader's is fetched again from the start (Kafka truncates to the
-//! divergence point; rare for an observer). Not yet: FetchSnapshot (a leader whose log starts
+//! copy that diverged from the leader's is truncated where Kafka's fetcher would truncate it
+//! (fetched again from the start in the unexpected case that this would undo applied records).
+//! Not yet: FetchSnapshot (a leader whose log starts
 //! at a snapshot is reported, and fetched from again later).
 
 use std::collections::VecDeque;
@@ -29,6 +30,7 @@ use crate::metadata::image::{ImageBuilder, MetadataImage};
 use crate::metadata::records::MetadataRecord;
 use crate::node::client::Connection;
 use crate::node::NodeConfig;
+use crate::replica::state::truncation_point;
 
 /// Kafka's `Topic.CLUSTER_METADATA_TOPIC_ID` (`AAAAAAAAAAAAAAAAAAAAAQ`).
 pub const METADATA_TOPIC_ID: Uuid = Uuid::from_u128(1);
@@ -239,16 +241,32 @@ impl Observer {
                 partition.snapshot_id.end_offset
             );
         }
-        if partition.diverging_epoch.epoch >= 0 {
-            tracing::warn!(
-                epoch = partition.diverging_epoch.epoch,
-                end_offset = partition.diverging_epoch.end_offset,
-                "the local metadata log copy diverged from the leader's: fetching it again from the start"
-            );
-            self.log.reset(crate::log::now_ms())?;
-            self.pending.clear();
-            self.builder = ImageBuilder::new();
-            self.high_watermark = 0;
+        let diverging = &partition.diverging_epoch;
+        if diverging.epoch >= 0 {
+            let (to, _) =
+                truncation_point(self.log.epochs(), self.log.end_offset(), diverging.epoch, diverging.end_offset);
+            let applied_end = self.image_tx.borrow().offset + 1;
+            if to >= applied_end {
+                // Only records not applied yet go (the usual case: uncommitted ones).
+                let end = self.log.truncate_to(to)?;
+                self.pending.retain(|(offset, _)| *offset < end);
+                tracing::info!(
+                    epoch = diverging.epoch,
+                    end_offset = diverging.end_offset,
+                    truncated_to = end,
+                    "metadata log copy truncated"
+                );
+            } else {
+                tracing::warn!(
+                    epoch = diverging.epoch,
+                    end_offset = diverging.end_offset,
+                    "the local metadata log copy diverged below what was applied: fetching it again from the start"
+                );
+                self.log.reset(crate::log::now_ms())?;
+                self.pending.clear();
+                self.builder = ImageBuilder::new();
+                self.high_watermark = 0;
+            }
             return Ok(());
         }
         if let Some(records) = &partition.records {
