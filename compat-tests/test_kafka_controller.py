@@ -88,9 +88,13 @@ def test_broker_registers_replicates_metadata_and_is_unfenced(controller, kafka_
 
         broker.stop()  # a controlled shutdown: the controller lets the broker go
         assert broker.proc.returncode in (0, 143), broker.proc.returncode  # 143: the JVM after SIGTERM
-        after = controller_records(kt, controller)
-        changes = [r["data"] for r in after[len(records):] if r["data"].get("brokerId") == NODE]
-        assert any(c.get("inControlledShutdown") == 1 or c.get("fenced") == 1 for c in changes), after[len(records):]
+
+        def shut_down():
+            after = controller_records(kt, controller)[len(records):]
+            changes = [r["data"] for r in after if r["data"].get("brokerId") == NODE]
+            return any(c.get("inControlledShutdown") == 1 or c.get("fenced") == 1 for c in changes)
+
+        wait_for(shut_down, "the controller's record of the broker's controlled shutdown")
     finally:
         broker.close()
 
@@ -110,3 +114,52 @@ def controller_records(kt: KafkaTools, ctl) -> list[dict]:
 
 def rows_has_leader(rows) -> bool:
     return rows.get(str(CONTROLLER_ID), {}).get("Status") == "Leader"
+
+
+def test_a_kafka_leader_replicates_to_a_broker_of_the_target_kind(controller, kafka_libs, tmp_path):
+    """Kafka 4.1 broker 1 leads; broker 2 (the target kind) follows with Kafka's replica Fetch:
+    it joins the ISR (Kafka's leader decides, from the follower's fetches), acks=all writes with
+    min.insync.replicas=2 succeed, and the follower's log holds every record (read with Kafka's
+    DumpLogSegments)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    leader = broker_under(controller, tmp_path / "kafka1", 1, "kafka")
+    follower = broker_under(controller, tmp_path / "follower", NODE, TARGET)
+    try:
+        leader.start()
+        follower.start()
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+
+        def both_registered():
+            return len(admin.list_topics(timeout=10).brokers) == 2
+
+        wait_for(both_registered, "both brokers in the cluster's metadata")
+        topic = NewTopic("rep", num_partitions=2, replication_factor=-1, replica_assignment=[[1, NODE], [1, NODE]], config={"min.insync.replicas": "2"})
+        admin.create_topics([topic])["rep"].result(timeout=30)
+
+        def in_sync():
+            md = admin.list_topics("rep", timeout=10).topics["rep"]
+            parts = md.partitions
+            return len(parts) == 2 and all(sorted(p.isrs) == [1, NODE] and p.leader == 1 for p in parts.values())
+
+        wait_for(in_sync, "the follower in the ISR of both partitions", timeout=60)
+        producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all", "enable.idempotence": True})
+        errors = []
+        for i in range(200):
+            producer.produce("rep", value=f"v{i}".encode(), partition=i % 2,
+                             on_delivery=lambda err, msg: errors.append(err) if err else None)
+        assert producer.flush(30) == 0
+        assert errors == [], errors
+        assert in_sync(), "still in sync after the writes"
+        time.sleep(1)  # the follower's next fetch brings the last batch
+        follower.stop()
+        kt = KafkaTools(kafka_libs, leader, tmp_path)
+        for p in (0, 1):
+            segment = follower.data_dir / f"rep-{p}" / "00000000000000000000.log"
+            r = kt.run("kafka.tools.DumpLogSegments", "--print-data-log", "--files", str(segment), timeout=90)
+            values = re.findall(r"payload: (v\d+)", r.stdout)
+            assert values == [f"v{i}" for i in range(p, 200, 2)], r.stdout[-2000:]
+    finally:
+        follower.close()
+        leader.close()

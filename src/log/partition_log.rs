@@ -377,7 +377,29 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         self.health.check()?;
-        let result = self.append_inner(batch.as_ref(), summary, leader_epoch, now_ms);
+        let result = self.append_inner(batch.as_ref(), summary, leader_epoch, now_ms, true);
+        self.health.watch(result)
+    }
+
+    /// Appends a batch fetched from the partition's leader (Kafka's `appendAsFollower`): it
+    /// keeps the leader epoch it carries and must start at this log's end; producer sequences
+    /// are not checked (the leader did) but the producer state follows them.
+    pub fn append_as_follower(
+        &mut self,
+        batch: &[u8],
+        summary: &BatchSummary,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.health.check()?;
+        let header = batch::Header::new(batch);
+        if header.base_offset() != self.log_end_offset() {
+            return Err(LogError::CorruptMessage(format!(
+                "a fetched batch starts at {} but the log ends at {}",
+                header.base_offset(),
+                self.log_end_offset()
+            )));
+        }
+        let result = self.append_inner(batch, summary, header.leader_epoch(), now_ms, false);
         self.health.watch(result)
     }
 
@@ -387,13 +409,14 @@ impl PartitionLog {
         summary: &BatchSummary,
         leader_epoch: i32,
         now_ms: i64,
+        check_sequences: bool,
     ) -> Result<AppendInfo, LogError> {
         let header = batch::Header::new(batch);
         let transactional = header.is_transactional();
         let producer = header.producer_batch();
         // Coordinator writes carry a producer id but no sequence: only client batches are
         // checked for order and duplicates (as Kafka does for non-client origins).
-        if let Some(producer) = producer.as_ref().filter(|p| p.first_seq >= 0) {
+        if let Some(producer) = producer.as_ref().filter(|p| check_sequences && p.first_seq >= 0) {
             if let Check::Duplicate { first_offset, last_offset } = self.producers.check(producer)? {
                 // A retried batch: answer with where it already is, write nothing.
                 return Ok(AppendInfo {

@@ -23,12 +23,14 @@ use uuid::Uuid;
 
 use crate::config::Properties;
 use crate::raft::observer::{Observer, ObserverHandle};
+use crate::replica::fetcher::{FetcherSetup, FollowerFetcher};
 use lifecycle::{Endpoint, Lifecycle, State};
 
 /// How long a shutting-down broker waits for the controller to let it go.
 const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
-/// A running broker membership: the metadata observer and the lifecycle, until `stop`.
+/// A running broker membership: the metadata observer, the lifecycle and the follower
+/// fetcher, until `stop`.
 pub struct Membership {
     stop: watch::Sender<bool>,
     pub metadata: ObserverHandle,
@@ -45,6 +47,7 @@ impl Membership {
         cluster_id: &str,
         log_dir_ids: Vec<Uuid>,
         endpoints: Vec<Endpoint>,
+        fetcher: FetcherSetup,
     ) -> anyhow::Result<Membership> {
         let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
         let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
@@ -52,6 +55,8 @@ impl Membership {
         let mut tasks = vec![tokio::spawn(observer.run(stop_rx.clone()))];
         let (lifecycle, state) =
             Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone());
+        let follower = FollowerFetcher::new(fetcher, metadata.image.clone(), state.clone());
+        tasks.push(tokio::spawn(follower.run(stop_rx.clone())));
         tasks.push(tokio::spawn(lifecycle.run(stop_rx, CONTROLLED_SHUTDOWN_WAIT)));
         Ok(Membership { stop, metadata, state, tasks })
     }

@@ -143,7 +143,19 @@ fn start_membership(broker: &Broker, listeners: &[(String, TcpListener)]) -> any
     }
     let dirs = broker.topics.log_dirs();
     let ids = dirs.dirs().iter().map(|d| crate::metadata::parse_uuid(&d.id).unwrap_or(uuid::Uuid::nil())).collect();
-    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints)
+    let fetcher = crate::replica::fetcher::FetcherSetup {
+        node_id: node.node_id,
+        log_dir: dirs.first().to_path_buf(),
+        listener: broker
+            .config
+            .properties
+            .get("inter.broker.listener.name")
+            .cloned()
+            .unwrap_or_else(|| "PLAINTEXT".to_string()),
+        topic_defaults: broker.topics.defaults(),
+        request_timeout: Duration::from_millis(node.request_timeout_ms.max(30_000)),
+    };
+    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints, fetcher)
 }
 
 /// The security protocol of a listener: `listener.security.protocol.map`, else the listener's
