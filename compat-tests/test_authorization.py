@@ -7,7 +7,9 @@ requires a client certificate. Three certificates: `CN=admin` (in `super.users`)
 and `CN=bob` (ordinary principals `User:CN=alice`, `User:CN=bob`). The admin creates topics and
 ACLs with the AdminClient (librdkafka); alice and bob then run identical client scenarios
 (librdkafka producers, consumers, transactions, AdminClient calls; Kafka's own
-`kafka-consumer-groups` tool over mutual TLS) whose outcomes, error names included, are
+`kafka-consumer-groups` tool; the Java client through ketch.compat.AuthzProbe: describeTopics /
+describeCluster with includeAuthorizedOperations, an idempotent producer, a consumer group, all
+over mutual TLS) whose outcomes, error and exception names included, are
 collected and compared with one expected table: both brokers must give exactly these results.
 Outcomes that depend on an ACL just created are polled until they change (Kafka applies ACL
 changes to its authorizer asynchronously); refusals are taken before any ACL allows them.
@@ -19,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, run_logged
 from kafka_tools import KafkaTools
 
 ck = pytest.importorskip("confluent_kafka")
@@ -188,7 +190,24 @@ class Scenario:
         return sorted(g.group_id for g in result.valid)
 
 
-def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, certs, tmp_path):
+def java_props(certs: dict, who: str, tmp_path) -> str:
+    """A Java client config for `who` over mutual TLS (PEM truststore and keystore)."""
+    props = tmp_path / f"{who}.properties"
+    props.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                     f"ssl.truststore.location={certs['ca.pem']}\nssl.keystore.type=PEM\n"
+                     f"ssl.keystore.location={certs[f'{who}.keystore']}\n")
+    return str(props)
+
+
+def java_probe(jar, bootstrap: str, props: str, *args) -> dict[str, str]:
+    """ketch.compat.AuthzProbe's `key=value` lines (see its comment)."""
+    r = run_logged(["java", "-cp", jar, "ketch.compat.AuthzProbe", bootstrap, props, *args], timeout=120,
+                   what=f"java AuthzProbe {' '.join(args)}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+
+def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, java_compat_jar, certs, tmp_path):
     mtls_port = free_port()
     broker = start_broker(
         {
@@ -259,13 +278,14 @@ def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, certs, tmp
     got["alice describe admin-group"] = s.admin_error(describe)
 
     # Kafka's own kafka-consumer-groups over mutual TLS as alice.
-    props = tmp_path / "alice.properties"
-    props.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
-                     f"ssl.truststore.location={certs['ca.pem']}\nssl.keystore.type=PEM\n"
-                     f"ssl.keystore.location={certs['alice.keystore']}\n")
     kt = KafkaTools(kafka_libs, broker, tmp_path)
-    r = kt.run(GROUPS_TOOL, "--bootstrap-server", s.bootstrap, "--list", "--command-config", props)
+    alice_props = java_props(certs, "alice", tmp_path)
+    r = kt.run(GROUPS_TOOL, "--bootstrap-server", s.bootstrap, "--list", "--command-config", alice_props)
     got["kafka-consumer-groups --list as alice"] = sorted(r.stdout.split())
+    # The Java client (describeTopics goes by DescribeTopicPartitions), as alice and as bob.
+    got["java as alice"] = java_probe(java_compat_jar, s.bootstrap, alice_props, "orders", "g1", "secret")
+    got["java as bob"] = java_probe(java_compat_jar, s.bootstrap, java_props(certs, "bob", tmp_path), "orders",
+                                    "g-bob", "secret")
 
     ops_read_write = ["DESCRIBE", "READ", "WRITE"]
     every_topic_op = sorted(["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ",
@@ -297,6 +317,22 @@ def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, certs, tmp
         "admin lists groups": ["admin-group", "g1"],
         "alice describe admin-group": "GROUP_AUTHORIZATION_FAILED",
         "kafka-consumer-groups --list as alice": ["g1"],
+        "java as alice": {
+            "topic_operations": "DESCRIBE,READ,WRITE",
+            "describe_hidden": "TopicAuthorizationException",
+            "cluster_operations": "",
+            "list_topics": "orders",
+            "idempotent_produce": "OK",
+            "consume": "OK",
+        },
+        "java as bob": {
+            "topic_operations": "DESCRIBE",
+            "describe_hidden": "TopicAuthorizationException",
+            "cluster_operations": "",
+            "list_topics": "orders",
+            "idempotent_produce": "ClusterAuthorizationException",
+            "consume": "GroupAuthorizationException",
+        },
     }
     diff = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert not diff, "outcome (got, want): " + "\n".join(f"{k}: {g!r} != {w!r}" for k, (g, w) in diff.items())
