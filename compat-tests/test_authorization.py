@@ -25,6 +25,7 @@ from conftest import free_port, run_logged
 from kafka_tools import KafkaTools
 
 ck = pytest.importorskip("confluent_kafka")
+admin_mod = pytest.importorskip("confluent_kafka.admin")
 from test_tls import _cert, _key, _pem_cert, _pem_key  # noqa: E402
 
 from confluent_kafka import TopicCollection, TopicPartition  # noqa: E402
@@ -190,6 +191,33 @@ class Scenario:
         return sorted(g.group_id for g in result.valid)
 
 
+def more_admin_outcomes(s: Scenario) -> dict[str, object]:
+    """alice's AdminClient calls once she may READ and WRITE `orders` and READ group g1."""
+    a = s.admin("alice")
+    out: dict[str, object] = {}
+    f = a.create_partitions([admin_mod.NewPartitions("orders", 2)])["orders"]
+    out["alice create partitions"] = s.admin_error(f)
+    orders_res = ConfigResource(ConfigResource.Type.TOPIC, "orders")
+    out["alice describe configs orders"] = s.admin_error(a.describe_configs([orders_res])[orders_res])
+    alter = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[
+        admin_mod.ConfigEntry("retention.ms", "100000",
+                              incremental_operation=admin_mod.AlterConfigOpType.SET)])
+    out["alice incremental alter configs"] = s.admin_error(a.incremental_alter_configs([alter])[alter])
+    for group in ("g1", "admin-group"):
+        req = [ck.ConsumerGroupTopicPartitions(group)]
+        try:
+            result = a.list_consumer_group_offsets(req)[group].result(timeout=20)
+            out[f"alice offsets of {group}"] = sorted(tp.topic for tp in result.topic_partitions)
+        except ck.KafkaException as e:
+            out[f"alice offsets of {group}"] = e.args[0].name()
+    for topic in ("orders", "secret"):
+        tp = TopicPartition(topic, 0)
+        f = a.list_offsets({tp: admin_mod.OffsetSpec.latest()})[tp]
+        out[f"alice list offsets {topic}"] = s.admin_error(f)
+    out["alice delete group g1"] = s.admin_error(a.delete_consumer_groups(["g1"])["g1"])
+    return out
+
+
 def java_props(certs: dict, who: str, tmp_path) -> str:
     """A Java client config for `who` over mutual TLS (PEM truststore and keystore)."""
     props = tmp_path / f"{who}.properties"
@@ -276,6 +304,7 @@ def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, java_compa
     got["admin lists groups"] = s.listed_groups("admin")
     describe = s.admin("alice").describe_consumer_groups(["admin-group"])["admin-group"]
     got["alice describe admin-group"] = s.admin_error(describe)
+    got.update(more_admin_outcomes(s))
 
     # Kafka's own kafka-consumer-groups over mutual TLS as alice.
     kt = KafkaTools(kafka_libs, broker, tmp_path)
@@ -317,6 +346,15 @@ def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, java_compa
         "admin lists groups": ["admin-group", "g1"],
         "alice describe admin-group": "GROUP_AUTHORIZATION_FAILED",
         "kafka-consumer-groups --list as alice": ["g1"],
+        "alice create partitions": "TOPIC_AUTHORIZATION_FAILED",
+        "alice describe configs orders": "TOPIC_AUTHORIZATION_FAILED",
+        "alice incremental alter configs": "TOPIC_AUTHORIZATION_FAILED",
+        "alice offsets of g1": ["orders"],
+        "alice offsets of admin-group": "GROUP_AUTHORIZATION_FAILED",
+        "alice list offsets orders": "OK",
+        # librdkafka looks the leader up first: the topic is not in the metadata it may see.
+        "alice list offsets secret": "_NOENT",
+        "alice delete group g1": "GROUP_AUTHORIZATION_FAILED",
         "java as alice": {
             "topic_operations": "DESCRIBE,READ,WRITE",
             "describe_hidden": "TopicAuthorizationException",

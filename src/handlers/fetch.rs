@@ -114,12 +114,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
     let authz = ctx.authz(broker);
     let follower = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
     let follower_allowed = follower && authz.cluster(acl::CLUSTER_ACTION);
-    let readable = if follower {
-        HashSet::new()
-    } else {
-        authz.allowed_names(acl::READ, acl::TOPIC, plan.partitions.iter().map(|(k, _)| k.0.as_str()))
-    };
-    let readable: HashSet<String> = readable.into_iter().map(str::to_string).collect();
+    // Nothing to compute on the hot path without an authorizer.
+    let readable: Option<HashSet<String>> = (authz.enabled() && !follower).then(|| {
+        let names = plan.partitions.iter().map(|(k, _)| k.0.as_str());
+        authz.allowed_names(acl::READ, acl::TOPIC, names).into_iter().map(str::to_string).collect()
+    });
     let wanted: Vec<Wanted> = plan
         .partitions
         .into_iter()
@@ -127,7 +126,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
             let partition = if by_id { broker.topics.get_by_id(key.1) } else { broker.topics.get(&key.0) }
                 .and_then(|t| usize::try_from(key.2).ok().and_then(|i| t.partitions.get(i).cloned()));
             let requested_epoch = current_epochs.get(&key).copied().unwrap_or(-1);
-            let allowed = if follower { follower_allowed } else { readable.contains(&key.0) };
+            let allowed = match &readable {
+                _ if follower => follower_allowed,
+                Some(readable) => readable.contains(&key.0),
+                None => true,
+            };
             let error = match &partition {
                 // An unknown topic id has no name to authorize.
                 _ if by_id && key.0.is_empty() && !follower => Some(ResponseError::UnknownTopicId),
