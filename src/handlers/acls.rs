@@ -21,11 +21,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::{cluster_denied, str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::security::acl::{self, AclBinding, AclFilter};
-use crate::security::acl_store::{AclError, AclStore};
+use crate::security::acl_store::AclError;
 
 const MESSAGE: &str = "No Authorizer is configured.";
-fn allowed(store: &AclStore, ctx: &RequestContext, operation: i8) -> bool {
-    store.authorize(&ctx.principal, &ctx.peer_addr.ip().to_string(), operation, acl::CLUSTER, acl::CLUSTER_NAME)
+fn allowed(broker: &Broker, ctx: &RequestContext, operation: i8) -> bool {
+    ctx.authz(broker).cluster(operation)
 }
 
 fn text(s: &Option<StrBytes>) -> Option<String> {
@@ -56,7 +56,7 @@ pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsReq
             .with_error_code(ResponseError::SecurityDisabled.code())
             .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")));
     };
-    if !allowed(store, ctx, acl::DESCRIBE) {
+    if !allowed(broker, ctx, acl::DESCRIBE) {
         let (code, message) = cluster_denied();
         return DescribeAclsResponse::default().with_error_code(code).with_error_message(message);
     }
@@ -108,7 +108,7 @@ pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest
             .collect();
         return CreateAclsResponse::default().with_results(results);
     };
-    if !allowed(store, ctx, acl::ALTER) {
+    if !allowed(broker, ctx, acl::ALTER) {
         let results = req
             .creations
             .iter()
@@ -157,7 +157,7 @@ pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest
     let Some(store) = &broker.acls else {
         return failed(ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
     };
-    if !allowed(store, ctx, acl::ALTER) {
+    if !allowed(broker, ctx, acl::ALTER) {
         let (code, message) = cluster_denied();
         return failed(code, message);
     }
