@@ -4,7 +4,8 @@ since these connections are unauthenticated): ACLs are added (literal and prefix
 deny), listed per resource and by principal, kept across a broker restart, removed by filter;
 an invalid one is refused with Kafka's message. Without an authorizer the tool is told
 SECURITY_DISABLED. Passes on Ketch and on Apache Kafka 4.1 (KETCH_COMPAT_TARGET=kafka).
-Enforcement of the ACLs on produce/fetch comes with authentication (issue 16).
+Their enforcement on the other APIs, with TLS client certificates as principals, is
+`test_authorization.py`.
 """
 
 from __future__ import annotations

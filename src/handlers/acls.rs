@@ -18,17 +18,14 @@ use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource, DescribeAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{str_bytes, RequestContext};
+use super::{cluster_denied, str_bytes, RequestContext};
 use crate::broker::Broker;
-use crate::error::default_message;
 use crate::security::acl::{self, AclBinding, AclFilter};
-use crate::security::acl_store::{AclError, AclStore};
+use crate::security::acl_store::AclError;
 
 const MESSAGE: &str = "No Authorizer is configured.";
-const CLUSTER: i8 = 4;
-const CLUSTER_NAME: &str = "kafka-cluster";
-fn allowed(store: &AclStore, ctx: &RequestContext, operation: i8) -> bool {
-    store.authorize(&ctx.principal, &ctx.peer_addr.ip().to_string(), operation, CLUSTER, CLUSTER_NAME)
+fn allowed(broker: &Broker, ctx: &RequestContext, operation: i8) -> bool {
+    ctx.authz(broker).cluster(operation)
 }
 
 fn text(s: &Option<StrBytes>) -> Option<String> {
@@ -52,11 +49,6 @@ fn acl_filter(
     }
 }
 
-fn denied() -> (i16, Option<StrBytes>) {
-    let e = ResponseError::ClusterAuthorizationFailed;
-    (e.code(), Some(str_bytes(&default_message(e))))
-}
-
 pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse {
     let Some(store) = &broker.acls else {
         // Kafka words this one differently from the create and delete answers.
@@ -64,8 +56,8 @@ pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsReq
             .with_error_code(ResponseError::SecurityDisabled.code())
             .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")));
     };
-    if !allowed(store, ctx, acl::DESCRIBE) {
-        let (code, message) = denied();
+    if !allowed(broker, ctx, acl::DESCRIBE) {
+        let (code, message) = cluster_denied();
         return DescribeAclsResponse::default().with_error_code(code).with_error_message(message);
     }
     let filter = acl_filter(
@@ -116,12 +108,12 @@ pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest
             .collect();
         return CreateAclsResponse::default().with_results(results);
     };
-    if !allowed(store, ctx, acl::ALTER) {
+    if !allowed(broker, ctx, acl::ALTER) {
         let results = req
             .creations
             .iter()
             .map(|_| {
-                let (c, m) = denied();
+                let (c, m) = cluster_denied();
                 result(c, m)
             })
             .collect();
@@ -165,8 +157,8 @@ pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest
     let Some(store) = &broker.acls else {
         return failed(ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
     };
-    if !allowed(store, ctx, acl::ALTER) {
-        let (code, message) = denied();
+    if !allowed(broker, ctx, acl::ALTER) {
+        let (code, message) = cluster_denied();
         return failed(code, message);
     }
     let filters: Vec<AclFilter> = req

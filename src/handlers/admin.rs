@@ -1,5 +1,7 @@
 //! Admin APIs for the Kafka CLI tools and AdminClient: CreatePartitions (grow only),
 //! DeleteRecords and DescribeCluster. The config APIs live in `configs.rs`.
+//! Authorization as Kafka's: CreatePartitions ALTER and DeleteRecords DELETE on each topic
+//! (else TOPIC_AUTHORIZATION_FAILED); DescribeCluster reports the cluster operations allowed.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,13 +19,20 @@ use kafka_protocol::messages::BrokerId;
 
 use super::create_topics::validate_assignment;
 use super::metadata::advertised_endpoint;
-use super::{authorized, str_bytes, RequestContext, CLUSTER_OPERATIONS};
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
+use crate::security::acl;
 
 /// CreatePartitions with Kafka's checks and messages (`ControllerApis` refuses a topic named
 /// twice; `ReplicationControlManager.createPartitions` the rest, in its order).
-pub fn create_partitions(broker: &Arc<Broker>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub fn create_partitions(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let node = broker.config.node_id;
+    let alterable =
+        ctx.authz(broker).allowed_names(acl::ALTER, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
     let mut seen = HashSet::new();
     let duplicates: HashSet<&str> = req.topics.iter().map(|t| t.name.0.as_str()).filter(|n| !seen.insert(*n)).collect();
     let mut reported = HashSet::new();
@@ -35,6 +44,8 @@ pub fn create_partitions(broker: &Arc<Broker>, req: CreatePartitionsRequest) -> 
             let name = t.name.0.as_str();
             let outcome = if duplicates.contains(name) {
                 Err((ResponseError::InvalidRequest, Some("Duplicate topic name.".to_string())))
+            } else if !alterable.contains(name) {
+                Err((ResponseError::TopicAuthorizationFailed, None))
             } else if name.starts_with("__") {
                 Err((ResponseError::InvalidPartitions, Some("internal topics cannot be changed".to_string())))
             } else {
@@ -110,7 +121,9 @@ pub fn describe_cluster(
             .with_broker_id(node)
             .with_host(str_bytes(&host))
             .with_port(port)])
-        .with_cluster_authorized_operations(authorized(req.include_cluster_authorized_operations, CLUSTER_OPERATIONS));
+        .with_cluster_authorized_operations(
+            ctx.authz(broker).cluster_operations_if(req.include_cluster_authorized_operations),
+        );
     if version >= 1 {
         response.with_endpoint_type(1)
     } else {
@@ -118,7 +131,9 @@ pub fn describe_cluster(
     }
 }
 
-pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub fn delete_records(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let deletable =
+        ctx.authz(broker).allowed_names(acl::DELETE, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
     let topics = req
         .topics
         .iter()
@@ -130,6 +145,9 @@ pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> Delete
                     let result = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if !deletable.contains(t.name.0.as_str()) {
+                        return result.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let Some(partition) = broker.topics.partition(t.name.0.as_str(), p.partition_index) else {
                         return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };

@@ -2,6 +2,11 @@
 //! AlterReplicaLogDirs (moves between log directories run in `metadata::replica_move`),
 //! DescribeTopicPartitions (paginated), OffsetForLeaderEpoch, ElectLeaders and the partition
 //! reassignment pair (this node is every partition's only replica and leader).
+//!
+//! Authorization as Kafka's: AlterReplicaLogDirs, ElectLeaders and AlterPartitionReassignments
+//! need ALTER on the cluster, DescribeLogDirs and ListPartitionReassignments DESCRIBE (refused
+//! whole, CLUSTER_AUTHORIZATION_FAILED); DescribeTopicPartitions DESCRIBE on each topic;
+//! OffsetForLeaderEpoch CLUSTER_ACTION or DESCRIBE on each topic.
 
 use std::sync::Arc;
 
@@ -26,7 +31,9 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 use kafka_protocol::messages::elect_leaders_request::ElectLeadersRequest;
 use kafka_protocol::messages::elect_leaders_response::{ElectLeadersResponse, PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsRequest;
-use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
+use kafka_protocol::messages::list_partition_reassignments_response::{
+    ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment,
+};
 use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
@@ -34,20 +41,33 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{BrokerId, TopicName};
 
 use super::create_topics::validate_assignment;
-use super::{str_bytes, TOPIC_OPERATIONS};
+use super::{cluster_denied, str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
+use crate::security::acl;
 
 /// AlterReplicaLogDirs (Kafka's `ReplicaManager.alterReplicaLogDirs`): per partition, a path
 /// that is not one of `log.dirs` as DescribeLogDirs reports them is LOG_DIR_NOT_FOUND, an
 /// unknown partition UNKNOWN_TOPIC_OR_PARTITION; otherwise NONE at once and the move runs in
 /// the background (already there: nothing to do, and an unfinished move elsewhere is dropped).
-pub fn alter_replica_log_dirs(broker: &Arc<Broker>, req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
+pub fn alter_replica_log_dirs(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
+    let allowed = ctx.authz(broker).cluster(acl::ALTER);
     let mut results: indexmap::IndexMap<String, Vec<AlterReplicaLogDirPartitionResult>> = Default::default();
     for dir in &req.dirs {
         for topic in &dir.topics {
             let name = topic.name.0.as_str().to_string();
             for &p in &topic.partitions {
+                if !allowed {
+                    let result = AlterReplicaLogDirPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+                    results.entry(name.clone()).or_default().push(result);
+                    continue;
+                }
                 let code = match broker.topics.request_move(&name, p, dir.path.as_str()) {
                     Ok(start) => {
                         if start {
@@ -84,7 +104,16 @@ pub fn alter_replica_log_dirs(broker: &Arc<Broker>, req: AlterReplicaLogDirsRequ
 /// while a partition moves, its copy in the target directory as a future replica (its size so
 /// far, its lag behind the log end); topics without a wanted partition left out; from v4 the
 /// volume's total and usable bytes.
-pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, version: i16) -> DescribeLogDirsResponse {
+pub fn describe_log_dirs(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeLogDirsRequest,
+    version: i16,
+) -> DescribeLogDirsResponse {
+    if !ctx.authz(broker).cluster(acl::DESCRIBE) {
+        // Kafka: no directory at all, the error at the top (v3+).
+        return DescribeLogDirsResponse::default().with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let wanted = |topic: &str, p: i32| {
         req.topics.as_ref().is_none_or(|ts| ts.iter().any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&p)))
     };
@@ -156,8 +185,10 @@ pub fn describe_log_dirs(broker: &Arc<Broker>, req: DescribeLogDirsRequest, vers
 
 pub fn describe_topic_partitions(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
+    let authz = ctx.authz(broker);
     let node = BrokerId(broker.config.node_id);
     let limit = req.response_partition_limit.max(1) as usize;
     let mut names: Vec<String> = if req.topics.is_empty() {
@@ -171,13 +202,27 @@ pub fn describe_topic_partitions(
     let mut emitted = 0usize;
     let mut topics = Vec::new();
     let mut next_cursor = None;
+    // Kafka's: a named topic without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED after the
+    // others (without its id); the all-topics listing leaves it out.
+    let mut refused = Vec::new();
     for name in names.into_iter().filter(|n| *n >= start_topic) {
+        if !authz.allows(acl::DESCRIBE, acl::TOPIC, &name) {
+            if !req.topics.is_empty() {
+                refused.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_name(Some(TopicName(str_bytes(&name)))),
+                );
+            }
+            continue;
+        }
+        let operations = authz.operations(acl::TOPIC, &name);
         let Some(topic) = broker.topics.get(&name) else {
             topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
                     .with_error_code(ResponseError::UnknownTopicOrPartition.code())
                     .with_name(Some(TopicName(str_bytes(&name))))
-                    .with_topic_authorized_operations(TOPIC_OPERATIONS),
+                    .with_topic_authorized_operations(operations),
             );
             continue;
         };
@@ -208,16 +253,28 @@ pub fn describe_topic_partitions(
                 .with_topic_id(topic.id)
                 .with_is_internal(topic.internal)
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(TOPIC_OPERATIONS),
+                .with_topic_authorized_operations(operations),
         );
         if next_cursor.is_some() {
             break;
         }
     }
+    topics.extend(refused);
     DescribeTopicPartitionsResponse::default().with_topics(topics).with_next_cursor(next_cursor)
 }
 
-pub fn offset_for_leader_epoch(broker: &Arc<Broker>, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub fn offset_for_leader_epoch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    // Kafka: CLUSTER_ACTION (replicas) covers every topic, else each needs DESCRIBE.
+    let authz = ctx.authz(broker);
+    let replica = authz.allows_quietly(acl::CLUSTER_ACTION, acl::CLUSTER, acl::CLUSTER_NAME);
+    let describable = match replica {
+        true => req.topics.iter().map(|t| t.topic.0.as_str()).collect(),
+        false => authz.allowed_names(acl::DESCRIBE, acl::TOPIC, req.topics.iter().map(|t| t.topic.0.as_str())),
+    };
     let topics = req
         .topics
         .iter()
@@ -228,6 +285,9 @@ pub fn offset_for_leader_epoch(broker: &Arc<Broker>, req: OffsetForLeaderEpochRe
                 .map(|p| {
                     let result =
                         EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                    if !describable.contains(t.topic.0.as_str()) {
+                        return result.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let Some(partition) = broker.topics.partition(t.topic.0.as_str(), p.partition) else {
                         return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
@@ -245,7 +305,21 @@ pub fn offset_for_leader_epoch(broker: &Arc<Broker>, req: OffsetForLeaderEpochRe
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
 
-pub fn elect_leaders(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLeadersResponse {
+pub fn elect_leaders(broker: &Arc<Broker>, ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse {
+    if !ctx.authz(broker).cluster(acl::ALTER) {
+        // Kafka's error response: every partition asked for refused, the error at the top too.
+        let (code, message) = cluster_denied();
+        let results = req.topic_partitions.iter().flatten().map(|t| {
+            let partitions = t.partitions.iter().map(|p| {
+                PartitionResult::default()
+                    .with_partition_id(*p)
+                    .with_error_code(code)
+                    .with_error_message(message.clone())
+            });
+            ReplicaElectionResult::default().with_topic(t.topic.clone()).with_partition_result(partitions.collect())
+        });
+        return ElectLeadersResponse::default().with_error_code(code).with_replica_election_results(results.collect());
+    }
     // The only replica already leads every partition: nothing to elect. Asked for every
     // partition (null), Kafka lists each topic with no partition results, as a partition that
     // needs no election is left out then.
@@ -287,8 +361,29 @@ pub fn elect_leaders(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLea
 
 pub fn alter_partition_reassignments(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    if !ctx.authz(broker).cluster(acl::ALTER) {
+        let (code, message) = cluster_denied();
+        let responses: Vec<_> = req
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| {
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                        .with_error_message(message.clone())
+                });
+                ReassignableTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions.collect())
+            })
+            .collect();
+        return AlterPartitionReassignmentsResponse::default()
+            .with_error_code(code)
+            .with_error_message(message)
+            .with_responses(responses);
+    }
     let node = broker.config.node_id;
     let responses = req
         .topics
@@ -331,9 +426,22 @@ pub fn alter_partition_reassignments(
 }
 
 pub fn list_partition_reassignments(
-    _broker: &Arc<Broker>,
-    _req: ListPartitionReassignmentsRequest,
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !ctx.authz(broker).cluster(acl::DESCRIBE) {
+        let (code, message) = cluster_denied();
+        let topics = req.topics.iter().flatten().map(|t| {
+            let partitions =
+                t.partition_indexes.iter().map(|p| OngoingPartitionReassignment::default().with_partition_index(*p));
+            OngoingTopicReassignment::default().with_name(t.name.clone()).with_partitions(partitions.collect())
+        });
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(code)
+            .with_error_message(message)
+            .with_topics(topics.collect());
+    }
     // Reassignments complete at once on a single node: none is ever in progress.
     ListPartitionReassignmentsResponse::default().with_error_message(None)
 }

@@ -5,6 +5,9 @@
 //! (every layer of every synonym name: per-broker, cluster default, static, default, then
 //! dropped up to the first entry of the described name), read-only flags, types, documentation;
 //! and turning alter operations into new topic overrides or dynamic broker config sets.
+//! Authorization (Kafka's): DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or the
+//! cluster for broker resources, refused per resource with TOPIC / GROUP / CLUSTER
+//! _AUTHORIZATION_FAILED (after the request's own checks when altering, as Kafka).
 //! Invariants: a refused resource changes nothing; a broker config change is validated and
 //! persisted by `DynamicConfigs` before `Broker::reconfigure` applies it to the topics.
 
@@ -23,16 +26,21 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
     AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
 };
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::config::{topic_config_names, Properties, TOPIC_CONFIG_KEYS};
 use crate::dynconf::defs::{self, Type};
 use crate::dynconf::{Refusal, Scope};
+use crate::error::default_message;
 use crate::metadata::{validate_topic_name, Topic};
+use crate::security::acl;
+use crate::security::authorizer::Authz;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_BROKER_LOGGER: i8 = 8;
+const RESOURCE_CLIENT_METRICS: i8 = 16;
+const RESOURCE_GROUP: i8 = 32;
 // Kafka's ConfigSource values.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
@@ -92,7 +100,32 @@ impl Layers {
     }
 }
 
-pub fn describe_configs(broker: &Arc<Broker>, req: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+/// Kafka's check of a config resource (`ConfigHelper`, `ControllerApis.authorizeAlterResource`):
+/// `operation` on the topic, the group, or the cluster for broker-wide resources, refused with
+/// the matching error and its default message. Other types are left to the handler.
+fn authorize_config(authz: &Authz<'_>, operation: i8, resource_type: i8, name: &str) -> Result<(), Refusal> {
+    let (allowed, error) = match resource_type {
+        RESOURCE_TOPIC => (authz.allows(operation, acl::TOPIC, name), ResponseError::TopicAuthorizationFailed),
+        RESOURCE_GROUP => (authz.allows(operation, acl::GROUP, name), ResponseError::GroupAuthorizationFailed),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_CLIENT_METRICS => {
+            (authz.cluster(operation), ResponseError::ClusterAuthorizationFailed)
+        }
+        _ => return Ok(()),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err((error, default_message(error)))
+    }
+}
+
+pub fn describe_configs(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
+    let authz = ctx.authz(broker);
     let results = req
         .resources
         .iter()
@@ -100,6 +133,10 @@ pub fn describe_configs(broker: &Arc<Broker>, req: DescribeConfigsRequest, versi
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
+            let name = resource.resource_name.as_str();
+            if let Err((e, message)) = authorize_config(&authz, acl::DESCRIBE_CONFIGS, resource.resource_type, name) {
+                return result.with_error_code(e.code()).with_error_message(Some(str_bytes(&message)));
+            }
             // Kafka: no key list, or an empty one, means every config.
             let wanted = |key: &str| {
                 resource.configuration_keys.as_ref().is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k == key))
@@ -342,7 +379,8 @@ fn outcome_fields(outcome: Result<(), Refusal>) -> (i16, Option<kafka_protocol::
     }
 }
 
-pub fn alter_configs(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub fn alter_configs(broker: &Arc<Broker>, ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let authz = ctx.authz(broker);
     let checks = preprocess(req.resources.iter().map(|r| {
         let configs = r.configs.iter().map(|c| (c.name.as_str(), c.value.is_none())).collect();
         (r.resource_type, r.resource_name.as_str(), configs)
@@ -358,11 +396,13 @@ pub fn alter_configs(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterCon
                 .iter()
                 .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
                 .collect();
-            let outcome = check.and_then(|()| match r.resource_type {
-                RESOURCE_TOPIC => apply_topic_config(broker, r.resource_name.as_str(), set, req.validate_only),
-                RESOURCE_BROKER => alter_broker(broker, r.resource_name.as_str(), req.validate_only, |_| Ok(set)),
-                _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
-            });
+            let outcome = check
+                .and_then(|()| authorize_config(&authz, acl::ALTER_CONFIGS, r.resource_type, r.resource_name.as_str()))
+                .and_then(|()| match r.resource_type {
+                    RESOURCE_TOPIC => apply_topic_config(broker, r.resource_name.as_str(), set, req.validate_only),
+                    RESOURCE_BROKER => alter_broker(broker, r.resource_name.as_str(), req.validate_only, |_| Ok(set)),
+                    _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
+                });
             let (error_code, error_message) = outcome_fields(outcome);
             AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
@@ -428,8 +468,10 @@ fn apply_ops(
 
 pub fn incremental_alter_configs(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let authz = ctx.authz(broker);
     let checks = preprocess(req.resources.iter().map(|r| {
         let configs = r.configs.iter().map(|c| (c.name.as_str(), c.value.is_none() && c.config_operation != OP_DELETE));
         (r.resource_type, r.resource_name.as_str(), configs.collect())
@@ -440,23 +482,26 @@ pub fn incremental_alter_configs(
         .zip(checks)
         .map(|(r, check)| {
             let name = r.resource_name.as_str();
-            let outcome = check.and_then(|()| match r.resource_type {
-                RESOURCE_TOPIC => match broker.topics.get(name) {
-                    None => Err(unknown_topic(name)),
-                    Some(topic) => {
-                        apply_ops(&topic.overrides, &r.configs, &|k| defs::topic_config_type(k) == Type::List, &|k| {
-                            topic.config.value_of(k)
+            let outcome = check
+                .and_then(|()| authorize_config(&authz, acl::ALTER_CONFIGS, r.resource_type, name))
+                .and_then(|()| match r.resource_type {
+                    RESOURCE_TOPIC => match broker.topics.get(name) {
+                        None => Err(unknown_topic(name)),
+                        Some(topic) => apply_ops(
+                            &topic.overrides,
+                            &r.configs,
+                            &|k| defs::topic_config_type(k) == Type::List,
+                            &|k| topic.config.value_of(k),
+                        )
+                        .and_then(|overrides| apply_topic_config(broker, name, overrides, req.validate_only)),
+                    },
+                    RESOURCE_BROKER => alter_broker(broker, name, req.validate_only, |current| {
+                        apply_ops(current, &r.configs, &|k| defs::config_type(k) == Some(Type::List), &|k| {
+                            defs::lookup(k).and_then(|d| d.default).unwrap_or_default().to_string()
                         })
-                        .and_then(|overrides| apply_topic_config(broker, name, overrides, req.validate_only))
-                    }
-                },
-                RESOURCE_BROKER => alter_broker(broker, name, req.validate_only, |current| {
-                    apply_ops(current, &r.configs, &|k| defs::config_type(k) == Some(Type::List), &|k| {
-                        defs::lookup(k).and_then(|d| d.default).unwrap_or_default().to_string()
-                    })
-                }),
-                _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
-            });
+                    }),
+                    _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
+                });
             let (error_code, error_message) = outcome_fields(outcome);
             IncrementalAlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)

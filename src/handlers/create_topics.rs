@@ -1,5 +1,7 @@
 //! CreateTopics: validate names, partition counts, replication factor, assignments and configs
-//! in Kafka's order and with Kafka's messages; create.
+//! in Kafka's order and with Kafka's messages; create. Authorization as Kafka's controller:
+//! CREATE on the cluster or on each topic (else TOPIC_AUTHORIZATION_FAILED), DESCRIBE_CONFIGS on
+//! a topic to see its configs in the answer (else its `topic_config_error_code`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,11 +16,25 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use uuid::Uuid;
 
 use super::configs::topic_config_sources;
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::config::{Properties, TopicConfig};
+use crate::security::acl;
 
-pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let authz = ctx.authz(broker);
+    let names = || req.topics.iter().map(|t| t.name.0.as_str());
+    let creatable: HashSet<String> = match authz.allows_quietly(acl::CREATE, acl::CLUSTER, acl::CLUSTER_NAME) {
+        true => names().map(str::to_string).collect(),
+        false => authz.allowed_names(acl::CREATE, acl::TOPIC, names()).into_iter().map(str::to_string).collect(),
+    };
+    let describable: HashSet<String> =
+        names().filter(|n| authz.allows_quietly(acl::DESCRIBE_CONFIGS, acl::TOPIC, n)).map(str::to_string).collect();
     // As Kafka's ControllerApis: a name given twice is refused once, and neither entry is created.
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> =
@@ -29,7 +45,12 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> C
         .into_iter()
         .filter_map(|t| {
             if !duplicates.contains(t.name.0.as_str()) {
-                return Some(create_one(broker, t, req.validate_only, version));
+                if !creatable.contains(t.name.0.as_str()) {
+                    let message = "Authorization failed.".to_string();
+                    return Some(error_result(&t.name, ResponseError::TopicAuthorizationFailed, message));
+                }
+                let describable = describable.contains(t.name.0.as_str());
+                return Some(create_one(broker, t, req.validate_only, version, describable));
             }
             reported
                 .insert(t.name.0.to_string())
@@ -72,7 +93,15 @@ pub fn validate_assignment(replicas: &[BrokerId], registered: &[i32]) -> Result<
 
 /// Kafka's order (`ReplicationControlManager.createTopics`): name, existence, null configs, then
 /// the assignment or partition count and replication factor, then the configs' values.
-fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, version: i16) -> CreatableTopicResult {
+/// `describable`: whether the principal may see the new topic's configs (DESCRIBE_CONFIGS);
+/// if not, Kafka answers neither them nor its partition count and replication factor.
+fn create_one(
+    broker: &Broker,
+    topic: CreatableTopic,
+    validate_only: bool,
+    version: i16,
+    describable: bool,
+) -> CreatableTopicResult {
     let name = topic.name.0.as_str().to_string();
     let fail = |error: ResponseError, message: String| error_result(&topic.name, error, message);
     if let Err(e) = broker.topics.check_new_name(&name) {
@@ -142,6 +171,11 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool, versi
         broker.topics.create(&name, partitions, overrides.clone()).map(|t| (t.id, t.config.clone()))
     };
     match outcome {
+        Ok((id, _)) if !describable => CreatableTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_topic_id(id)
+            .with_error_message(None)
+            .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()),
         Ok((id, config)) => {
             let ok = CreatableTopicResult::default()
                 .with_name(topic.name.clone())

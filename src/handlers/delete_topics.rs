@@ -1,6 +1,8 @@
 //! DeleteTopics: by name (v0-5) or by name or id (v6+), with Kafka's checks of the request
 //! (`ControllerApis.deleteTopics`): an entry with both a name and an id, or neither, and names or
-//! ids given twice are refused before anything is deleted.
+//! ids given twice are refused before anything is deleted. Authorization as Kafka's controller:
+//! DELETE on the cluster or on each topic; a topic named without DESCRIBE, or named by an id
+//! without DELETE, is TOPIC_AUTHORIZATION_FAILED (the name shown only when describable).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,9 +13,10 @@ use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, Del
 use kafka_protocol::messages::TopicName;
 use uuid::Uuid;
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
+use crate::security::acl;
 
 fn result(name: Option<&str>, id: Uuid, error: Option<(ResponseError, String)>) -> DeletableTopicResult {
     let result = DeletableTopicResult::default().with_name(name.map(|n| TopicName(str_bytes(n)))).with_topic_id(id);
@@ -28,7 +31,15 @@ fn refused(error: ResponseError) -> Option<(ResponseError, String)> {
     Some((error, default_message(error)))
 }
 
-pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+pub fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let authz = ctx.authz(broker);
+    let cluster_delete = authz.allows_quietly(acl::DELETE, acl::CLUSTER, acl::CLUSTER_NAME);
+    let may = |op: i8, name: &str| cluster_delete || authz.allows(op, acl::TOPIC, name);
     let entries: Vec<(Option<String>, Uuid)> = if version >= 6 {
         req.topics.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id)).collect()
     } else {
@@ -72,6 +83,21 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> D
         .map(|n| (broker.topics.get(n), Some(n.as_str()), Uuid::nil()))
         .chain(ids.iter().map(|id| (broker.topics.get_by_id(*id), None, *id)));
     for (topic, name, id) in topics {
+        // Kafka's order: by name, DESCRIBE before existence; by id, DELETE then DESCRIBE decide
+        // whether the name is disclosed.
+        let denied = ResponseError::TopicAuthorizationFailed;
+        if let Some(name) = name.filter(|n| !may(acl::DESCRIBE, n)) {
+            responses.push(result(Some(name), Uuid::nil(), refused(denied)));
+            continue;
+        }
+        if let Some(t) = topic.as_ref().filter(|t| !may(acl::DELETE, &t.name)) {
+            let shown = match name {
+                Some(name) => Some(name),
+                None => Some(t.name.as_str()).filter(|n| may(acl::DESCRIBE, n)),
+            };
+            responses.push(result(shown, id, refused(denied)));
+            continue;
+        }
         let Some(topic) = topic else {
             let error =
                 if name.is_some() { ResponseError::UnknownTopicOrPartition } else { ResponseError::UnknownTopicId };

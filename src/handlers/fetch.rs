@@ -7,7 +7,11 @@
 //!
 //! Fetch sessions (KIP-227) are resolved by `crate::fetch_session`: incremental requests name
 //! only changed partitions and get back only partitions with news.
+//!
+//! Authorization (Kafka's): a consumer needs READ on each topic, a follower (replica id >= 0)
+//! CLUSTER_ACTION; a refused partition is answered TOPIC_AUTHORIZATION_FAILED.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +23,11 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::fetch_session::{Key, LastSent, Wanted as SessionWanted};
 use crate::log::{FileSlice, Partition};
+use crate::security::acl;
 
 /// Upper bound on how long one fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP_MS: u64 = 60_000;
@@ -68,7 +73,7 @@ impl FetchAnswer {
     }
 }
 
-pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> FetchAnswer {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest, version: i16) -> FetchAnswer {
     let by_id = version >= 13;
     // Names and ids both identify a topic in the session; resolve whichever the version lacks.
     let key_of = |name: &TopicName, id: uuid::Uuid, partition: i32| -> Key {
@@ -105,6 +110,15 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         }
     };
     let unknown = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+    // Kafka: a follower (replica id >= 0) needs CLUSTER_ACTION, a consumer READ on each topic.
+    let authz = ctx.authz(broker);
+    let follower = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
+    let follower_allowed = follower && authz.cluster(acl::CLUSTER_ACTION);
+    // Nothing to compute on the hot path without an authorizer.
+    let readable: Option<HashSet<String>> = (authz.enabled() && !follower).then(|| {
+        let names = plan.partitions.iter().map(|(k, _)| k.0.as_str());
+        authz.allowed_names(acl::READ, acl::TOPIC, names).into_iter().map(str::to_string).collect()
+    });
     let wanted: Vec<Wanted> = plan
         .partitions
         .into_iter()
@@ -112,7 +126,15 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             let partition = if by_id { broker.topics.get_by_id(key.1) } else { broker.topics.get(&key.0) }
                 .and_then(|t| usize::try_from(key.2).ok().and_then(|i| t.partitions.get(i).cloned()));
             let requested_epoch = current_epochs.get(&key).copied().unwrap_or(-1);
+            let allowed = match &readable {
+                _ if follower => follower_allowed,
+                Some(readable) => readable.contains(&key.0),
+                None => true,
+            };
             let error = match &partition {
+                // An unknown topic id has no name to authorize.
+                _ if by_id && key.0.is_empty() && !follower => Some(ResponseError::UnknownTopicId),
+                _ if !allowed => Some(ResponseError::TopicAuthorizationFailed),
                 None => Some(unknown),
                 // Only a request naming an epoch needs the log (its epoch cache) here.
                 Some(p) if requested_epoch >= 0 => {

@@ -13,6 +13,7 @@ use super::metadata::advertised_endpoint;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
+use crate::security::acl;
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
@@ -27,8 +28,14 @@ pub fn handle(
     let node = broker.config.node_id;
     // Kafka fills the message of every answer: the error's default text, "" for a success in
     // v4+ and "NONE" (the error's name) before.
+    let authz = ctx.authz(broker);
     let answer = |key: &StrBytes| -> (i16, String) {
-        let error = if req.key_type == TRANSACTION {
+        // Kafka: DESCRIBE on the group or transactional id, before anything else.
+        let error = if req.key_type == GROUP && !authz.allows(acl::DESCRIBE, acl::GROUP, key) {
+            ResponseError::GroupAuthorizationFailed.code()
+        } else if req.key_type == TRANSACTION && !authz.allows(acl::DESCRIBE, acl::TRANSACTIONAL_ID, key) {
+            ResponseError::TransactionalIdAuthorizationFailed.code()
+        } else if req.key_type == TRANSACTION {
             broker.txns.ensure_topic(&broker.topics).err().map_or(0, |e| e.code())
         } else if req.key_type != GROUP {
             ResponseError::InvalidRequest.code()

@@ -1,5 +1,8 @@
 //! The classic group membership APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, plus
 //! ListGroups, DescribeGroups and DeleteGroups. The state machine lives in `crate::group`.
+//! Authorization as Kafka's: membership needs READ on the group, DescribeGroups DESCRIBE,
+//! DeleteGroups DELETE (else GROUP_AUTHORIZATION_FAILED); ListGroups shows the groups the
+//! principal may describe, or all with DESCRIBE on the cluster.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +26,11 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 use kafka_protocol::messages::GroupId;
 
-use super::{authorized, str_bytes, RequestContext, GROUP_OPERATIONS};
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::group::api::DescribedGroup as Described;
 use crate::group::{GroupCoordinator, JoinRequest, JoinResult, Reply, Storage, SyncResult};
+use crate::security::acl;
 
 fn storage(broker: &Broker) -> Storage<'_> {
     Storage { topics: &broker.topics, flusher: &broker.flusher }
@@ -41,7 +45,9 @@ pub async fn join(
 ) -> JoinGroupResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let cfg = &broker.groups.config;
-    let result = if group_id.is_empty() {
+    let result = if !ctx.authz(broker).allows(acl::READ, acl::GROUP, &group_id) {
+        JoinResult::error(ResponseError::GroupAuthorizationFailed, "")
+    } else if group_id.is_empty() {
         JoinResult::error(ResponseError::InvalidGroupId, req.member_id.as_str())
     } else if req.session_timeout_ms < cfg.min_session_timeout_ms || req.session_timeout_ms > cfg.max_session_timeout_ms
     {
@@ -101,8 +107,16 @@ pub async fn join(
     response
 }
 
-pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn sync(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
     let group_id = req.group_id.0.as_str();
+    if !ctx.authz(broker).allows(acl::READ, acl::GROUP, group_id) {
+        return SyncGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let assignments =
         req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
     let reply = broker.groups.sync(
@@ -131,7 +145,10 @@ pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> 
     }
 }
 
-pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatResponse {
+pub fn heartbeat(broker: &Arc<Broker>, ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    if !ctx.authz(broker).allows(acl::READ, acl::GROUP, req.group_id.0.as_str()) {
+        return HeartbeatResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let error = broker
         .groups
         .heartbeat(
@@ -145,7 +162,15 @@ pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatRespon
     HeartbeatResponse::default().with_error_code(error)
 }
 
-pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub async fn leave(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
+    if !ctx.authz(broker).allows(acl::READ, acl::GROUP, req.group_id.0.as_str()) {
+        return LeaveGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let leaving: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()
@@ -172,7 +197,10 @@ pub async fn leave(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -
     }
 }
 
-pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub fn list(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    // Kafka: every group with DESCRIBE on the cluster, else those the principal may describe.
+    let authz = ctx.authz(broker);
+    let all = authz.allows_quietly(acl::DESCRIBE, acl::CLUSTER, acl::CLUSTER_NAME);
     let states: Vec<String> = req.states_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();
     let groups = broker
@@ -180,6 +208,9 @@ pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListG
         .list()
         .into_iter()
         .filter_map(|listed| {
+            if !all && !authz.allows_quietly(acl::DESCRIBE, acl::GROUP, &listed.id) {
+                return None;
+            }
             if !states.is_empty() && !states.contains(&listed.state.to_ascii_lowercase()) {
                 return None;
             }
@@ -196,14 +227,23 @@ pub fn list(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ListG
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
-    // KIP-430, for groups that exist (Kafka leaves an unknown group's "not requested").
-    let operations = authorized(req.include_authorized_operations, GROUP_OPERATIONS);
+pub fn describe(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let authz = ctx.authz(broker);
     let groups = req
         .groups
         .iter()
         .map(|id| {
             let described = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(i32::MIN);
+            if !authz.allows(acl::DESCRIBE, acl::GROUP, id.0.as_str()) {
+                return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            // KIP-430, for groups that exist (Kafka leaves an unknown group's "not requested").
+            let operations = authz.operations_if(req.include_authorized_operations, acl::GROUP, id.0.as_str());
             match broker.groups.describe(id.0.as_str()) {
                 Described::OffsetsOnly => {
                     described.with_group_state(str_bytes("Empty")).with_authorized_operations(operations)
@@ -246,10 +286,16 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) 
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub async fn delete(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let authz = ctx.authz(broker);
     let mut results = Vec::new();
     for id in &req.groups_names {
         let group_id = id.0.as_str().to_string();
+        if !authz.allows(acl::DELETE, acl::GROUP, &group_id) {
+            let error = ResponseError::GroupAuthorizationFailed.code();
+            results.push(DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(error));
+            continue;
+        }
         let outcome = broker.groups.delete_group(&broker.topics, &group_id);
         let error = match outcome {
             Ok(written) => GroupCoordinator::sync_to_disk(&broker.flusher, written).await.err().map_or(0, |e| e.code()),

@@ -3,6 +3,7 @@
 //! v1 lists the requested types (all supported ones when none is given), and a request naming a
 //! type that has no configs is refused whole with UNSUPPORTED_VERSION, as Kafka does.
 //! Ketch has no client-metrics subscriptions and no group configs, so those lists are empty.
+//! Needs DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 
 use std::sync::Arc;
 
@@ -10,8 +11,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_config_resources_request::ListConfigResourcesRequest;
 use kafka_protocol::messages::list_config_resources_response::{ConfigResource, ListConfigResourcesResponse};
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
+use crate::security::acl;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -20,7 +22,17 @@ const CLIENT_METRICS: i8 = 16;
 const GROUP: i8 = 32;
 const SUPPORTED: [i8; 5] = [TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP];
 
-pub fn handle(broker: &Arc<Broker>, req: ListConfigResourcesRequest, version: i16) -> ListConfigResourcesResponse {
+pub fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListConfigResourcesRequest,
+    version: i16,
+) -> ListConfigResourcesResponse {
+    // Kafka: DESCRIBE_CONFIGS on the cluster, before anything else.
+    if !ctx.authz(broker).cluster(acl::DESCRIBE_CONFIGS) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     if version == 0 {
         return ListConfigResourcesResponse::default(); // no client-metrics resources
     }

@@ -1,4 +1,5 @@
 //! ListOffsets: earliest, latest, max timestamp, and the first offset at or after a timestamp.
+//! Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED on each partition), as in Kafka.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -9,7 +10,9 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
 
+use super::RequestContext;
 use crate::broker::Broker;
+use crate::security::acl;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -18,7 +21,24 @@ const EARLIEST_LOCAL: i64 = -4;
 const EARLIEST_PENDING_UPLOAD: i64 = -5;
 const LATEST_TIERED: i64 = -6;
 
-pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+/// A partition's answer before any offset is found.
+fn unanswered(partition_index: i32) -> ListOffsetsPartitionResponse {
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(partition_index)
+        .with_timestamp(-1)
+        .with_offset(-1)
+        .with_leader_epoch(-1)
+}
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let authz = ctx.authz(broker);
+    let describable = authz.allowed_names(acl::DESCRIBE, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
+    let describable: HashSet<String> = describable.into_iter().map(str::to_string).collect();
     // A partition asked for twice is answered once, INVALID_REQUEST, as Kafka does.
     let mut seen = HashSet::new();
     let duplicates: HashSet<(String, i32)> = req
@@ -32,16 +52,19 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
         .topics
         .into_iter()
         .map(|topic| {
+            if !describable.contains(topic.name.0.as_str()) {
+                // Every partition as asked, before any other check (Kafka's order).
+                let refused = topic.partitions.iter().map(|p| {
+                    unanswered(p.partition_index).with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                });
+                return ListOffsetsTopicResponse::default().with_partitions(refused.collect()).with_name(topic.name);
+            }
             let partitions = topic
                 .partitions
                 .iter()
                 .filter(|p| answered.insert((topic.name.0.to_string(), p.partition_index)))
                 .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_timestamp(-1)
-                        .with_offset(-1)
-                        .with_leader_epoch(-1);
+                    let response = unanswered(p.partition_index);
                     if duplicates.contains(&(topic.name.0.to_string(), p.partition_index)) {
                         return response.with_error_code(ResponseError::InvalidRequest.code());
                     }

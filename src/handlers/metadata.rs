@@ -1,4 +1,8 @@
 //! Metadata: brokers (just this node), topics with partitions and leaders, auto-creation.
+//!
+//! Authorization (Kafka's): topics need DESCRIBE (named ones are answered
+//! TOPIC_AUTHORIZATION_FAILED without their id, the all-topics list leaves them out), an
+//! auto-creation CREATE on the cluster or the topic; KIP-430 operations are the allowed ones.
 
 use std::sync::Arc;
 
@@ -10,9 +14,10 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, TopicName};
 use uuid::Uuid;
 
-use super::{authorized, str_bytes, RequestContext, CLUSTER_OPERATIONS, TOPIC_OPERATIONS};
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::metadata::Topic;
+use crate::security::acl;
 
 /// The host and port clients should use to reach this broker: the `advertised.listeners` entry
 /// named as the listener the client came in on (names compared as Kafka does, case-insensitive),
@@ -39,30 +44,61 @@ pub fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest, 
         Some(list) => Some(list),
     };
     let auto_create = broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
-    let topics = match requested {
-        None => broker.topics.all().iter().map(|t| describe(node_id, t)).collect(),
+    let authz = ctx.authz(broker);
+    let denied = |name: Option<&str>, id: Uuid| error_topic(name, id, ResponseError::TopicAuthorizationFailed);
+    let mut topics: Vec<MetadataResponseTopic> = match requested {
+        // All topics: those the principal may not describe are left out, silently.
+        None => broker
+            .topics
+            .all()
+            .iter()
+            .filter(|t| authz.allows_quietly(acl::DESCRIBE, acl::TOPIC, &t.name))
+            .map(|t| describe(node_id, t))
+            .collect(),
         Some(list) => list
             .into_iter()
             .map(|wanted| match wanted.name {
-                Some(name) => lookup_or_create(broker, name.0.as_str(), auto_create, node_id),
+                Some(name) => {
+                    let name = name.0.as_str();
+                    if !authz.allows(acl::DESCRIBE, acl::TOPIC, name) {
+                        // Its existence is not disclosed (no id).
+                        return denied(Some(name), Uuid::nil());
+                    }
+                    let creates = auto_create && broker.topics.get(name).is_none();
+                    if creates
+                        && !authz.allows_quietly(acl::CREATE, acl::CLUSTER, acl::CLUSTER_NAME)
+                        && !authz.allows(acl::CREATE, acl::TOPIC, name)
+                    {
+                        return denied(Some(name), Uuid::nil()).with_is_internal(super::is_internal_topic(name));
+                    }
+                    lookup_or_create(broker, name, auto_create, node_id)
+                }
                 None => match broker.topics.get_by_id(wanted.topic_id) {
+                    // Topic ids are not secret: the id is answered, the name is not.
+                    Some(topic) if !authz.allows(acl::DESCRIBE, acl::TOPIC, &topic.name) => {
+                        denied(None, wanted.topic_id)
+                    }
                     Some(topic) => describe(node_id, &topic),
                     None => error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
                 },
             })
             .collect(),
     };
-    // KIP-430: what the client may do, when asked (every operation: there is no authorizer).
-    let mut topics: Vec<MetadataResponseTopic> = topics;
+    // KIP-430: what the client may do, when asked, on each topic it may describe.
     if req.include_topic_authorized_operations {
-        topics.iter_mut().for_each(|t| t.topic_authorized_operations = TOPIC_OPERATIONS);
+        for t in topics.iter_mut().filter(|t| t.error_code != ResponseError::TopicAuthorizationFailed.code()) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations = authz.operations(acl::TOPIC, name.0.as_str());
+            }
+        }
     }
+    let cluster_operations = authz.cluster_operations_if(version <= 10 && req.include_cluster_authorized_operations);
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(&broker.cluster_id)))
         .with_controller_id(BrokerId(node_id))
         .with_topics(topics)
-        .with_cluster_authorized_operations(authorized(req.include_cluster_authorized_operations, CLUSTER_OPERATIONS))
+        .with_cluster_authorized_operations(cluster_operations)
 }
 
 fn lookup_or_create(broker: &Broker, name: &str, auto_create: bool, node_id: i32) -> MetadataResponseTopic {

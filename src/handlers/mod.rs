@@ -2,7 +2,9 @@
 //! broker's state and building the response. Handlers hold no state of their own.
 //!
 //! Every request goes through `dispatch`, with the `RequestContext` of its connection (listener,
-//! security protocol, addresses). `versions.rs` is the table of what is served; the protocol
+//! security protocol, principal, addresses). With an authorizer configured, each handler checks
+//! what Kafka's `KafkaApis` checks for its API through `ctx.authz(broker)`
+//! (`security::authorizer`), answering Kafka's error codes per item. `versions.rs` is the table of what is served; the protocol
 //! layer above refuses anything else before decoding.
 
 mod acls;
@@ -32,6 +34,7 @@ use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
+use crate::security::authorizer::Authz;
 
 pub use api_versions::unsupported_version_response;
 
@@ -56,6 +59,14 @@ pub struct RequestContext {
     /// The address the client reached us on: advertised when no advertised.listeners is set.
     pub local_addr: SocketAddr,
     pub peer_addr: SocketAddr,
+}
+
+impl RequestContext {
+    /// What this request's principal may do (`security::authorizer`): allowed throughout when
+    /// no authorizer is configured.
+    pub fn authz<'a>(&'a self, broker: &'a Broker) -> Authz<'a> {
+        Authz::new(broker.acls.as_ref(), &self.principal, self.peer_addr.ip())
+    }
 }
 
 /// What a handler produced: most requests have a response body to encode; a Produce is
@@ -84,83 +95,90 @@ pub async fn dispatch(
         RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
         RequestKind::Produce(req) => {
             // Transaction protocol 2 adds partitions to transactions before appending.
-            let added = txn_verify::produce_implicit_adds(broker, &req, version).await;
-            return Reply::Produce(produce::append(broker, req, version, &added));
+            let auth = produce::ProduceAuth::check(broker, ctx, &req, version);
+            let added = txn_verify::produce_implicit_adds(broker, &req, version, &auth).await;
+            return Reply::Produce(produce::append(broker, req, version, &added, &auth));
         }
-        RequestKind::Fetch(req) => return Reply::Fetch(fetch::handle(broker, req, version).await),
-        RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, version)),
-        RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, version)),
+        RequestKind::Fetch(req) => return Reply::Fetch(fetch::handle(broker, ctx, req, version).await),
+        RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, ctx, req, version)),
+        RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version)),
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(broker, ctx, req, version))
         }
         RequestKind::JoinGroup(req) => {
             ResponseKind::JoinGroup(groups::join(broker, ctx, req, version, &client_id).await)
         }
-        RequestKind::SyncGroup(req) => ResponseKind::SyncGroup(groups::sync(broker, req, version).await),
-        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(groups::heartbeat(broker, req)),
-        RequestKind::LeaveGroup(req) => ResponseKind::LeaveGroup(groups::leave(broker, req, version).await),
-        RequestKind::ListGroups(req) => ResponseKind::ListGroups(groups::list(broker, req, version)),
-        RequestKind::DescribeGroups(req) => ResponseKind::DescribeGroups(groups::describe(broker, req, version)),
-        RequestKind::DeleteGroups(req) => ResponseKind::DeleteGroups(groups::delete(broker, req).await),
-        RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, req, version).await),
-        RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, req, version)),
-        RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, req).await),
+        RequestKind::SyncGroup(req) => ResponseKind::SyncGroup(groups::sync(broker, ctx, req, version).await),
+        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(groups::heartbeat(broker, ctx, req)),
+        RequestKind::LeaveGroup(req) => ResponseKind::LeaveGroup(groups::leave(broker, ctx, req, version).await),
+        RequestKind::ListGroups(req) => ResponseKind::ListGroups(groups::list(broker, ctx, req, version)),
+        RequestKind::DescribeGroups(req) => ResponseKind::DescribeGroups(groups::describe(broker, ctx, req, version)),
+        RequestKind::DeleteGroups(req) => ResponseKind::DeleteGroups(groups::delete(broker, ctx, req).await),
+        RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, ctx, req, version).await),
+        RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, ctx, req, version)),
+        RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, ctx, req).await),
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(acls::describe(broker, ctx, req)),
         RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(acls::create(broker, ctx, req)),
         RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(acls::delete(broker, ctx, req)),
         RequestKind::AlterReplicaLogDirs(req) => {
-            ResponseKind::AlterReplicaLogDirs(cluster::alter_replica_log_dirs(broker, req))
+            ResponseKind::AlterReplicaLogDirs(cluster::alter_replica_log_dirs(broker, ctx, req))
         }
         RequestKind::DescribeLogDirs(req) => {
-            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, req, version))
+            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, ctx, req, version))
         }
         RequestKind::DescribeTopicPartitions(req) => {
-            ResponseKind::DescribeTopicPartitions(cluster::describe_topic_partitions(broker, req))
+            ResponseKind::DescribeTopicPartitions(cluster::describe_topic_partitions(broker, ctx, req))
         }
         RequestKind::OffsetForLeaderEpoch(req) => {
-            ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, req))
+            ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, ctx, req))
         }
-        RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, req)),
+        RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, ctx, req)),
         RequestKind::AlterPartitionReassignments(req) => {
-            ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, req))
+            ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, ctx, req))
         }
         RequestKind::ListPartitionReassignments(req) => {
-            ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, req))
+            ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, ctx, req))
         }
         RequestKind::DescribeConfigs(req) => {
-            ResponseKind::DescribeConfigs(configs::describe_configs(broker, req, version))
+            ResponseKind::DescribeConfigs(configs::describe_configs(broker, ctx, req, version))
         }
-        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(configs::alter_configs(broker, req)),
+        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(configs::alter_configs(broker, ctx, req)),
         RequestKind::IncrementalAlterConfigs(req) => {
-            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, req))
+            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, ctx, req))
         }
-        RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, req)),
-        RequestKind::CreatePartitions(req) => ResponseKind::CreatePartitions(admin::create_partitions(broker, req)),
+        RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, ctx, req)),
+        RequestKind::CreatePartitions(req) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req))
+        }
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version))
         }
         RequestKind::InitProducerId(req) => {
-            ResponseKind::InitProducerId(txn::init_producer_id(broker, req, version).await)
+            ResponseKind::InitProducerId(txn::init_producer_id(broker, ctx, req, version).await)
         }
         RequestKind::AddPartitionsToTxn(req) => {
-            ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, req, version).await)
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, ctx, req, version).await)
         }
         RequestKind::AddOffsetsToTxn(req) => {
-            ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, req, version).await)
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, ctx, req, version).await)
         }
-        RequestKind::EndTxn(req) => ResponseKind::EndTxn(txn::end_txn(broker, req, version).await),
+        RequestKind::EndTxn(req) => ResponseKind::EndTxn(txn::end_txn(broker, ctx, req, version).await),
         RequestKind::TxnOffsetCommit(req) => {
-            ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, req, version).await)
+            ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, ctx, req, version).await)
         }
         RequestKind::DescribeTransactions(req) => {
-            ResponseKind::DescribeTransactions(txn::describe_transactions(broker, req))
+            ResponseKind::DescribeTransactions(txn::describe_transactions(broker, ctx, req))
         }
-        RequestKind::ListTransactions(req) => ResponseKind::ListTransactions(txn::list_transactions(broker, req)),
-        RequestKind::DescribeProducers(req) => ResponseKind::DescribeProducers(txn::describe_producers(broker, req)),
-        RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, version)),
-        RequestKind::UpdateFeatures(req) => ResponseKind::UpdateFeatures(update_features::handle(broker, req, version)),
+        RequestKind::ListTransactions(req) => ResponseKind::ListTransactions(txn::list_transactions(broker, ctx, req)),
+        RequestKind::DescribeProducers(req) => {
+            ResponseKind::DescribeProducers(txn::describe_producers(broker, ctx, req))
+        }
+        RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version)),
+        RequestKind::UpdateFeatures(req) => {
+            ResponseKind::UpdateFeatures(update_features::handle(broker, ctx, req, version))
+        }
         RequestKind::ListConfigResources(req) => {
-            ResponseKind::ListConfigResources(list_config_resources::handle(broker, req, version))
+            ResponseKind::ListConfigResources(list_config_resources::handle(broker, ctx, req, version))
         }
         other => {
             // Unreachable in practice: versions::is_served filters unserved APIs before decoding.
@@ -170,22 +188,15 @@ pub async fn dispatch(
     })
 }
 
-/// KIP-430 authorized operations as Kafka answers without an authorizer: every operation of the
-/// resource type (bit i = ACL operation code i). Topic: READ WRITE CREATE DELETE ALTER DESCRIBE
-/// DESCRIBE_CONFIGS ALTER_CONFIGS.
-pub(crate) const TOPIC_OPERATIONS: i32 = 3576;
-/// Group: READ DELETE DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS.
-pub(crate) const GROUP_OPERATIONS: i32 = 3400;
-/// Cluster: CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE.
-pub(crate) const CLUSTER_OPERATIONS: i32 = 8096;
+/// CLUSTER_AUTHORIZATION_FAILED with Kafka's default message, for requests refused whole.
+pub(crate) fn cluster_denied() -> (i16, Option<StrBytes>) {
+    let e = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed;
+    (e.code(), Some(str_bytes(&crate::error::default_message(e))))
+}
 
-/// `all` when the client asked for authorized operations, else Kafka's "not requested".
-pub(crate) fn authorized(requested: bool, all: i32) -> i32 {
-    if requested {
-        all
-    } else {
-        i32::MIN
-    }
+/// Kafka's `Topic.isInternal`, by name (the topic may not exist).
+pub(crate) fn is_internal_topic(name: &str) -> bool {
+    name == crate::group::OFFSETS_TOPIC || name == crate::txn::coordinator::TXN_TOPIC
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

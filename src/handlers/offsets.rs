@@ -1,4 +1,7 @@
 //! Committed offsets: OffsetCommit, OffsetFetch (single and multi-group) and OffsetDelete.
+//! Authorization as Kafka's: OffsetCommit needs READ on the group and on each topic,
+//! OffsetFetch DESCRIBE on the group and shows only topics it may describe (named ones refused
+//! TOPIC_AUTHORIZATION_FAILED), OffsetDelete DELETE on the group and READ on each topic.
 
 use std::sync::Arc;
 
@@ -18,17 +21,30 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{GroupId, TopicName};
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
+use crate::group::api::Committed;
 use crate::group::records::OffsetValue;
 use crate::group::GroupCoordinator;
 use crate::log::now_ms;
+use crate::security::acl;
+use crate::security::authorizer::Authz;
 
 /// Per topic, per partition: the commit outcome.
 type CommitOutcome = Vec<(TopicName, Vec<(i32, Result<OffsetValue, ResponseError>)>)>;
 
-pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
+pub async fn commit(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: OffsetCommitRequest,
+    _version: i16,
+) -> OffsetCommitResponse {
     let group_id = req.group_id.0.as_str().to_string();
+    let authz = ctx.authz(broker);
+    if !authz.allows(acl::READ, acl::GROUP, &group_id) {
+        return refuse_commit(&req, ResponseError::GroupAuthorizationFailed);
+    }
+    let readable = authz.allowed_names(acl::READ, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
     let now = now_ms();
     // Per partition: Ok(value to store) or the error to report.
     let mut outcome: CommitOutcome = Vec::new();
@@ -40,11 +56,15 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
     );
     for topic in &req.topics {
         let known = broker.topics.get(topic.name.0.as_str());
+        let readable = readable.contains(topic.name.0.as_str());
         let partitions = topic
             .partitions
             .iter()
             .map(|p| {
-                let result = if let Some(e) = group_error {
+                // Kafka answers unreadable topics before asking the coordinator.
+                let result = if !readable {
+                    Err(ResponseError::TopicAuthorizationFailed)
+                } else if let Some(e) = group_error {
                     Err(e)
                 } else if !known
                     .as_ref()
@@ -102,26 +122,77 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+/// Every partition of an OffsetCommit refused as a whole (Kafka's `getErrorResponse`).
+fn refuse_commit(req: &OffsetCommitRequest, error: ResponseError) -> OffsetCommitResponse {
+    let topics = req.topics.iter().map(|t| {
+        let partitions = t.partitions.iter().map(|p| {
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(error.code())
+        });
+        OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions.collect())
+    });
+    OffsetCommitResponse::default().with_topics(topics.collect())
+}
+
+/// What OffsetFetch shows the principal (Kafka's): the committed offsets of the topics it may
+/// describe (of all topics when `wanted` is None, silently), and the topics asked for that it
+/// may not describe, to answer TOPIC_AUTHORIZATION_FAILED.
+fn visible_committed(
+    broker: &Broker,
+    authz: &Authz<'_>,
+    group_id: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> (Committed, Vec<(String, Vec<i32>)>) {
+    let describable = |topic: &String| authz.allows(acl::DESCRIBE, acl::TOPIC, topic);
+    match wanted {
+        None => {
+            let all = broker.groups.committed(group_id, None);
+            (all.into_iter().filter(|(topic, _)| describable(topic)).collect(), Vec::new())
+        }
+        Some(topics) => {
+            let (allowed, denied): (Vec<_>, Vec<_>) = topics.into_iter().partition(|(topic, _)| describable(topic));
+            (broker.groups.committed(group_id, Some(allowed)), denied)
+        }
+    }
+}
+
+pub fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let authz = ctx.authz(broker);
+    let group_denied = |group: &str| !authz.allows(acl::DESCRIBE, acl::GROUP, group);
+    let as_wanted = |t: &kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopics| {
+        (t.name.0.as_str().to_string(), t.partition_indexes.clone())
+    };
     if version >= 8 {
         let groups = req
             .groups
             .iter()
             .map(|g| {
-                let wanted = g.topics.as_ref().map(|ts| {
-                    ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect()
-                });
+                let group_id = g.group_id.0.as_str();
+                let group = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
+                if group_denied(group_id) {
+                    return group.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                }
+                let wanted = g.topics.as_ref().map(|ts| ts.iter().map(as_wanted).collect());
                 let unstable = if req.require_stable {
-                    broker.groups.pending_txn_partitions(g.group_id.0.as_str())
+                    broker.groups.pending_txn_partitions(group_id)
                 } else {
                     Default::default()
                 };
-                let topics = broker
-                    .groups
-                    .committed(g.group_id.0.as_str(), wanted)
+                let (committed, denied) = visible_committed(broker, &authz, group_id, wanted);
+                let topic_entry = |topic: &str, partitions| {
+                    let t = OffsetFetchResponseTopics::default()
+                        .with_name(TopicName(str_bytes(topic)))
+                        .with_partitions(partitions);
+                    if version >= 10 {
+                        t.with_topic_id(broker.topics.get(topic).map_or(uuid::Uuid::nil(), |t| t.id))
+                    } else {
+                        t
+                    }
+                };
+                let mut topics: Vec<OffsetFetchResponseTopics> = committed
                     .into_iter()
                     .map(|(topic, parts)| {
-                        let topic_id = broker.topics.get(&topic).map_or(uuid::Uuid::nil(), |t| t.id);
                         let partitions = parts
                             .into_iter()
                             .map(|(p, offset, epoch, metadata)| {
@@ -137,33 +208,38 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
                                     .with_metadata(Some(str_bytes(&metadata)))
                             })
                             .collect();
-                        let t = OffsetFetchResponseTopics::default()
-                            .with_name(TopicName(str_bytes(&topic)))
-                            .with_partitions(partitions);
-                        if version >= 10 {
-                            t.with_topic_id(topic_id)
-                        } else {
-                            t
-                        }
+                        topic_entry(&topic, partitions)
                     })
                     .collect();
-                OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone())).with_topics(topics)
+                topics.extend(denied.into_iter().map(|(topic, parts)| {
+                    let partitions = parts.into_iter().map(|p| {
+                        OffsetFetchResponsePartitions::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(-1)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    });
+                    topic_entry(&topic, partitions.collect())
+                }));
+                group.with_topics(topics)
             })
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let group_id = req.group_id.0.as_str();
+    if group_denied(group_id) {
+        return OffsetFetchResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     let wanted = req
         .topics
         .as_ref()
         .map(|ts| ts.iter().map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone())).collect());
     let unstable = if version >= 7 && req.require_stable {
-        broker.groups.pending_txn_partitions(req.group_id.0.as_str())
+        broker.groups.pending_txn_partitions(group_id)
     } else {
         Default::default()
     };
-    let topics = broker
-        .groups
-        .committed(req.group_id.0.as_str(), wanted)
+    let (committed, denied) = visible_committed(broker, &authz, group_id, wanted);
+    let mut topics: Vec<OffsetFetchResponseTopic> = committed
         .into_iter()
         .map(|(topic, parts)| {
             let partitions = parts
@@ -189,12 +265,39 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
             OffsetFetchResponseTopic::default().with_name(TopicName(str_bytes(&topic))).with_partitions(partitions)
         })
         .collect();
+    topics.extend(denied.into_iter().map(|(topic, parts)| {
+        let partitions = parts.into_iter().map(|p| {
+            OffsetFetchResponsePartition::default()
+                .with_partition_index(p)
+                .with_committed_offset(-1)
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        });
+        OffsetFetchResponseTopic::default()
+            .with_name(TopicName(str_bytes(&topic)))
+            .with_partitions(partitions.collect())
+    }));
     OffsetFetchResponse::default().with_topics(topics)
 }
 
-pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.as_str().to_string();
-    let known = |topic: &TopicName, partition: i32| broker.topics.partition(topic.0.as_str(), partition).is_some();
+    let authz = ctx.authz(broker);
+    if !authz.allows(acl::DELETE, acl::GROUP, &group_id) {
+        return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let readable = authz.allowed_names(acl::READ, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
+    // Unreadable topics are answered TOPIC_AUTHORIZATION_FAILED, unknown partitions
+    // UNKNOWN_TOPIC_OR_PARTITION; the rest goes to the coordinator.
+    let refusal = |topic: &TopicName, partition: i32| {
+        if !readable.contains(topic.0.as_str()) {
+            Some(ResponseError::TopicAuthorizationFailed)
+        } else if broker.topics.partition(topic.0.as_str(), partition).is_none() {
+            Some(ResponseError::UnknownTopicOrPartition)
+        } else {
+            None
+        }
+    };
+    let known = |topic: &TopicName, partition: i32| refusal(topic, partition).is_none();
     let requested = req
         .topics
         .iter()
@@ -233,11 +336,13 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
         let unknown: Vec<OffsetDeleteResponsePartition> = t
             .partitions
             .iter()
-            .filter(|p| !known(&t.name, p.partition_index))
-            .map(|p| {
-                OffsetDeleteResponsePartition::default()
-                    .with_partition_index(p.partition_index)
-                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+            .filter_map(|p| {
+                let e = refusal(&t.name, p.partition_index)?;
+                Some(
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(e.code()),
+                )
             })
             .collect();
         if unknown.is_empty() {

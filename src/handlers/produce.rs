@@ -1,8 +1,11 @@
 //! Produce: validate each partition's batch, append it, and acknowledge per `acks`
 //! (0: no response; 1: once in the log; -1/all: once fsynced when `ketch.acks.all.fsync`).
 //! Transactional batches are verified against their transaction first (`txn_verify`).
+//! Authorization (`ProduceAuth`, Kafka's): transactional batches need WRITE on the
+//! transactional id (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic
+//! WRITE (else TOPIC_AUTHORIZATION_FAILED, before any existence check).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -12,11 +15,12 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::TopicName;
 
-use super::{str_bytes, txn_verify};
+use super::{str_bytes, txn_verify, RequestContext};
 use crate::broker::Broker;
 use crate::error::LogError;
 use crate::log::{batch, now_ms, record_error, Partition, PartitionLog};
 use crate::replica;
+use crate::security::acl;
 
 /// A Produce carrying transactional batches without a transactional id is refused as a whole,
 /// as Kafka does (its authorizer check on the transactional id fails).
@@ -25,6 +29,46 @@ fn has_transactional_batch(req: &ProduceRequest) -> bool {
         .iter()
         .flat_map(|t| &t.partition_data)
         .any(|d| d.records.as_deref().and_then(txn_verify::transactional_producer).is_some())
+}
+
+/// What the principal may not do in a Produce (Kafka's checks): nothing at all when the
+/// request carries transactional batches without WRITE on its transactional id (or without
+/// one), else write the `denied_topics` (no WRITE on them).
+#[derive(Default)]
+pub struct ProduceAuth {
+    pub txn_denied: bool,
+    pub denied_topics: HashSet<String>,
+}
+
+impl ProduceAuth {
+    pub fn check(broker: &Broker, ctx: &RequestContext, req: &ProduceRequest, version: i16) -> ProduceAuth {
+        let authz = ctx.authz(broker);
+        if !authz.enabled() {
+            // As Kafka, with no transactional id its authorizer check fails.
+            return ProduceAuth {
+                txn_denied: req.transactional_id.is_none() && has_transactional_batch(req),
+                ..Default::default()
+            };
+        }
+        if has_transactional_batch(req) {
+            let allowed =
+                req.transactional_id.as_ref().is_some_and(|id| authz.allows(acl::WRITE, acl::TRANSACTIONAL_ID, id));
+            if !allowed {
+                return ProduceAuth { txn_denied: true, ..Default::default() };
+            }
+        }
+        let names: Vec<String> = req
+            .topic_data
+            .iter()
+            .filter_map(|t| match version >= 13 {
+                true => broker.topics.get_by_id(t.topic_id).map(|t| t.name.clone()),
+                false => Some(t.name.0.as_str().to_string()),
+            })
+            .collect();
+        let allowed = authz.allowed_names(acl::WRITE, acl::TOPIC, names.iter().map(String::as_str));
+        let denied_topics = names.iter().filter(|n| !allowed.contains(n.as_str())).cloned().collect();
+        ProduceAuth { txn_denied: false, denied_topics }
+    }
 }
 
 /// A produce request whose batches are in the log; its response waits for the fsyncs.
@@ -50,10 +94,10 @@ pub fn append(
     req: ProduceRequest,
     version: i16,
     added: &HashMap<(String, i32), ResponseError>,
+    auth: &ProduceAuth,
 ) -> Appended {
     let acks = req.acks;
     let txn_id = req.transactional_id.as_ref().map(|id| id.0.as_str().to_string());
-    let unauthorized = txn_id.is_none() && has_transactional_batch(&req);
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_flush: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
     let mut appended_any = false;
@@ -72,6 +116,20 @@ pub fn append(
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
+            if auth.txn_denied {
+                let e = ResponseError::TransactionalIdAuthorizationFailed;
+                partitions.push(response.with_error_code(e.code()));
+                continue;
+            }
+            // By name: a v13 topic id nobody knows stays UNKNOWN_TOPIC_ID.
+            let name = match version >= 13 {
+                true => topic.as_ref().map(|t| t.name.as_str()),
+                false => Some(topic_data.name.0.as_str()),
+            };
+            if name.is_some_and(|n| auth.denied_topics.contains(n)) {
+                partitions.push(response.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+                continue;
+            }
             let partition = topic
                 .as_ref()
                 .and_then(|t| usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i).cloned()));
@@ -79,11 +137,6 @@ pub fn append(
                 partitions.push(response.with_error_code(unknown.code()));
                 continue;
             };
-            if unauthorized {
-                let e = ResponseError::TransactionalIdAuthorizationFailed;
-                partitions.push(response.with_error_code(e.code()));
-                continue;
-            }
             if topic.as_ref().is_some_and(|t| t.internal) {
                 // Internal topics are written by their coordinators only, as in Kafka.
                 partitions.push(response.with_error_code(ResponseError::InvalidTopicException.code()));

@@ -1,6 +1,8 @@
 //! Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 //! TxnOffsetCommit, and DescribeTransactions / ListTransactions / DescribeProducers for the
-//! `kafka-transactions` tool. The coordinator lives in `crate::txn`.
+//! `kafka-transactions` tool. The coordinator lives in `crate::txn`. Each handler checks what
+//! Kafka's `KafkaApis` checks (transactional id WRITE / DESCRIBE, group READ, topic WRITE /
+//! READ / DESCRIBE, IDEMPOTENT_WRITE), described where it is done.
 
 use std::sync::Arc;
 
@@ -27,12 +29,13 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ProducerId, TopicName, TransactionalId};
 
-use super::{str_bytes, txn_verify};
+use super::{str_bytes, txn_verify, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
 use crate::group::records::OffsetValue;
 use crate::group::GroupCoordinator;
 use crate::log::now_ms;
+use crate::security::acl;
 use crate::txn::transitions::TV_0;
 
 fn code(r: Result<(), ResponseError>) -> i16 {
@@ -50,10 +53,28 @@ fn for_version(r: Result<(), ResponseError>, version: i16) -> Result<(), Respons
 
 pub async fn init_producer_id(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: InitProducerIdRequest,
     version: i16,
 ) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    // Kafka: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on the
+    // cluster or WRITE on some topic.
+    let authz = ctx.authz(broker);
+    let refused = match &req.transactional_id {
+        Some(id) if !authz.allows(acl::WRITE, acl::TRANSACTIONAL_ID, id) => {
+            Some(ResponseError::TransactionalIdAuthorizationFailed)
+        }
+        None if !authz.allows_quietly(acl::IDEMPOTENT_WRITE, acl::CLUSTER, acl::CLUSTER_NAME)
+            && !authz.any_of_type(acl::WRITE, acl::TOPIC) =>
+        {
+            Some(ResponseError::ClusterAuthorizationFailed)
+        }
+        _ => None,
+    };
+    if let Some(e) = refused {
+        return response.with_error_code(e.code());
+    }
     let result = match &req.transactional_id {
         // Idempotent producer: always a fresh producer id at epoch 0, as Kafka does.
         None => broker.producer_ids.next().map(|id| (id, 0)).map_err(|_| ResponseError::KafkaStorageError),
@@ -75,23 +96,40 @@ pub async fn init_producer_id(
 
 pub async fn add_partitions(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
     version: i16,
 ) -> AddPartitionsToTxnResponse {
-    // Client versions (v0-3) only: one transaction per request.
+    // Client versions (v0-3) only: one transaction per request. Kafka: WRITE on the
+    // transactional id (else every partition refused), then on each topic (internal topics
+    // never, with an authorizer); any refused or unknown partition fails the whole request.
+    let authz = ctx.authz(broker);
+    let txn_allowed = authz.allows(acl::WRITE, acl::TRANSACTIONAL_ID, req.v3_and_below_transactional_id.0.as_str());
+    let writable = authz.allowed_names(
+        acl::WRITE,
+        acl::TOPIC,
+        req.v3_and_below_topics
+            .iter()
+            .map(|t| t.name.0.as_str())
+            .filter(|n| !authz.enabled() || !super::is_internal_topic(n)),
+    );
     let mut wanted = Vec::new();
-    let mut unknown = Vec::new();
+    let mut failed = Vec::new();
     for topic in &req.v3_and_below_topics {
         for p in &topic.partitions {
             let key = (topic.name.0.as_str().to_string(), *p);
-            if broker.topics.partition(&key.0, *p).is_some() {
+            if !txn_allowed {
+                failed.push((key, ResponseError::TransactionalIdAuthorizationFailed));
+            } else if !writable.contains(key.0.as_str()) {
+                failed.push((key, ResponseError::TopicAuthorizationFailed));
+            } else if broker.topics.partition(&key.0, *p).is_some() {
                 wanted.push(key);
             } else {
-                unknown.push(key);
+                failed.push((key, ResponseError::UnknownTopicOrPartition));
             }
         }
     }
-    let outcome = if unknown.is_empty() {
+    let outcome = if failed.is_empty() {
         broker
             .txns
             .add_partitions(
@@ -114,8 +152,9 @@ pub async fn add_partitions(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let error = if unknown.contains(&(topic.name.0.as_str().to_string(), *p)) {
-                        ResponseError::UnknownTopicOrPartition.code()
+                    let key = (topic.name.0.as_str().to_string(), *p);
+                    let error = if let Some((_, e)) = failed.iter().find(|(k, _)| *k == key) {
+                        e.code()
                     } else {
                         code(for_version(outcome, version))
                     };
@@ -130,7 +169,23 @@ pub async fn add_partitions(
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
 }
 
-pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, version: i16) -> AddOffsetsToTxnResponse {
+pub async fn add_offsets(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: AddOffsetsToTxnRequest,
+    version: i16,
+) -> AddOffsetsToTxnResponse {
+    let authz = ctx.authz(broker);
+    let refused = if !authz.allows(acl::WRITE, acl::TRANSACTIONAL_ID, req.transactional_id.0.as_str()) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz.allows(acl::READ, acl::GROUP, req.group_id.0.as_str()) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return AddOffsetsToTxnResponse::default().with_error_code(e.code());
+    }
     let result = match broker.groups.offsets_topic(&broker.topics) {
         Err(e) => Err(e),
         Ok(_) => {
@@ -154,7 +209,13 @@ pub async fn add_offsets(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, vers
 
 /// EndTxn; v5 (transaction protocol 2) bumps the epoch and answers the producer id and epoch
 /// the client goes on with.
-pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
+pub async fn end_txn(broker: &Arc<Broker>, ctx: &RequestContext, req: EndTxnRequest, version: i16) -> EndTxnResponse {
+    if !ctx.authz(broker).allows(acl::WRITE, acl::TRANSACTIONAL_ID, req.transactional_id.0.as_str()) {
+        return EndTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
     let result = broker
         .txns
         .end_txn(
@@ -178,10 +239,33 @@ pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> 
 
 pub async fn txn_offset_commit(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.as_str().to_string();
+    // Kafka: WRITE on the transactional id, READ on the group (else every partition refused),
+    // READ on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED, before anything else).
+    let authz = ctx.authz(broker);
+    let refused = if !authz.allows(acl::WRITE, acl::TRANSACTIONAL_ID, req.transactional_id.0.as_str()) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz.allows(acl::READ, acl::GROUP, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        let topics = req.topics.iter().map(|t| {
+            let partitions = t.partitions.iter().map(|p| {
+                TxnOffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(e.code())
+            });
+            TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions.collect())
+        });
+        return TxnOffsetCommitResponse::default().with_topics(topics.collect());
+    }
+    let readable = authz.allowed_names(acl::READ, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
     // The group's `__consumer_offsets` partition must be in the transaction: added by
     // AddOffsetsToTxn before v5, implicitly from v5 (transaction protocol 2). As in Kafka, the
     // group's checks come after.
@@ -203,9 +287,12 @@ pub async fn txn_offset_commit(
     let mut errors: Vec<(TopicName, Vec<(i32, i16)>)> = Vec::new();
     for topic in &req.topics {
         let known = broker.topics.get(topic.name.0.as_str());
+        let readable = readable.contains(topic.name.0.as_str());
         let mut parts = Vec::new();
         for p in &topic.partitions {
-            let error = if let Err(e) = check {
+            let error = if !readable {
+                ResponseError::TopicAuthorizationFailed.code()
+            } else if let Err(e) = check {
                 e.code()
             } else if !known
                 .as_ref()
@@ -253,17 +340,26 @@ pub async fn txn_offset_commit(
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
-pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+pub fn describe_transactions(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    // Kafka: DESCRIBE on each transactional id; only the topics the principal may describe.
+    let authz = ctx.authz(broker);
     let states = req
         .transactional_ids
         .iter()
         .map(|id| {
             let state = dt::TransactionState::default().with_transactional_id(id.clone());
+            if !authz.allows(acl::DESCRIBE, acl::TRANSACTIONAL_ID, id.0.as_str()) {
+                return state.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            }
             let Some(m) = broker.txns.describe(id.0.as_str()) else {
                 return state.with_error_code(ResponseError::TransactionalIdNotFound.code());
             };
             let mut topics: Vec<dt::TopicData> = Vec::new();
-            for (topic, p) in &m.partitions {
+            for (topic, p) in m.partitions.iter().filter(|(t, _)| authz.allows(acl::DESCRIBE, acl::TOPIC, t)) {
                 match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
                     Some(t) => t.partitions.push(*p),
                     None => topics.push(
@@ -283,7 +379,13 @@ pub fn describe_transactions(broker: &Arc<Broker>, req: DescribeTransactionsRequ
     DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
-pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> ListTransactionsResponse {
+pub fn list_transactions(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListTransactionsRequest,
+) -> ListTransactionsResponse {
+    // Kafka: only the transactional ids the principal may describe.
+    let authz = ctx.authz(broker);
     const KNOWN: &[&str] = &[
         "Empty",
         "Ongoing",
@@ -318,7 +420,8 @@ pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> 
             let duration_ok = req.duration_filter < 0
                 || (m.state == crate::txn::records::TxnState::Ongoing && now - m.start_ms >= req.duration_filter);
             let pattern_ok = pattern.as_ref().is_none_or(|re| re.is_match(id));
-            (state_ok && pid_ok && duration_ok && pattern_ok).then(|| {
+            let visible = || authz.allows(acl::DESCRIBE, acl::TRANSACTIONAL_ID, id);
+            (state_ok && pid_ok && duration_ok && pattern_ok && visible()).then(|| {
                 lt::TransactionState::default()
                     .with_transactional_id(TransactionalId(str_bytes(id)))
                     .with_producer_id(ProducerId(m.producer_id))
@@ -329,16 +432,31 @@ pub fn list_transactions(broker: &Arc<Broker>, req: ListTransactionsRequest) -> 
     ListTransactionsResponse::default().with_unknown_state_filters(unknown).with_transaction_states(states)
 }
 
-pub fn describe_producers(broker: &Arc<Broker>, req: DescribeProducersRequest) -> DescribeProducersResponse {
+pub fn describe_producers(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let authz = ctx.authz(broker);
     let topics = req
         .topics
         .iter()
         .map(|topic| {
+            // Kafka: READ on the topic (after the name's validity), before its existence.
+            let name = topic.name.0.as_str();
+            let refused =
+                crate::metadata::validate_topic_name(name).is_ok() && !authz.allows(acl::READ, acl::TOPIC, name);
             let partitions = topic
                 .partition_indexes
                 .iter()
                 .map(|p| {
                     let response = dp::PartitionResponse::default().with_partition_index(*p);
+                    if refused {
+                        let e = ResponseError::TopicAuthorizationFailed;
+                        return response
+                            .with_error_code(e.code())
+                            .with_error_message(Some(str_bytes(&default_message(e))));
+                    }
                     let Some(partition) = broker.topics.partition(topic.name.0.as_str(), *p) else {
                         // Kafka explains an unknown topic, not an unknown partition of a known one.
                         let error = ResponseError::UnknownTopicOrPartition;

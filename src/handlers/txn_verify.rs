@@ -87,10 +87,11 @@ pub async fn produce_implicit_adds(
     broker: &Broker,
     req: &ProduceRequest,
     version: i16,
+    auth: &super::produce::ProduceAuth,
 ) -> HashMap<(String, i32), ResponseError> {
     let mut errors = HashMap::new();
     let Some(id) = req.transactional_id.as_ref().map(|id| id.0.as_str()) else { return errors };
-    if version < 12 {
+    if version < 12 || auth.txn_denied {
         return errors;
     }
     // (producer id, epoch) -> partitions to add.
@@ -101,7 +102,7 @@ pub async fn produce_implicit_adds(
         } else {
             broker.topics.get(topic_data.name.0.as_str())
         };
-        let Some(topic) = topic else { continue };
+        let Some(topic) = topic.filter(|t| !auth.denied_topics.contains(&t.name)) else { continue };
         for data in &topic_data.partition_data {
             let Some(partition) = usize::try_from(data.index).ok().and_then(|i| topic.partitions.get(i)) else {
                 continue;

@@ -1,18 +1,28 @@
 //! UpdateFeatures (`kafka-features upgrade / downgrade`, Admin `updateFeatures`): changes the
 //! finalized feature levels (`metadata::features`), answered as Kafka 4.1's controller answers:
 //! one refused update refuses them all, with a top-level error; per-feature results only for
-//! v0-1 and only on success.
+//! v0-1 and only on success. Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::update_features_request::UpdateFeaturesRequest;
 use kafka_protocol::messages::update_features_response::{UpdatableFeatureResult, UpdateFeaturesResponse};
 
-use super::str_bytes;
+use super::{cluster_denied, str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::metadata::features::{SAFE_DOWNGRADE, UPGRADE};
+use crate::security::acl;
 
-pub fn handle(broker: &Arc<Broker>, req: UpdateFeaturesRequest, version: i16) -> UpdateFeaturesResponse {
+pub fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: UpdateFeaturesRequest,
+    version: i16,
+) -> UpdateFeaturesResponse {
+    if !ctx.authz(broker).cluster(acl::ALTER) {
+        let (code, message) = cluster_denied();
+        return UpdateFeaturesResponse::default().with_error_code(code).with_error_message(message);
+    }
     let updates: Vec<(String, i16, i8)> = req
         .feature_updates
         .iter()

@@ -27,11 +27,20 @@ pub const PREFIXED: i8 = 4;
 pub const ALL: i8 = 2;
 pub const READ: i8 = 3;
 pub const WRITE: i8 = 4;
+pub const CREATE: i8 = 5;
 pub const DELETE: i8 = 6;
 pub const ALTER: i8 = 7;
 pub const DESCRIBE: i8 = 8;
+pub const CLUSTER_ACTION: i8 = 9;
 pub const DESCRIBE_CONFIGS: i8 = 10;
 pub const ALTER_CONFIGS: i8 = 11;
+pub const IDEMPOTENT_WRITE: i8 = 12;
+pub const TOPIC: i8 = 2;
+pub const GROUP: i8 = 3;
+pub const CLUSTER: i8 = 4;
+pub const TRANSACTIONAL_ID: i8 = 5;
+/// The name of the one cluster resource (Kafka's `CLUSTER_NAME`).
+pub const CLUSTER_NAME: &str = "kafka-cluster";
 pub const DENY: i8 = 2;
 pub const ALLOW: i8 = 3;
 const WILDCARD: &str = "*";
@@ -76,6 +85,11 @@ const OPERATIONS: &[&str] = &[
     "TWO_PHASE_COMMIT",
 ];
 const PERMISSIONS: &[&str] = &["UNKNOWN", "ANY", "DENY", "ALLOW"];
+
+/// Kafka's name of an operation code (`AclOperation`), for logs.
+pub fn operation_name(code: i8) -> String {
+    name_of(code, OPERATIONS)
+}
 
 impl AclBinding {
     /// Kafka's `AclControlManager.validateNewAcl`: the message of the INVALID_REQUEST.
@@ -199,11 +213,51 @@ pub fn authorize(
     on_resource.iter().filter(relevant).any(|a| a.permission == ALLOW)
 }
 
+/// Whether `principal` may do `operation` on some resource of `resource_type` (Kafka's default
+/// `Authorizer.authorizeByResourceType`, which StandardAuthorizer keeps): allowed when the
+/// decision for a resource named `hardcode` allows (super users, `allow.everyone.if.no.acl.found`);
+/// otherwise when one of the principal's ALLOW ACLs for exactly this operation (or ALL; no
+/// implied operations here) is a literal `*`, or names a literal or prefix that no DENY
+/// dominates (a literal DENY of the same name, a prefixed DENY of one of its prefixes); a
+/// literal DENY of `*` denies at once.
+pub fn authorize_by_resource_type(
+    config: &AuthorizerConfig,
+    acls: &[AclBinding],
+    principal: &str,
+    host: &str,
+    operation: i8,
+    resource_type: i8,
+) -> bool {
+    if authorize(config, acls, principal, host, operation, resource_type, "hardcode") {
+        return true;
+    }
+    let mine = acls.iter().filter(|a| {
+        a.resource_type == resource_type
+            && (a.host == host || a.host == WILDCARD)
+            && (a.principal == principal || a.principal == WILDCARD_USER)
+            && (a.operation == operation || a.operation == ALL)
+    });
+    let (mut deny_literal, mut deny_prefixed, mut allows) = (Vec::new(), Vec::new(), Vec::new());
+    for a in mine {
+        match (a.permission, a.pattern_type) {
+            (DENY, LITERAL) if a.resource_name == WILDCARD => return false,
+            (DENY, LITERAL) => deny_literal.push(a.resource_name.as_str()),
+            (DENY, PREFIXED) => deny_prefixed.push(a.resource_name.as_str()),
+            (ALLOW, LITERAL) if a.resource_name == WILDCARD => return true,
+            (ALLOW, _) => allows.push((a.pattern_type, a.resource_name.as_str())),
+            _ => {}
+        }
+    }
+    allows.iter().any(|(pattern, name)| {
+        let literal_denied = *pattern == LITERAL && deny_literal.contains(name);
+        let prefix_denied = deny_prefixed.iter().any(|d| name.starts_with(d));
+        !literal_denied && !prefix_denied
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const TOPIC: i8 = 2;
 
     fn acl(name: &str, pattern: i8, principal: &str, op: i8, permission: i8) -> AclBinding {
         AclBinding {
@@ -239,7 +293,6 @@ mod tests {
         assert!(!can("User:carol", READ, "no-acl-topic"), "no ACL: denied by default");
         let open = AuthorizerConfig { allow_everyone_if_no_acl_found: true, ..config.clone() };
         assert!(!authorize(&open, &acls, "User:carol", "h", READ, TOPIC, "no-acl-topic"), "bob's `*` ACL is on it");
-        const GROUP: i8 = 3;
         assert!(authorize(&open, &acls, "User:carol", "h", READ, GROUP, "g1"), "no ACL on the group at all");
         assert!(!authorize(&config, &acls, "User:carol", "h", READ, GROUP, "g1"));
         assert!(!authorize(&open, &acls, "User:carol", "h", READ, TOPIC, "orders"), "ACLs exist on it");
@@ -249,6 +302,28 @@ mod tests {
             "a DENY READ does not deny DESCRIBE"
         );
         assert!(!authorize(&config, &deny_describe, "User:dan", "h", READ, TOPIC, "t"));
+    }
+
+    #[test]
+    fn by_resource_type_follows_kafkas_default_rule() {
+        let config = AuthorizerConfig { super_users: vec!["User:admin".into()], allow_everyone_if_no_acl_found: false };
+        let by_type = |acls: &[AclBinding], p: &str| authorize_by_resource_type(&config, acls, p, "h", WRITE, TOPIC);
+        assert!(by_type(&[], "User:admin"), "super users");
+        assert!(!by_type(&[], "User:alice"), "no ACL at all");
+        assert!(by_type(&[acl("orders", LITERAL, "User:alice", WRITE, ALLOW)], "User:alice"));
+        assert!(!by_type(&[acl("orders", LITERAL, "User:alice", READ, ALLOW)], "User:alice"), "another operation");
+        assert!(by_type(&[acl("orders", LITERAL, "User:*", ALL, ALLOW)], "User:alice"), "ALL and User:*");
+        let dominated =
+            [acl("pay-in", LITERAL, "User:alice", WRITE, ALLOW), acl("pay", PREFIXED, "User:alice", WRITE, DENY)];
+        assert!(!by_type(&dominated, "User:alice"), "a prefixed DENY dominates the literal ALLOW");
+        let same = [acl("t", LITERAL, "User:alice", WRITE, ALLOW), acl("t", LITERAL, "User:alice", WRITE, DENY)];
+        assert!(!by_type(&same, "User:alice"), "a literal DENY of the same name");
+        let other = [acl("t", LITERAL, "User:alice", WRITE, ALLOW), acl("u", LITERAL, "User:alice", WRITE, DENY)];
+        assert!(by_type(&other, "User:alice"), "a DENY elsewhere leaves the ALLOW");
+        let wild_deny = [acl("t", LITERAL, "User:alice", WRITE, ALLOW), acl("*", LITERAL, "User:*", WRITE, DENY)];
+        assert!(!by_type(&wild_deny, "User:alice"));
+        let open = AuthorizerConfig { allow_everyone_if_no_acl_found: true, ..config.clone() };
+        assert!(authorize_by_resource_type(&open, &[], "User:bob", "h", WRITE, TOPIC), "nothing on `hardcode`");
     }
 
     #[test]

@@ -108,6 +108,11 @@ impl AclStore {
         acl::authorize(&self.config, &self.read(), principal, host, operation, resource_type, name)
     }
 
+    /// Whether some resource of `resource_type` allows `operation` (`acl::authorize_by_resource_type`).
+    pub fn authorize_by_resource_type(&self, principal: &str, host: &str, operation: i8, resource_type: i8) -> bool {
+        acl::authorize_by_resource_type(&self.config, &self.read(), principal, host, operation, resource_type)
+    }
+
     fn save(&self, acls: &[AclBinding]) -> std::io::Result<()> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
