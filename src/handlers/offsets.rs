@@ -27,7 +27,7 @@ use crate::log::now_ms;
 /// Per topic, per partition: the commit outcome.
 type CommitOutcome = Vec<(TopicName, Vec<(i32, Result<OffsetValue, ResponseError>)>)>;
 
-pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
+pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let now = now_ms();
     // Per partition: Ok(value to store) or the error to report.
@@ -37,6 +37,7 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i1
         req.member_id.as_str(),
         req.group_instance_id.as_ref().map(|s| s.as_str()),
         req.generation_id_or_member_epoch,
+        version,
     );
     for topic in &req.topics {
         let known = broker.topics.get(topic.name.0.as_str());
@@ -116,6 +117,12 @@ pub fn fetch(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Off
                 } else {
                     Default::default()
                 };
+                let member = g.member_id.as_ref().map(|m| m.as_str());
+                if let Err(e) = broker.groups.consumer_check_fetch(g.group_id.0.as_str(), member, g.member_epoch) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(e.code());
+                }
                 let topics = broker
                     .groups
                     .committed(g.group_id.0.as_str(), wanted)
