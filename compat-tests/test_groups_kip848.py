@@ -11,6 +11,11 @@ hands partitions over through ConsumerGroupHeartbeat.
   committed offsets (nothing consumed twice).
 - librdkafka (confluent-kafka, librdkafka >= 2.4): two consumers with group.protocol=consumer split
   a topic and consume every record once; committed offsets resume a new consumer.
+- probe (compat-tests/go/kip848probe, raw franz-go kmsg requests): the protocol request by request
+  with Kafka 4.1's error codes and messages (invalid first heartbeats, unknown groups and members,
+  fencing, revocation before hand-over, describe and list, OffsetCommit / OffsetFetch v9 member
+  epochs, classic and consumer group ids, group size, static members, DeleteGroups); see its doc
+  comment. Every mismatch is listed in one run.
 """
 
 import os
@@ -24,7 +29,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import run_logged
+from conftest import _set_pdeathsig, go_build, run_logged
 
 SESSION_MS = 8000
 KIP848 = pytest.mark.broker_config(**{
@@ -235,3 +240,23 @@ def test_librdkafka_consumer_protocol(broker):
     got += [m.value().decode() for m in c.consume(100, 0.5) if m.error() is None]
     c.close()
     assert got == ["after"], "resumed at the committed offsets"
+
+
+@pytest.mark.broker_config(**{
+    "group.consumer.max.size": "3",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+})
+def test_consumer_protocol_probe(broker):
+    probe = go_build("kip848probe")
+    try:
+        r = subprocess.run([str(probe), "-brokers", broker.bootstrap], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=120, preexec_fn=_set_pdeathsig)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"kip848 probe timed out\n{e.stdout}\n{e.stderr}", pytrace=False)
+    print(r.stdout)
+    if r.returncode != 0 or not r.stdout.rstrip().endswith("PASS"):
+        mism = [line for line in r.stdout.splitlines() if line.startswith("MISMATCH")]
+        pytest.fail(f"kip848 probe: exit {r.returncode}, {len(mism)} mismatches:\n" + "\n".join(mism)
+                    + f"\n{r.stderr[-3000:]}", pytrace=False)

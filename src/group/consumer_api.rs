@@ -110,7 +110,7 @@ pub fn validate(group_id: &str, hb: &Heartbeat, version: i16, settings: &Setting
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
             if hb.subscribed_topic_names.is_none() && hb.subscribed_topic_regex.is_none() {
-                return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.");
+                return invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.");
             }
         }
         -2 => {
@@ -191,7 +191,19 @@ impl GroupCoordinator {
             }
             if let Some(classic) = inner.groups.get(group_id) {
                 if classic.state != GroupState::Empty || !classic.pending.is_empty() {
-                    return Err((ResponseError::GroupIdNotFound, format!("Group {group_id} is not a consumer group.")));
+                    // Kafka 4.1 upgrades a classic group of consumers online; Ketch answers as
+                    // Kafka does when that is not possible (or disabled).
+                    let why = if classic.protocol_type.as_deref() != Some("consumer") {
+                        "the group does not use the consumer embedded protocol"
+                    } else if classic.members.len() > settings.max_size {
+                        "the group size exceeds the consumer group maximum size"
+                    } else {
+                        "online upgrade is disabled"
+                    };
+                    return Err((
+                        ResponseError::GroupIdNotFound,
+                        format!("Cannot upgrade classic group {group_id} to consumer group because {why}."),
+                    ));
                 }
                 inner.groups.remove(group_id);
                 let tombstone = (Key::Group { group: group_id.to_string() }.encode(), None);

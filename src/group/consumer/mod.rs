@@ -106,6 +106,13 @@ impl ConsumerGroup {
             return self.leave(hb, topics, settings, out);
         }
         let joining = hb.member_epoch == 0;
+        // As Kafka, before looking the member up (a static replacement counts as a new member).
+        if !self.members.contains_key(&hb.member_id) && self.members.len() >= settings.max_size {
+            return Err((
+                ResponseError::GroupMaxSizeReached,
+                format!("The consumer group has reached its maximum capacity of {} members.", settings.max_size),
+            ));
+        }
         let existing = match &hb.instance_id {
             None => match self.members.get(&hb.member_id) {
                 Some(m) => {
@@ -165,12 +172,6 @@ impl ConsumerGroup {
                 }
             },
         };
-        if existing.is_none() && self.members.len() >= settings.max_size {
-            return Err((
-                ResponseError::GroupMaxSizeReached,
-                format!("The consumer group has reached its maximum capacity of {} members.", settings.max_size),
-            ));
-        }
         let member = existing.unwrap_or_else(|| Member::new(&hb.member_id));
         let mut updated = member.clone();
         if hb.instance_id.is_some() {
