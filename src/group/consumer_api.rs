@@ -110,7 +110,9 @@ pub fn validate(group_id: &str, hb: &Heartbeat, version: i16, settings: &Setting
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
             if hb.subscribed_topic_names.is_none() && hb.subscribed_topic_regex.is_none() {
-                return invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.");
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                );
             }
         }
         -2 => {
@@ -254,7 +256,8 @@ impl GroupCoordinator {
     pub fn consumer_describe(&self, group_id: &str) -> Result<DescribedConsumerGroup, Refusal> {
         let inner = self.lock();
         let Some(g) = inner.consumer.get(group_id) else {
-            let msg = if inner.groups.contains_key(group_id) {
+            // A group with committed offsets only is an empty classic group to Kafka.
+            let msg = if inner.groups.contains_key(group_id) || inner.offsets.contains_key(group_id) {
                 format!("Group {group_id} is not a consumer group.")
             } else {
                 format!("Group {group_id} not found.")
@@ -348,5 +351,52 @@ impl GroupCoordinator {
         let inner = self.lock();
         let g = inner.consumer.get(group_id)?;
         Some(g.members.values().flat_map(|m| ConsumerGroup::member_topics(m, &view)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::group::GroupConfig;
+    use crate::log::flusher::Flusher;
+
+    #[tokio::test]
+    async fn a_consumer_group_survives_a_restart_with_its_epochs_and_assignments() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut props = Properties::new();
+        props.insert("log.dirs".into(), dir.path().display().to_string());
+        props.insert("offsets.topic.num.partitions".into(), "3".into());
+        let config = BrokerConfig::from_properties(props).unwrap();
+        let topics = TopicRegistry::open(&config).unwrap();
+        topics.create("t", 4, Properties::new()).unwrap();
+        let flusher = Flusher::start();
+        let coordinator = GroupCoordinator::new(GroupConfig::from_broker(&config));
+        let join = |id: &str| Heartbeat {
+            member_id: id.into(),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            owned: Some(vec![]),
+            ..Default::default()
+        };
+        for id in ["a", "b"] {
+            let (_, written) = coordinator.consumer_heartbeat(&topics, "g", join(id)).unwrap();
+            GroupCoordinator::sync_to_disk(&flusher, written.unwrap()).await.unwrap();
+        }
+        let before = coordinator.lock().consumer["g"].clone();
+        assert_eq!(before.group_epoch, 2);
+        let reloaded = GroupCoordinator::new(GroupConfig::from_broker(&config));
+        reloaded.load(&topics).unwrap();
+        let inner = reloaded.lock();
+        let after = &inner.consumer["g"];
+        assert_eq!((after.group_epoch, after.assignment_epoch), (before.group_epoch, before.assignment_epoch));
+        assert_eq!(after.members, before.members);
+        assert_eq!(after.target, before.target);
+        assert!(!inner.groups.contains_key("g"));
+        drop(inner);
+        // A member's next heartbeat carries on at its epoch.
+        let hb = Heartbeat { member_id: "a".into(), member_epoch: 1, rebalance_timeout_ms: -1, ..Default::default() };
+        let (answer, _) = reloaded.consumer_heartbeat(&topics, "g", hb).unwrap();
+        assert_eq!(answer.member_epoch, 1);
     }
 }

@@ -176,3 +176,28 @@ fn regex_subscription_matches_whole_names() {
     let a = g.heartbeat(&j, &t, &s, now, &mut log).unwrap();
     assert_eq!(count(a.assignment.as_ref().unwrap()), 5, "t (4) and tx (1), not other");
 }
+
+#[test]
+fn a_member_that_does_not_revoke_in_time_is_fenced() {
+    let (t, s, now) = (topics(), settings(), Instant::now());
+    let mut g = ConsumerGroup::new("g");
+    let mut log = Vec::new();
+    let mut j = join("a");
+    j.rebalance_timeout_ms = 5000;
+    let a = g.heartbeat(&j, &t, &s, now, &mut log).unwrap();
+    g.heartbeat(&join("b"), &t, &s, now, &mut log).unwrap();
+    // a is asked to revoke and keeps heartbeating with every partition.
+    let owned = a.assignment.unwrap();
+    g.heartbeat(&beat("a", 1, &owned), &t, &s, now, &mut log).unwrap();
+    assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
+    let later = now + Duration::from_secs(4);
+    g.heartbeat(&beat("a", 1, &owned), &t, &s, later, &mut log).unwrap();
+    g.heartbeat(&beat("b", 2, &Assignment::new()), &t, &s, later, &mut log).unwrap();
+    g.tick(&t, &s, later, &mut log);
+    assert!(g.members.contains_key("a"), "within the rebalance timeout");
+    g.tick(&t, &s, now + Duration::from_secs(6), &mut log);
+    assert!(!g.members.contains_key("a"), "fenced after the rebalance timeout");
+    let b = g.heartbeat(&beat("b", 2, &Assignment::new()), &t, &s, now + Duration::from_secs(6), &mut log).unwrap();
+    assert_eq!(count(b.assignment.as_ref().unwrap()), 4, "b gets every partition once a is gone");
+    replayed(&g, &log);
+}
