@@ -336,10 +336,12 @@ impl GroupCoordinator {
         let mut tombstones: Vec<(String, Vec<KeyedValue>)> = Vec::new();
         {
             let mut inner = self.lock();
-            let Inner { groups, offsets, .. } = &mut *inner;
+            let Inner { groups, offsets, consumer, .. } = &mut *inner;
             for (group_id, group_offsets) in offsets.iter_mut() {
                 let group = groups.get(group_id);
-                if group.is_some_and(|g| g.state != GroupState::Empty) {
+                if group.is_some_and(|g| g.state != GroupState::Empty)
+                    || consumer.get(group_id).is_some_and(|g| !g.members.is_empty())
+                {
                     continue;
                 }
                 let empty_since = group.map(|g| g.state_timestamp_ms);

@@ -24,6 +24,9 @@ use records::{ConsumerKey, ConsumerValue, Rec};
 pub use state::{Assignment, ConsumerGroup, Member, MemberState, TopicInfo, TopicView};
 use state::{Deadlines, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
 
+/// How often the timers compare a group's subscribed topics with the metadata.
+const METADATA_CHECK: Duration = Duration::from_millis(500);
+
 /// The broker's consumer-group settings (`group.consumer.*`).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -379,7 +382,10 @@ impl ConsumerGroup {
                 self.fence(&id, topics, settings, out);
             }
         }
-        if !self.members.is_empty() {
+        // Metadata changes are looked for every METADATA_CHECK (heartbeats look at every call).
+        let due = self.metadata_checked.is_none_or(|at| now.saturating_duration_since(at) >= METADATA_CHECK);
+        if !self.members.is_empty() && due {
+            self.metadata_checked = Some(now);
             let hash = self.compute_metadata_hash(topics);
             if hash != self.metadata_hash {
                 self.bump_epoch(hash, out);

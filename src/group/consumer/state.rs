@@ -142,6 +142,8 @@ pub struct ConsumerGroup {
     pub members: BTreeMap<String, Member>,
     pub target: BTreeMap<String, Assignment>,
     pub deadlines: HashMap<String, Deadlines>,
+    /// When the timers last compared the metadata hash (not persisted).
+    pub metadata_checked: Option<Instant>,
 }
 
 impl ConsumerGroup {

@@ -158,7 +158,9 @@ fn new_partitions_bump_the_epoch() {
     g.tick(&t, &s, now, &mut log);
     assert_eq!(g.group_epoch, epoch, "nothing changed");
     t.get_mut("t").unwrap().partitions = 6;
-    g.tick(&t, &s, now, &mut log);
+    g.tick(&t, &s, now + Duration::from_millis(100), &mut log);
+    assert_eq!(g.group_epoch, epoch, "the timers look at the metadata every 500 ms");
+    g.tick(&t, &s, now + Duration::from_secs(1), &mut log);
     assert_eq!(g.group_epoch, epoch + 1);
     assert_eq!(count(&g.target["a"]), 6);
 }
