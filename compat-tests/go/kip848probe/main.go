@@ -469,4 +469,47 @@ func run() {
 	expect("DeleteGroups empty", ec(send[*kmsg.DeleteGroupsResponse](coord, del).Groups[0].ErrorCode), "NONE")
 	expect("ConsumerGroupDescribe after delete", ec(describe(g)[g].ErrorCode), "GROUP_ID_NOT_FOUND")
 	_ = topicID
+
+	// ---- regex subscription (Kafka resolves it asynchronously: poll until it converges)
+	rg := "regex-" + suffix
+	names[rg] = "RG"
+	r1 := join(rg, "r1")
+	r1.topics = nil
+	r1.regex = sp("kip848-" + suffix + ".*")
+	a = heartbeat(r1)
+	expect("regex member joins", a.err, "NONE")
+	poll := func(what string, want int) {
+		owned := a.assign
+		for deadline := time.Now().Add(40 * time.Second); ; {
+			n := 0
+			for _, ps := range owned {
+				n += len(ps)
+			}
+			if n == want || time.Now().After(deadline) {
+				expect(what, n, want)
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+			b := heartbeat(hb{group: rg, member: "r1", epoch: a.epoch, rebalance: -1, owned: owned})
+			if b.err != "NONE" {
+				expect(what+": heartbeat", b.err, "NONE")
+				return
+			}
+			a.epoch = b.epoch
+			if b.hasAsgn {
+				owned = b.assign
+			}
+		}
+	}
+	poll("regex matches T", 4)
+	epochBefore := describe(rg)[rg].Epoch
+	newTopic := "kip848-" + suffix + "-more"
+	names[newTopic] = "T2"
+	if ct, err := adm.CreateTopic(ctx, 2, 1, nil, newTopic); err != nil || ct.Err != nil {
+		fatalf("CreateTopic: %v %v", err, ct.Err)
+	}
+	poll("a new topic matching the regex is assigned", 6)
+	expect("the new topic bumped the group epoch", describe(rg)[rg].Epoch > epochBefore, true)
+	d = describe(rg)[rg]
+	expect("described regex", str(d.Members[0].SubscribedTopicRegex), "T.*")
 }
