@@ -85,8 +85,8 @@ HARNESS_BROKER_CONFIGS = {"log.dirs", "listeners", "advertised.listeners", "cont
 
 # Genuine differences accepted for now: (step pattern, path pattern, reason); '*' matches
 # anything. Keep it short.
-_FEATURES = ("Ketch finalizes only transaction.version (2): group.version 1 would make clients use KIP-848, "
-             "which it does not serve, and metadata.version, kraft.version, share.version and ELR are KRaft "
+_FEATURES = ("Ketch finalizes only transaction.version (2): group.version is left out (Ketch serves the KIP-848 "
+             "consumer protocol without the feature switch), and metadata.version, kraft.version, share.version and ELR are KRaft "
              "cluster features (issue 14); Kafka's epoch is its metadata offset")
 KNOWN_DIFFERENCES: list[tuple[str, str, str]] = [
     ("api-versions", ".SupportedFeatures*", _FEATURES),

@@ -20,6 +20,8 @@ pub struct ListedGroup {
     pub id: String,
     pub state: &'static str,
     pub protocol_type: String,
+    /// "classic" or "consumer" (KIP-848).
+    pub group_type: &'static str,
 }
 
 /// A member as DescribeGroups shows it.
@@ -36,6 +38,8 @@ pub struct DescribedMember {
 pub enum DescribedGroup {
     /// Neither members nor offsets.
     Unknown,
+    /// A KIP-848 consumer group (Kafka 4.1 describes it as not a classic group).
+    NotClassic,
     /// Committed offsets only (Kafka shows it Empty).
     OffsetsOnly,
     Live {
@@ -51,6 +55,14 @@ impl GroupCoordinator {
     pub fn join(&self, group_id: &str, join: JoinRequest) -> Reply<JoinResult> {
         let cfg = &self.config;
         let mut inner = self.lock();
+        if inner.consumer.get(group_id).is_some_and(|g| !g.members.is_empty()) {
+            // Kafka 4.1 would let a classic member join a consumer group (mixed groups, online
+            // migration); Ketch does not serve mixed groups.
+            return Reply::Now(JoinResult::error(ResponseError::InconsistentGroupProtocol, &join.member_id));
+        }
+        // An empty consumer group becomes a classic one (its offsets stay); the classic
+        // group's record replaces it at replay.
+        inner.consumer.remove(group_id);
         let full = inner
             .groups
             .get(group_id)
@@ -119,16 +131,27 @@ impl GroupCoordinator {
     /// Every group with members or committed offsets, sorted by id.
     pub fn list(&self) -> Vec<ListedGroup> {
         let inner = self.lock();
-        let mut ids: Vec<&String> = inner.groups.keys().chain(inner.offsets.keys()).collect();
+        let mut ids: Vec<&String> =
+            inner.groups.keys().chain(inner.consumer.keys()).chain(inner.offsets.keys()).collect();
         ids.sort();
         ids.dedup();
         ids.into_iter()
             .map(|id| {
                 let (state, protocol_type) = match inner.groups.get(id) {
                     Some(g) => (g.state.name(), g.protocol_type.clone().unwrap_or_default()),
-                    None => (GroupState::Empty.name(), String::new()),
+                    None => match inner.consumer.get(id) {
+                        Some(g) => {
+                            return ListedGroup {
+                                id: id.clone(),
+                                state: g.state(),
+                                protocol_type: "consumer".into(),
+                                group_type: "consumer",
+                            }
+                        }
+                        None => (GroupState::Empty.name(), String::new()),
+                    },
                 };
-                ListedGroup { id: id.clone(), state, protocol_type }
+                ListedGroup { id: id.clone(), state, protocol_type, group_type: "classic" }
             })
             .collect()
     }
@@ -136,7 +159,9 @@ impl GroupCoordinator {
     pub fn describe(&self, group_id: &str) -> DescribedGroup {
         let inner = self.lock();
         let Some(g) = inner.groups.get(group_id) else {
-            return if inner.offsets.contains_key(group_id) {
+            return if inner.consumer.contains_key(group_id) {
+                DescribedGroup::NotClassic
+            } else if inner.offsets.contains_key(group_id) {
                 DescribedGroup::OffsetsOnly
             } else {
                 DescribedGroup::Unknown
@@ -170,6 +195,9 @@ impl GroupCoordinator {
         topics: &TopicRegistry,
         group_id: &str,
     ) -> Result<Option<(Arc<Partition>, i64)>, ResponseError> {
+        if let Some(written) = self.consumer_delete(topics, group_id) {
+            return written;
+        }
         let mut inner = self.lock();
         let exists = inner.groups.contains_key(group_id) || inner.offsets.contains_key(group_id);
         if !exists {
@@ -206,7 +234,11 @@ impl GroupCoordinator {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        version: i16,
     ) -> Option<ResponseError> {
+        if let Some(r) = self.consumer_check_commit(group_id, member_id, instance_id, generation, false, version) {
+            return r.err();
+        }
         let inner = self.lock();
         let group = inner.groups.get(group_id);
         if group_id.is_empty() {
@@ -296,13 +328,23 @@ impl GroupCoordinator {
         group_id: &str,
         requested: Vec<(String, Vec<i32>)>,
     ) -> Result<(Deleted, Written), ResponseError> {
+        let consumer_topics = self.consumer_subscribed(topics, group_id);
         let mut inner = self.lock();
-        if !inner.groups.contains_key(group_id) && !inner.offsets.contains_key(group_id) {
+        if !inner.groups.contains_key(group_id)
+            && !inner.offsets.contains_key(group_id)
+            && !inner.consumer.contains_key(group_id)
+        {
             return Err(ResponseError::GroupIdNotFound);
         }
         let group = inner.groups.get(group_id);
         let active = group.is_some_and(|g| g.state != GroupState::Empty);
-        let busy: Vec<bool> = requested.iter().map(|(t, _)| active && group.is_some_and(|g| g.subscribed(t))).collect();
+        let busy: Vec<bool> = requested
+            .iter()
+            .map(|(t, _)| {
+                (active && group.is_some_and(|g| g.subscribed(t)))
+                    || consumer_topics.as_ref().is_some_and(|s| s.contains(t))
+            })
+            .collect();
         let mut entries = Vec::new();
         let mut deleted: Deleted = Vec::new();
         for ((topic, partitions), busy) in requested.into_iter().zip(busy) {

@@ -8,6 +8,8 @@
 //! fsynced; the cache never holds an offset the log does not.
 
 pub mod api;
+pub mod consumer;
+pub mod consumer_api;
 pub mod records;
 pub mod state;
 
@@ -51,6 +53,8 @@ pub struct GroupConfig {
     pub max_group_size: usize,
     pub offset_metadata_max_bytes: usize,
     pub offsets_retention_ms: i64,
+    /// KIP-848 consumer groups (`group.consumer.*`).
+    pub consumer: consumer::Settings,
 }
 
 impl GroupConfig {
@@ -66,6 +70,7 @@ impl GroupConfig {
             max_group_size: int("group.max.size", i32::MAX as i64).max(1) as usize,
             offset_metadata_max_bytes: int("offset.metadata.max.bytes", 4096).max(0) as usize,
             offsets_retention_ms: int("offsets.retention.minutes", 10080).saturating_mul(60_000),
+            consumer: consumer_api::settings(p),
         }
     }
 }
@@ -77,6 +82,8 @@ pub struct Inner {
     /// Offsets committed inside open transactions: producer id -> group -> offsets. They become
     /// visible when the commit marker reaches the group's offsets partition.
     pub pending_txn: HashMap<i64, HashMap<String, GroupOffsets>>,
+    /// KIP-848 consumer groups (a group id is either here or in `groups`, never both).
+    pub consumer: HashMap<String, consumer::ConsumerGroup>,
 }
 
 pub struct GroupCoordinator {
@@ -107,6 +114,9 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation: i32,
     ) -> Result<(), ResponseError> {
+        if let Some(r) = self.consumer_check_commit(group, member_id, instance_id, generation, true, 5) {
+            return r;
+        }
         let inner = self.lock();
         let g = inner.groups.get(group).ok_or(ResponseError::IllegalGeneration)?;
         g.check_member(member_id, instance_id, generation)?;
@@ -154,6 +164,12 @@ impl GroupCoordinator {
                         self.config.offsets_topic_partitions,
                         commit,
                     );
+                    return;
+                }
+                if let Some(key) = record.key.as_deref().and_then(consumer::records::ConsumerKey::decode) {
+                    if !record.transactional {
+                        consumer_api::replay(&mut inner, &key, record.value.as_deref());
+                    }
                     return;
                 }
                 let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
@@ -309,6 +325,7 @@ impl GroupCoordinator {
             }
         }
         self.persist_dirty(storage).await;
+        self.consumer_tick(storage).await;
     }
 
     /// Expires offsets of groups that have been empty for `offsets.retention.minutes` (and of
@@ -319,10 +336,12 @@ impl GroupCoordinator {
         let mut tombstones: Vec<(String, Vec<KeyedValue>)> = Vec::new();
         {
             let mut inner = self.lock();
-            let Inner { groups, offsets, .. } = &mut *inner;
+            let Inner { groups, offsets, consumer, .. } = &mut *inner;
             for (group_id, group_offsets) in offsets.iter_mut() {
                 let group = groups.get(group_id);
-                if group.is_some_and(|g| g.state != GroupState::Empty) {
+                if group.is_some_and(|g| g.state != GroupState::Empty)
+                    || consumer.get(group_id).is_some_and(|g| !g.members.is_empty())
+                {
                     continue;
                 }
                 let empty_since = group.map(|g| g.state_timestamp_ms);
@@ -467,6 +486,7 @@ fn apply(inner: &mut Inner, key: Key, value: Option<&[u8]>, now: Instant) {
         },
         Key::Group { group } => match value.and_then(GroupValue::decode) {
             Some(v) => {
+                inner.consumer.remove(&group);
                 inner.groups.insert(group.clone(), restore_group(&group, v, now));
             }
             None => {

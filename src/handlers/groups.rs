@@ -214,14 +214,14 @@ pub fn list(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsRequest, 
             if !states.is_empty() && !states.contains(&listed.state.to_ascii_lowercase()) {
                 return None;
             }
-            if !types.is_empty() && !types.iter().any(|t| t == "classic") {
+            if !types.is_empty() && !types.iter().any(|t| t == listed.group_type) {
                 return None;
             }
             let g = ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(&listed.id)))
                 .with_protocol_type(str_bytes(&listed.protocol_type));
             let g = if version >= 4 { g.with_group_state(str_bytes(listed.state)) } else { g };
-            Some(if version >= 5 { g.with_group_type(str_bytes("classic")) } else { g })
+            Some(if version >= 5 { g.with_group_type(str_bytes(listed.group_type)) } else { g })
         })
         .collect();
     ListGroupsResponse::default().with_groups(groups)
@@ -252,6 +252,11 @@ pub fn describe(
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0.as_str()))))
                     .with_group_state(str_bytes("Dead")),
+                Described::NotClassic if version >= 6 => described
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(&format!("Group {} is not a classic group.", id.0.as_str()))))
+                    .with_group_state(str_bytes("Dead")),
+                Described::NotClassic => described.with_group_state(str_bytes("Dead")),
                 // Before v6 an unknown group is described as a dead one, operations included.
                 Described::Unknown => {
                     described.with_group_state(str_bytes("Dead")).with_authorized_operations(operations)

@@ -12,6 +12,7 @@ mod admin;
 mod api_versions;
 mod cluster;
 mod configs;
+mod consumer_groups;
 mod create_topics;
 mod delete_topics;
 pub mod fetch;
@@ -114,6 +115,12 @@ pub async fn dispatch(
         RequestKind::ListGroups(req) => ResponseKind::ListGroups(groups::list(broker, ctx, req, version)),
         RequestKind::DescribeGroups(req) => ResponseKind::DescribeGroups(groups::describe(broker, ctx, req, version)),
         RequestKind::DeleteGroups(req) => ResponseKind::DeleteGroups(groups::delete(broker, ctx, req).await),
+        RequestKind::ConsumerGroupHeartbeat(req) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_groups::heartbeat(broker, ctx, req, version, &client_id).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(req) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_groups::describe(broker, ctx, req, version))
+        }
         RequestKind::OffsetCommit(req) => ResponseKind::OffsetCommit(offsets::commit(broker, ctx, req, version).await),
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, ctx, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, ctx, req).await),

@@ -37,7 +37,7 @@ pub async fn commit(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: OffsetCommitRequest,
-    _version: i16,
+    version: i16,
 ) -> OffsetCommitResponse {
     let group_id = req.group_id.0.as_str().to_string();
     let authz = ctx.authz(broker);
@@ -53,6 +53,7 @@ pub async fn commit(
         req.member_id.as_str(),
         req.group_instance_id.as_ref().map(|s| s.as_str()),
         req.generation_id_or_member_epoch,
+        version,
     );
     for topic in &req.topics {
         let known = broker.topics.get(topic.name.0.as_str());
@@ -179,6 +180,12 @@ pub fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetchRequest
                 } else {
                     Default::default()
                 };
+                let member = g.member_id.as_ref().map(|m| m.as_str());
+                if let Err(e) = broker.groups.consumer_check_fetch(g.group_id.0.as_str(), member, g.member_epoch) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(e.code());
+                }
                 let (committed, denied) = visible_committed(broker, &authz, group_id, wanted);
                 let topic_entry = |topic: &str, partitions| {
                     let t = OffsetFetchResponseTopics::default()

@@ -33,8 +33,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
-    // Consumer groups, classic protocol. OffsetCommit v10 / OffsetFetch v10 (topic ids) and
-    // ConsumerGroupHeartbeat (KIP-848) are not served: clients switch protocol on what they see.
+    // Consumer groups: classic protocol, and KIP-848's consumer protocol (ConsumerGroupHeartbeat,
+    // ConsumerGroupDescribe; OffsetCommit / OffsetFetch v9 carry its member epochs).
+    // OffsetCommit v10 / OffsetFetch v10 (topic ids) are not served (the codec stops at v9).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
