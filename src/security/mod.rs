@@ -1,7 +1,12 @@
-//! Security: who a connection is and what it may do. Today: ACLs with Kafka's semantics
-//! (`acl.rs`) kept by the cluster when an authorizer is configured (`acl_store.rs`), served by
-//! CreateAcls / DescribeAcls / DeleteAcls. Authentication (TLS client certificates, SASL) and
-//! the enforcement of ACLs on every request come next (issue 16).
+//! Security: who a connection is and what it may do. ACLs with Kafka's semantics (`acl.rs`)
+//! kept by the cluster when an authorizer is configured (`acl_store.rs`), served by
+//! CreateAcls / DescribeAcls / DeleteAcls; SASL authentication (`sasl.rs`: PLAIN with users from
+//! the JAAS config (`jaas.rs`), SCRAM-SHA-256/512 (`scram.rs`) with credentials kept by
+//! `scram_store.rs`). TLS client certificates are read in `server/tls.rs`.
 
 pub mod acl;
 pub mod acl_store;
+pub mod jaas;
+pub mod sasl;
+pub mod scram;
+pub mod scram_store;
