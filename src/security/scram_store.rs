@@ -142,6 +142,72 @@ impl ScramStore {
     }
 }
 
+/// One `--add-scram` argument of `kafka-storage format` (Kafka's `ScramParser`):
+/// `SCRAM-SHA-256=[name=alice,password=alice-secret]`, with optional `iterations=` (4096 by
+/// default), `salt=` (base64, random by default), `saltedpassword=` (base64, with `salt`).
+pub fn parse_add_scram(input: &str) -> Result<(String, Mechanism, Credential), String> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let input = input.trim();
+    let (name, config) =
+        input.split_once('=').ok_or_else(|| format!("Failed to find equals sign in SCRAM argument '{input}'"))?;
+    let mechanism =
+        Mechanism::from_name(name).ok_or_else(|| format!("The add-scram mechanism {name} is not supported."))?;
+    let config = config.strip_prefix('[').ok_or("Expected configuration string to start with [")?;
+    let config = config.strip_suffix(']').ok_or("Expected configuration string to end with ]")?;
+    let mut parts = BTreeMap::new();
+    for component in config.split(',') {
+        let (k, v) =
+            component.split_once('=').ok_or_else(|| format!("No equals sign found in SCRAM component: {component}"))?;
+        let v = if v.len() >= 2 && v.starts_with('"') && v.ends_with('"') { &v[1..v.len() - 1] } else { v };
+        parts.insert(k.to_string(), v.to_string());
+    }
+    let user = parts.remove("name").ok_or("You must supply 'name' to add-scram")?;
+    let given_salt = parts.remove("salt");
+    let salt = match given_salt.clone() {
+        Some(s) => b64.decode(&s).map_err(|_| format!("Failed to decode given salt: {s}"))?,
+        None => {
+            use rand::RngCore;
+            let mut salt = vec![0u8; 32];
+            rand::rng().fill_bytes(&mut salt);
+            salt
+        }
+    };
+    let iterations = match parts.remove("iterations") {
+        Some(i) => i.parse::<i32>().map_err(|_| format!("Failed to parse iterations count: {i}"))?,
+        None => MIN_ITERATIONS,
+    };
+    let password = parts.remove("password");
+    let salted = parts.remove("saltedpassword");
+    if let Some(unknown) = (!parts.is_empty()).then(|| parts.keys().cloned().collect::<Vec<_>>().join(", ")) {
+        return Err(format!("Unknown SCRAM configurations: {unknown}"));
+    }
+    if iterations < MIN_ITERATIONS {
+        return Err(format!(
+            "The 'iterations' value must be >= {MIN_ITERATIONS} for add-scram using {}",
+            mechanism.name()
+        ));
+    }
+    if iterations > MAX_ITERATIONS {
+        return Err(format!(
+            "The 'iterations' value must be <= {MAX_ITERATIONS} for add-scram using {}",
+            mechanism.name()
+        ));
+    }
+    let credential = match (password, salted) {
+        (Some(p), _) => Credential::from_password(mechanism, &p, &salt, iterations),
+        (None, Some(sp)) => {
+            if given_salt.is_none() {
+                return Err("You must supply 'salt' with 'saltedpassword' to add-scram".into());
+            }
+            let sp = b64.decode(&sp).map_err(|_| format!("Failed to decode given saltedPassword: {sp}"))?;
+            Credential::from_salted_password(mechanism, &salt, &sp, iterations)
+        }
+        (None, None) => return Err("You must supply one of 'password' or 'saltedpassword' to add-scram".into()),
+    };
+    Ok((user, mechanism, credential))
+}
+
 fn validate(current: &Credentials, a: &Alteration) -> Result<(), (i16, String)> {
     let (user, mechanism) = match a {
         Alteration::Delete { user, mechanism } | Alteration::Upsert { user, mechanism, .. } => (user, *mechanism),
@@ -261,5 +327,26 @@ mod tests {
         let out = reopened.alter(vec![Alteration::Delete { user: "alice".into(), mechanism: 1 }]);
         assert_eq!(out[0].1, Ok(()));
         assert!(ScramStore::open(dir.path()).unwrap().users().is_empty());
+    }
+
+    #[test]
+    fn add_scram_arguments_as_kafka_storage_takes_them() {
+        let (user, m, c) = parse_add_scram("SCRAM-SHA-256=[name=alice,password=\"alice-secret\"]").unwrap();
+        assert_eq!((user.as_str(), m, c.iterations, c.salt.len()), ("alice", Mechanism::Sha256, 4096, 32));
+        assert_eq!(c, Credential::from_password(m, "alice-secret", &c.salt, 4096));
+        let (_, m, c) = parse_add_scram("SCRAM-SHA-512=[name=bob,salt=c2FsdA==,iterations=8192,password=x]").unwrap();
+        assert_eq!((m, c.salt.as_slice(), c.iterations), (Mechanism::Sha512, &b"salt"[..], 8192));
+        for (bad, why) in [
+            ("SCRAM-SHA-1=[name=a,password=b]", "not supported"),
+            ("SCRAM-SHA-256=name=a,password=b", "start with ["),
+            ("SCRAM-SHA-256=[password=b]", "'name'"),
+            ("SCRAM-SHA-256=[name=a]", "'password' or 'saltedpassword'"),
+            ("SCRAM-SHA-256=[name=a,password=b,iterations=10]", ">= 4096"),
+            ("SCRAM-SHA-256=[name=a,password=b,colour=red]", "Unknown SCRAM configurations: colour"),
+            ("SCRAM-SHA-256=[name=a,saltedpassword=eA==]", "'salt'"),
+        ] {
+            let err = parse_add_scram(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 }
