@@ -247,3 +247,47 @@ def test_acls_check_the_sasl_principal(start_broker, kafka_libs, pki, tmp_path):
     r = kt.run(CONFIG_CMD, "--bootstrap-server", sasl_bootstrap, "--command-config", bob, "--describe",
                "--entity-type", "users", check=False)
     assert "ClusterAuthorizationException" in r.out or "Cluster authorization failed" in r.out, r.out
+
+
+def test_reauthentication_within_connections_max_reauth_ms(start_broker, kafka_libs, pki, tmp_path):
+    """KIP-368: sessions last connections.max.reauth.ms; the clients re-authenticate on the same
+    connection and keep producing and consuming across several lifetimes."""
+    broker, ports = start(start_broker, pki, {"connections.max.reauth.ms": "2000"})
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    add_scram(kt, broker.bootstrap, "carol", "SCRAM-SHA-256=[password=carol-secret]")
+    # The Java producer, throttled to ~8 s of sending: four session lifetimes.
+    props = tmp_path / "reauth.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                     f'sasl.jaas.config={SCRAM_MODULE} required username="carol" password="carol-secret";\n')
+    bootstrap = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+    r = kt.run("org.apache.kafka.tools.ProducerPerformance", "--topic", "reauth-java", "--num-records", 160,
+               "--record-size", 100, "--throughput", 20, "--producer.config", props, "--producer-props",
+               f"bootstrap.servers={bootstrap}", "acks=all", timeout=120)
+    assert "160 records sent" in r.out, r.out
+    # librdkafka (KIP-368 since 2.2) over SASL_SSL with PLAIN: a producer sending for ~6 s must
+    # re-authenticate on its connections (its debug log says so) and lose nothing.
+    import logging
+    import time
+
+    class Capture(logging.Handler):
+        lines: list[str] = []
+
+        def emit(self, record):
+            Capture.lines.append(record.getMessage())
+
+    logger = logging.getLogger("rdkafka-reauth")
+    logger.addHandler(Capture())
+    logger.setLevel(logging.DEBUG)
+    conf = rdkafka_conf(ports, pki, "SASL_SSL", "PLAIN", "alice", "alice-secret")
+    errors = []
+    p = ck.Producer({**conf, "acks": "all", "error_cb": errors.append, "debug": "security", "logger": logger})
+    delivered = []
+    for i in range(30):
+        p.produce("reauth-rd", value=b"%d" % i, on_delivery=lambda err, m: delivered.append(err))
+        p.poll(0)
+        time.sleep(0.2)
+    assert p.flush(30) == 0
+    assert delivered == [None] * 30, delivered[:3]
+    assert not [e for e in errors if e.code() == ck.KafkaError._AUTHENTICATION], errors
+    assert any("Auth in state REAUTH" in line for line in Capture.lines), Capture.lines[-20:]
+    rdkafka_round_trip(conf, "reauth-rd-2", count=10)
