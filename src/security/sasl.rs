@@ -240,7 +240,7 @@ impl Authenticator {
         if let Phase::BadReauthMechanism(why) = &self.phase {
             return Err(Step::Close(why.clone()));
         }
-        let Ok((raw_key, _, _)) = protocol::peek_header(frame) else {
+        let Ok((raw_key, version, _)) = protocol::peek_header(frame) else {
             return Err(Step::Close("a frame too short for a request header before authentication".into()));
         };
         let api_key = ApiKey::try_from(raw_key).ok();
@@ -254,7 +254,10 @@ impl Authenticator {
                 _ => Ok(Step::Pass),
             },
             (Phase::Initial, Some(ApiKey::ApiVersions)) => {
-                self.phase = Phase::Versioned;
+                // A version we do not serve is answered (KIP-511) and the client may ask again.
+                if crate::handlers::versions::is_served(ApiKey::ApiVersions, version) {
+                    self.phase = Phase::Versioned;
+                }
                 Ok(Step::Pass)
             }
             (Phase::Initial | Phase::Versioned, Some(ApiKey::SaslHandshake)) => self.handshake(frame),

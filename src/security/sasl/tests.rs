@@ -165,6 +165,14 @@ fn failures_answer_kafkas_errors_and_close() {
     let mut a = Authenticator::new(config());
     assert!(matches!(a.on_frame(&versions, &store, now), Step::Pass));
     assert!(matches!(a.on_frame(&versions, &store, now), Step::Close(_)));
+    // An ApiVersions version we do not serve (answered by the KIP-511 fallback) may be retried.
+    let mut a = Authenticator::new(config());
+    let future = frame(ApiKey::ApiVersions, 0, 0, &ApiVersionsRequest::default());
+    let mut future = BytesMut::from(&future[..]);
+    future[2..4].copy_from_slice(&99i16.to_be_bytes());
+    assert!(matches!(a.on_frame(&future.freeze(), &store, now), Step::Pass));
+    assert!(matches!(a.on_frame(&versions, &store, now), Step::Pass));
+    assert!(matches!(a.on_frame(&versions, &store, now), Step::Close(_)));
     let mut a = Authenticator::new(config());
     assert!(matches!(a.on_frame(&handshake("PLAIN", 1), &store, now), Step::Reply { close: false, .. }));
     assert!(matches!(a.on_frame(&metadata, &store, now), Step::Close(_)));
