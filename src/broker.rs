@@ -21,6 +21,7 @@ use crate::metadata::log_dirs::LogDirs;
 use crate::metadata::TopicRegistry;
 use crate::node::{NodeConfig, Roles};
 use crate::security::acl_store::AclStore;
+use crate::security::scram_store::ScramStore;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
 
@@ -40,6 +41,8 @@ pub struct Broker {
     pub features: Features,
     /// ACLs, when an authorizer is configured (`authorizer.class.name`).
     pub acls: Option<AclStore>,
+    /// SCRAM credentials (KIP-554), always served.
+    pub scram: ScramStore,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
     /// This node's roles and controller quorum (`process.roles`, `controller.quorum.*`).
@@ -94,6 +97,7 @@ impl Broker {
         let producer_ids = ProducerIds::open(config.log_dir())?;
         let features = Features::open(config.log_dir(), config.node_id)?;
         let acls = AclStore::open(&config.properties, config.log_dir())?;
+        let scram = ScramStore::open(config.log_dir())?;
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
         let p = &config.properties;
@@ -119,6 +123,7 @@ impl Broker {
             producer_ids,
             features,
             acls,
+            scram,
             groups,
             txns,
             node,

@@ -52,6 +52,9 @@ enum Command {
         /// A feature level to start with, e.g. `transaction.version=1` (repeatable).
         #[arg(short = 'f', long = "feature", value_name = "NAME=LEVEL")]
         features: Vec<String>,
+        /// A SCRAM credential to start with, e.g. `SCRAM-SHA-256=[name=alice,password=alice-secret]` (repeatable).
+        #[arg(short = 'S', long = "add-scram", value_name = "MECHANISM=[name=..,password=..]")]
+        add_scram: Vec<String>,
     },
     /// Print a new random id (for `format -t`), like `kafka-storage random-uuid`.
     RandomUuid,
@@ -83,7 +86,7 @@ fn main() -> anyhow::Result<()> {
             println!("{}", ketch::metadata::format::random_uuid());
             return Ok(());
         }
-        Some(Command::Format { cluster_id, config, overrides, ignore_formatted, features }) => {
+        Some(Command::Format { cluster_id, config, overrides, ignore_formatted, features, add_scram }) => {
             let (props, _) = load_properties(config.as_ref(), overrides)?;
             let config = BrokerConfig::from_properties(props)?;
             let mut levels = Vec::new();
@@ -92,7 +95,7 @@ fn main() -> anyhow::Result<()> {
                 let level = level.parse().map_err(|_| anyhow::anyhow!("bad feature level in {f:?}"))?;
                 levels.push((name, level));
             }
-            match ketch::metadata::format::format(&config, cluster_id, *ignore_formatted, &levels) {
+            match ketch::metadata::format::format(&config, cluster_id, *ignore_formatted, &levels, add_scram) {
                 Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
                 Err(e) => {
                     eprintln!("{e}");

@@ -23,6 +23,8 @@ mod list_offsets;
 mod metadata;
 mod offsets;
 pub mod produce;
+mod quotas;
+mod sasl;
 mod txn;
 pub mod txn_verify;
 mod update_features;
@@ -54,8 +56,8 @@ pub struct RequestContext {
     /// The listener the connection came in on (`listeners`' name, e.g. PLAINTEXT).
     pub listener: Arc<str>,
     pub security_protocol: SecurityProtocol,
-    /// Who the client is: `User:<certificate subject>` on SSL with a client certificate, else
-    /// `User:ANONYMOUS` (as Kafka's default principal builder).
+    /// Who the client is: `User:<name>` once SASL authenticated, `User:<certificate subject>` on
+    /// SSL with a client certificate, else `User:ANONYMOUS` (as Kafka's default principal builder).
     pub principal: String,
     /// The address the client reached us on: advertised when no advertised.listeners is set.
     pub local_addr: SocketAddr,
@@ -187,6 +189,18 @@ pub async fn dispatch(
         RequestKind::ListConfigResources(req) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(broker, ctx, req, version))
         }
+        RequestKind::DescribeClientQuotas(req) => {
+            ResponseKind::DescribeClientQuotas(quotas::describe(broker, ctx, req))
+        }
+        RequestKind::DescribeUserScramCredentials(req) => {
+            ResponseKind::DescribeUserScramCredentials(sasl::describe(broker, ctx, req))
+        }
+        RequestKind::AlterUserScramCredentials(req) => {
+            ResponseKind::AlterUserScramCredentials(sasl::alter(broker, ctx, req))
+        }
+        // Authentication is the connection's (security::sasl); these arrive only where none is going on.
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake_after_authentication()),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate_after_authentication()),
         other => {
             // Unreachable in practice: versions::is_served filters unserved APIs before decoding.
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for request");

@@ -22,6 +22,14 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
+    // SASL (security::sasl): Kafka 4.1 still serves SaslHandshake v0 (raw tokens after it).
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    // SCRAM credentials (KIP-554).
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    // No client quotas are kept yet: always an empty list (kafka-configs --describe needs it).
+    (ApiKey::DescribeClientQuotas, 0, 1),
     // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),

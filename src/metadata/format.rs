@@ -5,7 +5,9 @@
 //!
 //! On disk: `meta.properties` in every entry of `log.dirs` (KIP-858 format, see `log_dirs.rs`:
 //! `version=1`, `cluster.id`, `node.id`, a fresh `directory.id` each), and, for `--feature`,
-//! the finalized feature levels in the first directory (`metadata::features`).
+//! the finalized feature levels in the first directory (`metadata::features`), for
+//! `--add-scram` the SCRAM credentials there too (`security::scram_store`, as Kafka writes
+//! `UserScramCredentialRecord`s into the bootstrap metadata).
 //! Invariants: a directory already formatted is never rewritten (refused, or skipped with
 //! `--ignore-formatted`, as Kafka does); nothing is written unless every check passed.
 
@@ -38,6 +40,7 @@ pub fn format(
     cluster_id: &str,
     ignore_formatted: bool,
     feature_levels: &[(String, i16)],
+    add_scram: &[String],
 ) -> anyhow::Result<Vec<String>> {
     if !is_uuid(cluster_id) {
         anyhow::bail!("Cluster ID string {cluster_id} does not appear to be a valid UUID");
@@ -50,6 +53,10 @@ pub fn format(
             anyhow::bail!("No feature:{name} with feature level {level}");
         }
     }
+    let scram = add_scram
+        .iter()
+        .map(|a| crate::security::scram_store::parse_add_scram(a).map_err(|e| anyhow::anyhow!(e)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut todo = Vec::new();
     for (i, dir) in config.log_dirs.iter().enumerate() {
         if read_meta(dir)?.is_some() {
@@ -62,6 +69,12 @@ pub fn format(
             }
             if i == 0 && !feature_levels.is_empty() {
                 anyhow::bail!("The metadata directory {} is already formatted: its features stay", dir.display());
+            }
+            if i == 0 && !scram.is_empty() {
+                anyhow::bail!(
+                    "The metadata directory {} is already formatted: --add-scram needs it new",
+                    dir.display()
+                );
             }
             continue;
         }
@@ -87,6 +100,10 @@ pub fn format(
                 })
                 .collect();
             finalized.update(&updates, false).map_err(|refused| anyhow::anyhow!(refused.1))?;
+            let store = crate::security::scram_store::ScramStore::open(dir)?;
+            for (user, mechanism, credential) in &scram {
+                store.add(user, *mechanism, credential.clone())?;
+            }
             lines.push(format!("Formatting metadata directory {} with cluster id {cluster_id}.", dir.display()));
         } else {
             lines.push(format!("Formatting data directory {} with cluster id {cluster_id}.", dir.display()));

@@ -1,9 +1,14 @@
 //! Security: who a connection is and what it may do. ACLs with Kafka's semantics (`acl.rs`)
 //! kept by the cluster when an authorizer is configured (`acl_store.rs`), served by
 //! CreateAcls / DescribeAcls / DeleteAcls, and checked on every request through
-//! `authorizer.rs` (Kafka's `AuthHelper`). Principals come from TLS client certificates
-//! (`server/tls.rs`); SASL comes next (issue 16).
+//! `authorizer.rs` (Kafka's `AuthHelper`). Principals come from SASL authentication (`sasl.rs`:
+//! PLAIN with users from the JAAS config (`jaas.rs`), SCRAM-SHA-256/512 (`scram.rs`) with
+//! credentials kept by `scram_store.rs`) or from TLS client certificates (`server/tls.rs`).
 
 pub mod acl;
 pub mod acl_store;
 pub mod authorizer;
+pub mod jaas;
+pub mod sasl;
+pub mod scram;
+pub mod scram_store;

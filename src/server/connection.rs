@@ -1,6 +1,9 @@
 //! One client connection: read length-prefixed frames, handle them in arrival order, write the
 //! responses in that same order, over plain TCP or TLS (SSL listeners: the handshake comes
-//! first, `tls.rs` builds its configuration and names the client's principal).
+//! first, `tls.rs` builds its configuration and names the client's principal). On SASL listeners
+//! the frames go to the connection's `security::sasl::Authenticator` first: until the client is
+//! authenticated only ApiVersions and the SASL exchange are served (frames up to
+//! `sasl.server.max.receive.size`), then the principal it names is the connection's.
 //!
 //! Produce requests are appended at once, in order, but their responses may wait for an fsync
 //! (acks=all): those waits run in the background so the next pipelined produce request is
@@ -46,6 +49,7 @@ use crate::log::FileSlice;
 use crate::metrics::Metrics;
 use crate::protocol::fetch_frame::{self, OutPart};
 use crate::protocol::{self, ProtocolError};
+use crate::security::sasl::{Authenticator, ListenerSasl, Step as SaslStep};
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
 const INITIAL_FRAME_BYTES: usize = 64 * 1024;
@@ -131,13 +135,14 @@ const MAX_PENDING_RESPONSES: usize = 8;
 /// A response being completed in the background, written when its turn comes.
 type Pending = tokio::task::JoinHandle<anyhow::Result<Option<Bytes>>>;
 
-/// The listener a connection came in on: its name, security protocol and, for SSL, the TLS
-/// acceptor.
+/// The listener a connection came in on: its name, security protocol, for SSL and SASL_SSL the
+/// TLS acceptor, for SASL listeners their SASL configuration.
 #[derive(Clone)]
 pub struct Named {
     pub name: Arc<str>,
     pub protocol: SecurityProtocol,
     pub tls: Option<TlsAcceptor>,
+    pub sasl: Option<Arc<ListenerSasl>>,
 }
 
 pub async fn serve(
@@ -159,10 +164,11 @@ pub async fn serve(
         local_addr: canonical(socket.local_addr()?),
         peer_addr: canonical(peer),
     };
+    let sasl = named.sasl.map(Authenticator::new);
     match named.tls {
         None => {
             let (reader, writer) = socket.into_split();
-            run(reader, writer, ctx, broker, stop, in_flight, metrics).await
+            run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics).await
         }
         Some(acceptor) => {
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
@@ -173,16 +179,19 @@ pub async fn serve(
             ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates());
             tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");
             let (reader, writer) = tokio::io::split(stream);
-            run(BufReader::new(reader), writer, ctx, broker, stop, in_flight, metrics).await
+            run(BufReader::new(reader), writer, ctx, sasl, broker, stop, in_flight, metrics).await
         }
     }
 }
 
-/// The request loop over one stream's halves.
+/// The request loop over one stream's halves. On a SASL listener `sasl` sees every frame first
+/// (`security::sasl`): until the client is authenticated only its exchange is served.
+#[allow(clippy::too_many_arguments)]
 async fn run<R: FrameRead, W: FrameWrite>(
     reader: R,
     writer: W,
-    ctx: RequestContext,
+    mut ctx: RequestContext,
+    mut sasl: Option<Authenticator>,
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
@@ -193,8 +202,10 @@ async fn run<R: FrameRead, W: FrameWrite>(
     // Frames are read by their own task so that reading is never cancelled half-way; the
     // channel holds one frame, so a connection buffers at most one request ahead.
     let (frames_tx, mut frames) = mpsc::channel(1);
-    let max_frame = broker.config.socket_request_max_bytes;
-    let reader_task = tokio::spawn(read_frames(reader, max_frame, frames_tx));
+    let full_frame = broker.config.socket_request_max_bytes;
+    // Before SASL authentication frames are bounded by sasl.server.max.receive.size.
+    let max_frame = Arc::new(AtomicUsize::new(sasl.as_ref().map_or(full_frame, |a| a.max_frame(full_frame))));
+    let reader_task = tokio::spawn(read_frames(reader, max_frame.clone(), frames_tx));
     let _stop_reader = AbortOnDrop(reader_task);
     let mut pending: VecDeque<Pending> = VecDeque::new();
     loop {
@@ -217,6 +228,31 @@ async fn run<R: FrameRead, W: FrameWrite>(
             None => return drain(&mut writer, &mut pending, &metrics).await,
         };
         metrics.received(4 + frame.len());
+        if let Some(auth) = sasl.as_mut() {
+            match auth.on_frame(&frame, &broker.scram, Instant::now()) {
+                SaslStep::Pass => {}
+                SaslStep::Reply { out, close } => {
+                    drain(&mut writer, &mut pending, &metrics).await?;
+                    // The limit first: the client's next frame may follow this reply at once.
+                    max_frame.store(auth.max_frame(full_frame), Ordering::Release);
+                    if let Some(principal) = auth.principal() {
+                        ctx.principal = principal.to_string();
+                    }
+                    write_out(&mut writer, &out, &metrics).await?;
+                    if close {
+                        tracing::info!(%peer, "closing connection: SASL authentication failed");
+                        return Ok(());
+                    }
+                    continue;
+                }
+                SaslStep::Close(why) => {
+                    metrics.request_rejected();
+                    drain(&mut writer, &mut pending, &metrics).await?;
+                    tracing::info!(%peer, %why, "closing SASL connection");
+                    return Ok(());
+                }
+            }
+        }
         let in_flight_guard = InFlight::start(&in_flight);
         let request = match protocol::decode_request(frame) {
             Ok(request) => request,
@@ -366,7 +402,7 @@ async fn drain(
 /// frame carries the moment it was whole (request latency counts from there).
 async fn read_frames(
     mut reader: impl FrameRead,
-    max_frame: usize,
+    max_frame: Arc<AtomicUsize>,
     out: mpsc::Sender<anyhow::Result<(Bytes, Instant)>>,
 ) {
     let mut spares = Spares::default();
@@ -375,7 +411,7 @@ async fn read_frames(
             // `readable` is cancel-safe (it consumes nothing), unlike a read cut short.
             spares.0.clear();
         }
-        let frame = read_frame(&mut reader, max_frame, &mut spares).await;
+        let frame = read_frame(&mut reader, max_frame.load(Ordering::Acquire), &mut spares).await;
         let last = !matches!(frame, Ok(Some(_)));
         let item = match frame {
             Ok(Some(frame)) => Ok((frame, Instant::now())),

@@ -1,9 +1,11 @@
 //! Networking: the listeners that accept client connections, the per-connection request loop
-//! (`connection.rs`), TLS for SSL listeners (`tls.rs`), and shutdown on SIGTERM/SIGINT.
+//! (`connection.rs`), TLS for SSL and SASL_SSL listeners (`tls.rs`), SASL for SASL_PLAINTEXT and
+//! SASL_SSL listeners (`security::sasl`), and shutdown on SIGTERM/SIGINT.
 //!
 //! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port), each
 //! with its name and security protocol (`listener.security.protocol.map`) and, for SSL, its
-//! TLS configuration (built before anything is bound: a bad one fails the start); printing one
+//! TLS configuration, for SASL its mechanisms and users (built before anything is bound: a bad
+//! one fails the start); printing one
 //! `ketch listening on <addr>` line per listener on stdout once ready, in `listeners` order
 //! (the first line is the first listener's), and on a signal: stop
 //! accepting, let in-flight requests finish (up to `SHUTDOWN_GRACE`), then close (fsync) every
@@ -27,24 +29,32 @@ use tokio::sync::watch;
 use crate::broker::Broker;
 use crate::handlers::SecurityProtocol;
 use crate::metrics::{Metrics, Readiness};
+use crate::security::sasl;
 
 /// Binds the listeners, serves until a shutdown signal, then closes the broker. `metrics`
 /// counts the traffic and reports readiness (its HTTP endpoint, if on, is already serving).
 pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     metrics.attach(broker.clone());
     // TLS configurations first: a wrong keystore fails the start before anything listens.
+    // SASL configurations too (mechanisms, JAAS users).
     let mut tls_acceptors = Vec::new();
+    let mut sasl_configs = Vec::new();
     for listener in &broker.config.listeners {
-        let acceptor = match security_protocol(&broker.config.properties, &listener.name) {
-            SecurityProtocol::Ssl => {
+        let protocol = security_protocol(&broker.config.properties, &listener.name);
+        let acceptor = match protocol {
+            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
                 Some(tokio_rustls::TlsAcceptor::from(tls::server_config(&broker.config.properties, &listener.name)?))
             }
+            SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext => None,
+        };
+        let sasl = match protocol {
             SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
-                anyhow::bail!("listener {}: SASL is not supported yet (issue 16)", listener.name)
+                Some(Arc::new(sasl::listener_config(&broker.config.properties, &listener.name)?))
             }
-            SecurityProtocol::Plaintext => None,
+            _ => None,
         };
         tls_acceptors.push(acceptor);
+        sasl_configs.push(sasl);
     }
     broker.recover().await?;
     let mut listeners = Vec::new();
@@ -89,11 +99,11 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut accept_tasks = Vec::new();
-    for ((name, listener), tls) in listeners.into_iter().zip(tls_acceptors) {
+    for (((name, listener), tls), sasl) in listeners.into_iter().zip(tls_acceptors).zip(sasl_configs) {
         let broker = broker.clone();
         let stop = stop_rx.clone();
         let protocol = security_protocol(&broker.config.properties, &name);
-        let named = connection::Named { name: Arc::from(name.as_str()), protocol, tls };
+        let named = connection::Named { name: Arc::from(name.as_str()), protocol, tls, sasl };
         accept_tasks.push(tokio::spawn(accept_loop(listener, named, broker, stop, in_flight.clone(), metrics.clone())));
     }
     shutdown_signal().await;
