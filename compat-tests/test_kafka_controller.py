@@ -25,9 +25,9 @@ NODE = 2
 
 @pytest.fixture
 def controller(tmp_path):
-    # group.version=0: Ketch does not serve KIP-848 groups yet, and Kafka's controller refuses a
-    # broker that does not support a finalized level (UNSUPPORTED_VERSION), as it should.
-    ctl = KafkaController(tmp_path / "controller", features={"group.version": 0})
+    # Kafka 4.1's default features (metadata.version 4.1-IV1, group.version 1, transaction.version
+    # 2, eligible.leader.replicas.version 1): a broker must support every finalized level.
+    ctl = KafkaController(tmp_path / "controller")
     ctl.start()
     yield ctl
     ctl.close()

@@ -33,13 +33,13 @@ const BROKER_ID_NOT_REGISTERED: i16 = 102;
 
 /// The features this broker supports, as (name, min, max) levels. `metadata.version` 7..27 is
 /// Kafka 3.3-IV3 .. 4.1-IV1: every metadata record version of Kafka 4.1's schemas is decoded
-/// (`metadata::records`). `group.version` stays 0 until KIP-848 groups are served.
+/// (`metadata::records`). `group.version` 1 is KIP-848 consumer groups (`group::consumer`).
 pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[
     ("metadata.version", 7, 27),
     ("kraft.version", 0, 1),
     ("transaction.version", 0, 2),
     ("eligible.leader.replicas.version", 0, 1),
-    ("group.version", 0, 0),
+    ("group.version", 0, 1),
 ];
 
 /// One of this broker's listeners, as it registers it.
