@@ -121,7 +121,7 @@ def test_a_kafka_leader_replicates_to_a_broker_of_the_target_kind(controller, ka
     it joins the ISR (Kafka's leader decides, from the follower's fetches), acks=all writes with
     min.insync.replicas=2 succeed, and the follower's log holds every record (read with Kafka's
     DumpLogSegments)."""
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     leader = broker_under(controller, tmp_path / "kafka1", 1, "kafka")
@@ -136,7 +136,20 @@ def test_a_kafka_leader_replicates_to_a_broker_of_the_target_kind(controller, ka
 
         wait_for(both_registered, "both brokers in the cluster's metadata")
         topic = NewTopic("rep", num_partitions=2, replication_factor=-1, replica_assignment=[[1, NODE], [1, NODE]], config={"min.insync.replicas": "2"})
-        admin.create_topics([topic])["rep"].result(timeout=30)
+
+        def created():
+            # The client sends CreateTopics to the "controller" the Metadata answer names: a
+            # random broker, which forwards it (a Ketch broker too). Right after the brokers
+            # start, the assignment may name one not registered yet: ask again.
+            try:
+                admin.create_topics([topic])["rep"].result(timeout=30)
+                return True
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.INVALID_REPLICA_ASSIGNMENT:
+                    raise
+                return False
+
+        wait_for(created, "the topic created with its replica assignment")
 
         def in_sync():
             md = admin.list_topics("rep", timeout=10).topics["rep"]

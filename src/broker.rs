@@ -47,6 +47,9 @@ pub struct Broker {
     pub txns: TxnCoordinator,
     /// This node's roles and controller quorum (`process.roles`, `controller.quorum.*`).
     pub node: NodeConfig,
+    /// On a broker of a controller quorum: where admin changes are forwarded (set once the
+    /// membership starts).
+    pub controller: std::sync::OnceLock<crate::node::ControllerLink>,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -127,6 +130,7 @@ impl Broker {
             groups,
             txns,
             node,
+            controller: std::sync::OnceLock::new(),
             appended,
         }))
     }

@@ -21,6 +21,7 @@ mod groups;
 mod list_config_resources;
 mod list_offsets;
 mod metadata;
+mod metadata_image;
 mod offsets;
 pub mod produce;
 mod quotas;
@@ -95,7 +96,11 @@ pub async fn dispatch(
     let client_id = header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
     Reply::Response(match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version, &broker.features)),
-        RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
+        RequestKind::Metadata(req) => match broker.controller.get() {
+            // A broker of a controller quorum answers from the quorum's metadata image.
+            Some(link) => ResponseKind::Metadata(metadata_image::handle(broker, ctx, req, version, &link.image())),
+            None => ResponseKind::Metadata(metadata::handle(broker, ctx, req, version)),
+        },
         RequestKind::Produce(req) => {
             // Transaction protocol 2 adds partitions to transactions before appending.
             let auth = produce::ProduceAuth::check(broker, ctx, &req, version);
@@ -104,7 +109,11 @@ pub async fn dispatch(
         }
         RequestKind::Fetch(req) => return Reply::Fetch(fetch::handle(broker, ctx, req, version).await),
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, ctx, req, version)),
-        RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version)),
+        RequestKind::CreateTopics(req) => match broker.controller.get() {
+            // A broker of a controller quorum: the controller creates topics (and checks them).
+            Some(link) => ResponseKind::CreateTopics(create_topics::forward(link, req, version).await),
+            None => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version)),
+        },
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(broker, ctx, req, version))
         }

@@ -29,6 +29,37 @@ use lifecycle::{Endpoint, Lifecycle, State};
 /// How long a shutting-down broker waits for the controller to let it go.
 const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
+/// Requests this broker forwards to the active controller (Kafka's `ForwardingManager`,
+/// without its Envelope: the controller sees this broker's connection): the admin changes a
+/// broker of a controller quorum does not make itself.
+#[derive(Clone)]
+pub struct ControllerLink {
+    config: NodeConfig,
+    leader: watch::Receiver<Option<crate::raft::observer::Leader>>,
+    image: watch::Receiver<std::sync::Arc<crate::metadata::image::MetadataImage>>,
+}
+
+impl ControllerLink {
+    /// The metadata image replicated from the quorum, as of now.
+    pub fn image(&self) -> std::sync::Arc<crate::metadata::image::MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    /// Sends `request` to the active controller on a connection of its own and returns the answer.
+    pub async fn forward<R: kafka_protocol::protocol::Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<R::Response> {
+        let leader = self.leader.borrow().clone();
+        let Some(leader) = leader else { anyhow::bail!("the active controller is not known yet") };
+        let timeout = Duration::from_millis(self.config.request_timeout_ms.max(30_000));
+        let client_id = format!("broker-{}-forwarding", self.config.node_id);
+        let mut conn = client::Connection::connect(&leader.addr, &client_id, timeout).await?;
+        conn.send(version, request, Duration::ZERO).await
+    }
+}
+
 /// A running broker membership: the metadata observer, the lifecycle and the follower
 /// fetcher, until `stop`.
 pub struct Membership {
@@ -59,6 +90,15 @@ impl Membership {
         tasks.push(tokio::spawn(follower.run(stop_rx.clone())));
         tasks.push(tokio::spawn(lifecycle.run(stop_rx, CONTROLLED_SHUTDOWN_WAIT)));
         Ok(Membership { stop, metadata, state, tasks })
+    }
+
+    /// The link admin requests are forwarded through.
+    pub fn controller_link(&self, config: &NodeConfig) -> ControllerLink {
+        ControllerLink {
+            config: config.clone(),
+            leader: self.metadata.leader.clone(),
+            image: self.metadata.image.clone(),
+        }
     }
 
     /// Controlled shutdown with the controller (bounded), then the observer stops.

@@ -92,7 +92,11 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
         }
     }
     let membership = match broker.node.roles {
-        crate::node::Roles::Broker => Some(start_membership(&broker, &listeners)?),
+        crate::node::Roles::Broker => {
+            let membership = start_membership(&broker, &listeners)?;
+            let _ = broker.controller.set(membership.controller_link(&broker.node));
+            Some(membership)
+        }
         crate::node::Roles::Combined => None,
     };
     broker.start_background();
