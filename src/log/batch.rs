@@ -161,6 +161,19 @@ pub fn check_batch(bytes: &[u8]) -> Result<usize, LogError> {
     Ok(total)
 }
 
+/// The whole batches at the start of `bytes` (a fetched chunk), each CRC-checked; a trailing
+/// partial batch (cut by a size limit) is left out, to be fetched again.
+pub fn whole_batches(bytes: &[u8]) -> Result<Vec<&[u8]>, LogError> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while rest.len() >= HEADER_BYTES && Header::new(rest).total_bytes() as usize <= rest.len() {
+        let len = check_batch(rest)?;
+        out.push(&rest[..len]);
+        rest = &rest[len..];
+    }
+    Ok(out)
+}
+
 /// What validation learned about a produced batch.
 #[derive(Debug, Clone)]
 pub struct BatchSummary {

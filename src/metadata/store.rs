@@ -187,6 +187,12 @@ impl MetadataStore {
 
     /// Makes `topic` the stored state of that topic (creating it if new). Durable on return.
     pub fn save(&mut self, topic: &StoredTopic) -> anyhow::Result<()> {
+        let records = self.records_for(topic)?;
+        self.commit(records)
+    }
+
+    /// The controller's records that take the image to `topic`.
+    fn records_for(&mut self, topic: &StoredTopic) -> anyhow::Result<Vec<MetadataRecord>> {
         let directories: Vec<Uuid> =
             topic.directories.iter().map(|d| uuid_from_base64(d).unwrap_or(Uuid::nil())).collect();
         let spec = TopicSpec {
@@ -197,8 +203,7 @@ impl MetadataStore {
             overrides: &topic.overrides,
         };
         let node_id = self.log()?.node_id();
-        let records = controller::topic_records(&self.image, node_id, &spec)?;
-        self.commit(records)
+        Ok(controller::topic_records(&self.image, node_id, &spec)?)
     }
 
     /// Removes the topic `name` (nothing when there is none). Durable on return.
@@ -237,17 +242,8 @@ impl MetadataStore {
             let topics = load_legacy(log_dir)?;
             let mut records = Vec::new();
             for topic in &topics {
-                let directories: Vec<Uuid> =
-                    topic.directories.iter().map(|d| uuid_from_base64(d).unwrap_or(Uuid::nil())).collect();
-                let spec = TopicSpec {
-                    name: &topic.name,
-                    id: topic.id,
-                    partitions: topic.partitions,
-                    directories: &directories,
-                    overrides: &topic.overrides,
-                };
-                let node_id = self.log()?.node_id();
-                records.extend(controller::topic_records(&self.image, node_id, &spec)?);
+                // Each topic is new to the image: records against it do not depend on each other.
+                records.extend(self.records_for(topic)?);
             }
             self.commit(records)?;
             tracing::info!(topics = topics.len(), dir = %legacy.display(), "moved the topic files into the metadata log");

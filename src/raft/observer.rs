@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::MetadataLog;
-use crate::log::batch::{self, Header};
+use crate::log::batch;
 use crate::metadata::image::{ImageBuilder, MetadataImage};
 use crate::metadata::records::MetadataRecord;
 use crate::node::client::Connection;
@@ -278,16 +278,9 @@ impl Observer {
 
     /// Appends every whole batch of `bytes` (a trailing partial batch is fetched again).
     fn append(&mut self, bytes: &Bytes) -> anyhow::Result<()> {
-        let mut at = 0;
-        while at < bytes.len() {
-            let rest = &bytes[at..];
-            if rest.len() < batch::HEADER_BYTES || (Header::new(rest).total_bytes() as usize) > rest.len() {
-                break;
-            }
-            let len = batch::check_batch(rest)?;
-            let fetched = self.log.append_fetched(&rest[..len])?;
+        for batch in batch::whole_batches(bytes)? {
+            let fetched = self.log.append_fetched(batch)?;
             self.pending.extend(fetched);
-            at += len;
         }
         Ok(())
     }

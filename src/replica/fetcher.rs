@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use super::state::truncation_point;
 use crate::config::TopicConfig;
-use crate::log::batch::{self, Header};
+use crate::log::batch;
 use crate::log::partition_log::partition_dir;
 use crate::log::PartitionLog;
 use crate::metadata::image::{MetadataImage, TOPIC_RESOURCE};
@@ -246,16 +246,9 @@ impl FollowerFetcher {
 
 /// Appends every whole batch of `bytes` as follower (a trailing partial batch is fetched again).
 fn append_fetched(log: &mut PartitionLog, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut at = 0;
-    while at < bytes.len() {
-        let rest = &bytes[at..];
-        if rest.len() < batch::HEADER_BYTES || (Header::new(rest).total_bytes() as usize) > rest.len() {
-            break;
-        }
-        let len = batch::check_batch(rest)?;
-        let (owned, summary) = batch::validate_internal(rest[..len].to_vec(), log.config(), crate::log::now_ms())?;
+    for whole in batch::whole_batches(bytes)? {
+        let (owned, summary) = batch::validate_internal(whole.to_vec(), log.config(), crate::log::now_ms())?;
         log.append_as_follower(&owned, &summary, crate::log::now_ms())?;
-        at += len;
     }
     Ok(())
 }

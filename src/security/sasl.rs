@@ -186,6 +186,17 @@ fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
+/// A failed authentication: SASL_AUTHENTICATION_FAILED with `message`, then the connection
+/// closes (closed at once in the legacy flow, which has no response to carry it).
+fn failed(reply_to: Option<(i16, i32)>, message: String) -> Result<Step, Step> {
+    let Some((version, correlation_id)) = reply_to else { return Err(Step::Close(message)) };
+    let response = SaslAuthenticateResponse::default()
+        .with_error_code(SASL_AUTHENTICATION_FAILED)
+        .with_error_message(Some(text(&message)));
+    let out = encode(ApiKey::SaslAuthenticate, version, correlation_id, ResponseKind::SaslAuthenticate(response))?;
+    Ok(Step::Reply { out, close: true })
+}
+
 fn encode(api_key: ApiKey, version: i16, correlation_id: i32, body: ResponseKind) -> Result<BytesMut, Step> {
     protocol::encode_response(api_key, version, correlation_id, &body)
         .map_err(|e| Step::Close(format!("cannot encode the {api_key:?} response: {e}")))
@@ -342,17 +353,7 @@ impl Authenticator {
                         )
                     }
                 };
-                let Some((version, correlation_id)) = reply_to else { return Err(Step::Close(message)) };
-                let response = SaslAuthenticateResponse::default()
-                    .with_error_code(SASL_AUTHENTICATION_FAILED)
-                    .with_error_message(Some(text(&message)));
-                let out = encode(
-                    ApiKey::SaslAuthenticate,
-                    version,
-                    correlation_id,
-                    ResponseKind::SaslAuthenticate(response),
-                )?;
-                return Ok(Step::Reply { out, close: true });
+                return failed(reply_to, message);
             }
         };
         let mut lifetime_ms = 0;
@@ -361,17 +362,7 @@ impl Authenticator {
             if self.reauthenticating && self.principal.as_deref() != Some(principal.as_str()) {
                 let old = self.principal.clone().unwrap_or_default();
                 let message = format!("Cannot change principals during re-authentication from {old}: {principal}");
-                let Some((version, correlation_id)) = reply_to else { return Err(Step::Close(message)) };
-                let response = SaslAuthenticateResponse::default()
-                    .with_error_code(SASL_AUTHENTICATION_FAILED)
-                    .with_error_message(Some(text(&message)));
-                let out = encode(
-                    ApiKey::SaslAuthenticate,
-                    version,
-                    correlation_id,
-                    ResponseKind::SaslAuthenticate(response),
-                )?;
-                return Ok(Step::Reply { out, close: true });
+                return failed(reply_to, message);
             }
             lifetime_ms = self.config.reauth_ms.get(&mechanism).copied().unwrap_or(0);
             self.expires = (lifetime_ms > 0).then(|| now + Duration::from_millis(lifetime_ms as u64));
