@@ -50,6 +50,9 @@ pub struct Broker {
     /// On a broker of a controller quorum: where admin changes are forwarded (set once the
     /// membership starts).
     pub controller: std::sync::OnceLock<crate::node::ControllerLink>,
+    /// On a broker of a controller quorum: the partitions it hosts and their roles (set once
+    /// the membership starts). None on a single node, which leads everything it hosts.
+    pub replicas: std::sync::OnceLock<Arc<crate::replica::manager::ReplicaManager>>,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -131,6 +134,7 @@ impl Broker {
             txns,
             node,
             controller: std::sync::OnceLock::new(),
+            replicas: std::sync::OnceLock::new(),
             appended,
         }))
     }
@@ -152,6 +156,11 @@ impl Broker {
 
     pub fn notify_appended(&self) {
         self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The "appended" signal itself, for the replica manager (its high watermark moves).
+    pub fn appended_sender(&self) -> watch::Sender<u64> {
+        self.appended.clone()
     }
 
     pub fn subscribe_appends(&self) -> watch::Receiver<u64> {

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 
@@ -27,6 +27,7 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::fetch_session::{Key, LastSent, Wanted as SessionWanted};
 use crate::log::{FileSlice, Partition};
+use crate::replica::manager::{Replica, ReplicaManager};
 use crate::security::acl;
 
 /// Upper bound on how long one fetch may wait, whatever the client asks.
@@ -38,6 +39,10 @@ struct Wanted {
     fetch_offset: i64,
     max_bytes: usize,
     error: Option<ResponseError>,
+    /// A follower of a replicated partition: it reads up to the log end, not the high watermark.
+    replica_read: bool,
+    /// Where a follower's log diverged from this leader's: answered instead of records.
+    diverging: Option<(i32, i64)>,
 }
 
 /// A fetch response whose partitions' `records` are still in segment files.
@@ -87,11 +92,15 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
     };
     let mut requested = Vec::new();
     let mut current_epochs = std::collections::HashMap::new();
+    let mut last_fetched_epochs = std::collections::HashMap::new();
     for topic in &req.topics {
         for p in &topic.partitions {
             let key = key_of(&topic.topic, topic.topic_id, p.partition);
             if p.current_leader_epoch >= 0 {
                 current_epochs.insert(key.clone(), p.current_leader_epoch);
+            }
+            if p.last_fetched_epoch >= 0 {
+                last_fetched_epochs.insert(key.clone(), p.last_fetched_epoch);
             }
             requested.push((key, SessionWanted { fetch_offset: p.fetch_offset, max_bytes: p.partition_max_bytes }));
         }
@@ -114,6 +123,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
     let authz = ctx.authz(broker);
     let follower = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
     let follower_allowed = follower && authz.cluster(acl::CLUSTER_ACTION);
+    // In a cluster: who leads what, and the follower fetching (a single node leads all).
+    let replicas = broker.replicas.get();
+    let follower_id = req.replica_state.replica_id.0.max(req.replica_id.0);
+    if let (Some(rm), true, true) = (replicas, follower_allowed, req.replica_state.replica_epoch >= 0) {
+        rm.set_follower_epoch(follower_id, req.replica_state.replica_epoch);
+    }
+    let mut high_watermark_moved = false;
     // Nothing to compute on the hot path without an authorizer.
     let readable: Option<HashSet<String>> = (authz.enabled() && !follower).then(|| {
         let names = plan.partitions.iter().map(|(k, _)| k.0.as_str());
@@ -123,8 +139,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
         .partitions
         .into_iter()
         .map(|(key, w)| {
-            let partition = if by_id { broker.topics.get_by_id(key.1) } else { broker.topics.get(&key.0) }
-                .and_then(|t| usize::try_from(key.2).ok().and_then(|i| t.partitions.get(i).cloned()));
+            let topic = if by_id { broker.topics.get_by_id(key.1) } else { broker.topics.get(&key.0) };
+            let partition =
+                topic.as_ref().and_then(|t| usize::try_from(key.2).ok().and_then(|i| t.partitions.get(i).cloned()));
+            // In a cluster, a partition of a known topic that is not hosted here.
+            let elsewhere = replicas.is_some()
+                && topic.as_ref().is_some_and(|t| key.2 >= 0 && (key.2 as usize) < t.partitions.len());
             let requested_epoch = current_epochs.get(&key).copied().unwrap_or(-1);
             let allowed = match &readable {
                 _ if follower => follower_allowed,
@@ -135,16 +155,37 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
                 // An unknown topic id has no name to authorize.
                 _ if by_id && key.0.is_empty() && !follower => Some(ResponseError::UnknownTopicId),
                 _ if !allowed => Some(ResponseError::TopicAuthorizationFailed),
+                None if elsewhere => Some(ResponseError::NotLeaderOrFollower),
                 None => Some(unknown),
+                Some(p) if replicas.is_some() => match replicas.and_then(|r| r.get(&p.topic, p.index)) {
+                    Some(replica) => replica.check_leader(requested_epoch).err(),
+                    None => Some(ResponseError::NotLeaderOrFollower),
+                },
                 // Only a request naming an epoch needs the log (its epoch cache) here.
                 Some(p) if requested_epoch >= 0 => {
                     crate::replica::check_current_leader_epoch(&p.log(), requested_epoch).err()
                 }
                 Some(_) => None,
             };
-            Wanted { key, partition, fetch_offset: w.fetch_offset, max_bytes: w.max_bytes.max(0) as usize, error }
+            let mut wanted = Wanted {
+                key,
+                partition,
+                fetch_offset: w.fetch_offset,
+                max_bytes: w.max_bytes.max(0) as usize,
+                error,
+                replica_read: false,
+                diverging: None,
+            };
+            if let (Some(rm), Some(p), None, true) = (replicas, wanted.partition.clone(), error, follower) {
+                let last_fetched_epoch = last_fetched_epochs.get(&wanted.key).copied().unwrap_or(-1);
+                high_watermark_moved |= follower_fetched(rm, &p, follower_id, &mut wanted, last_fetched_epoch);
+            }
+            wanted
         })
         .collect();
+    if high_watermark_moved {
+        broker.notify_appended();
+    }
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let read_committed = version >= 4 && req.isolation_level == 1;
     let min_bytes = req.min_bytes.max(0) as usize;
@@ -264,8 +305,13 @@ fn read_partition(
     }
     let high_watermark = log.high_watermark();
     let last_stable = log.last_stable_offset();
-    // read_committed consumers see nothing past the LSO (an open transaction's first offset).
-    let upper = if read_committed { last_stable } else { high_watermark };
+    // read_committed consumers see nothing past the LSO (an open transaction's first offset);
+    // followers read everything (the leader's high watermark waits for them).
+    let upper = match (w.replica_read, read_committed) {
+        (true, _) => log.log_end_offset(),
+        (false, true) => last_stable,
+        (false, false) => high_watermark,
+    };
     let data = data
         .with_high_watermark(high_watermark)
         .with_last_stable_offset(last_stable)
@@ -284,6 +330,10 @@ fn read_partition(
     } else {
         data
     };
+    if let Some((epoch, end_offset)) = w.diverging {
+        let diverging = EpochEndOffset::default().with_epoch(epoch).with_end_offset(end_offset);
+        return (data.with_diverging_epoch(diverging), None);
+    }
     if budget == 0 && !min_one {
         return (data, None);
     }
@@ -291,4 +341,31 @@ fn read_partition(
         Ok(slice) => (data, slice),
         Err(e) => (data.with_error_code(e.code()), None),
     }
+}
+
+/// A follower fetched a partition led here: its log end is `fetch_offset`, which may move
+/// the high watermark and bring it into the ISR (proposed to the controller); or its log
+/// diverged after `last_fetched_epoch`, which it is told instead of getting records. Returns
+/// whether the high watermark moved.
+fn follower_fetched(
+    rm: &ReplicaManager,
+    partition: &Partition,
+    follower_id: i32,
+    w: &mut Wanted,
+    last_fetched_epoch: i32,
+) -> bool {
+    let Some(replica) = rm.get(&partition.topic, partition.index) else { return false };
+    w.replica_read = true;
+    let mut log = partition.log();
+    if let Some(diverging) = Replica::diverging_epoch(&log, last_fetched_epoch, w.fetch_offset) {
+        w.diverging = Some(diverging);
+        return false;
+    }
+    let (moved, proposal) = replica.on_follower_fetch(&mut log, follower_id, w.fetch_offset, crate::log::now_ms());
+    drop(log);
+    if let Some(proposal) = proposal {
+        tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?proposal.isr, "expanding the ISR");
+        rm.propose(replica.topic_id, partition.index, proposal);
+    }
+    moved
 }

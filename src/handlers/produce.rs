@@ -20,6 +20,7 @@ use crate::broker::Broker;
 use crate::error::LogError;
 use crate::log::{batch, now_ms, record_error, Partition, PartitionLog};
 use crate::replica;
+use crate::replica::manager::Replica;
 use crate::security::acl;
 
 /// A Produce carrying transactional batches without a transactional id is refused as a whole,
@@ -77,12 +78,16 @@ pub struct Appended {
     responses: Vec<TopicProduceResponse>,
     /// (partition, offset to make durable, topic index, partition index in the response).
     to_flush: Vec<(Arc<Partition>, i64, usize, usize)>,
+    /// In a cluster, acks=all writes waiting for the high watermark: (replica, offset it must
+    /// pass, topic index, partition index in the response), until `deadline`.
+    to_commit: Vec<(Arc<Replica>, i64, usize, usize)>,
+    deadline: tokio::time::Instant,
 }
 
 impl Appended {
-    /// Whether the response must wait for an fsync.
+    /// Whether the response must wait for an fsync or for followers.
     pub fn waits_for_flush(&self) -> bool {
-        !self.to_flush.is_empty()
+        !self.to_flush.is_empty() || !self.to_commit.is_empty()
     }
 }
 
@@ -100,6 +105,10 @@ pub fn append(
     let txn_id = req.transactional_id.as_ref().map(|id| id.0.as_str().to_string());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_flush: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
+    let mut to_commit = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+    // In a cluster: who leads what (a single node leads everything it hosts).
+    let replicas = broker.replicas.get();
     let mut appended_any = false;
     for topic_data in req.topic_data {
         let topic = if version >= 13 {
@@ -134,8 +143,20 @@ pub fn append(
                 .as_ref()
                 .and_then(|t| usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i).cloned()));
             let Some(partition) = partition else {
-                partitions.push(response.with_error_code(unknown.code()));
+                // In a cluster, a partition of a known topic that is not hosted here.
+                let elsewhere = replicas.is_some()
+                    && topic.as_ref().is_some_and(|t| data.index >= 0 && (data.index as usize) < t.partitions.len());
+                let error = if elsewhere { ResponseError::NotLeaderOrFollower } else { unknown };
+                partitions.push(response.with_error_code(error.code()));
                 continue;
+            };
+            let replica = match replicas.map(|r| r.get(&partition.topic, partition.index)) {
+                None => None,
+                Some(Some(replica)) if replica.check_leader(-1).is_ok() => Some(replica),
+                Some(_) => {
+                    partitions.push(response.with_error_code(ResponseError::NotLeaderOrFollower.code()));
+                    continue;
+                }
             };
             if topic.as_ref().is_some_and(|t| t.internal) {
                 // Internal topics are written by their coordinators only, as in Kafka.
@@ -147,7 +168,7 @@ pub fn append(
                 continue;
             }
             let config = partition.log().config().clone();
-            if acks == -1 && config.min_insync_replicas > 1 {
+            if acks == -1 && config.min_insync_replicas > 1 && replica.is_none() {
                 // One node is the whole in-sync replica set.
                 partitions.push(response.with_error_code(ResponseError::NotEnoughReplicas.code()));
                 continue;
@@ -185,13 +206,22 @@ pub fn append(
                 batch::validate_produce(records, &config, now).map_err(Refused::Log).and_then(|(bytes, summary)| {
                     let mut log = partition.log();
                     verify(&log).map_err(Refused::Txn)?;
-                    replica::append_as_leader(&mut log, bytes, &summary, now).map_err(Refused::Log)
+                    match &replica {
+                        None => replica::append_as_leader(&mut log, bytes, &summary, now).map_err(Refused::Log),
+                        Some(r) => r
+                            .append(&mut log, bytes, &summary, now, acks == -1)
+                            .map_err(Refused::Replica)?
+                            .map_err(Refused::Log),
+                    }
                 });
             match appended {
                 Ok(info) => {
                     appended_any = true;
                     if acks == -1 && broker.config.ketch_acks_all_fsync || info.flush_due {
                         to_flush.push((partition.clone(), info.last_offset + 1, responses.len(), partitions.len()));
+                    }
+                    if let (-1, Some(r)) = (acks, &replica) {
+                        to_commit.push((r.clone(), info.last_offset + 1, responses.len(), partitions.len()));
                     }
                     partitions.push(
                         response
@@ -201,6 +231,7 @@ pub fn append(
                     );
                 }
                 Err(Refused::Txn(e)) => partitions.push(not_verified(response, e)),
+                Err(Refused::Replica(e)) => partitions.push(response.with_error_code(e.code())),
                 Err(Refused::Log(e)) => {
                     tracing::debug!(topic = %partition.topic, partition = partition.index, error = %e, "produce rejected");
                     partitions.push(rejected(response, &e, &partition));
@@ -219,13 +250,15 @@ pub fn append(
     if appended_any {
         broker.notify_appended();
     }
-    Appended { acks, responses, to_flush }
+    Appended { acks, responses, to_flush, to_commit, deadline }
 }
 
 /// Why a batch was not appended.
 enum Refused {
     Log(LogError),
     Txn(ResponseError),
+    /// Not the leader, or too few in-sync replicas for acks=all.
+    Replica(ResponseError),
 }
 
 /// The response for a transactional batch that failed verification.
@@ -266,7 +299,7 @@ fn rejected(response: PartitionProduceResponse, error: &LogError, partition: &Pa
 /// Waits until the appended data is durable where required, then builds the response
 /// (`None` for acks=0, which gets none).
 pub async fn complete(broker: &Broker, appended: Appended) -> Option<ProduceResponse> {
-    let Appended { acks, mut responses, to_flush } = appended;
+    let Appended { acks, mut responses, to_flush, to_commit, deadline } = appended;
     let work = to_flush.iter().map(|(partition, offset, _, _)| (partition.clone(), *offset)).collect();
     let results = broker.flusher.flush_all(work).await;
     for ((_, _, t, p), result) in to_flush.into_iter().zip(results) {
@@ -274,6 +307,16 @@ pub async fn complete(broker: &Broker, appended: Appended) -> Option<ProduceResp
             tracing::error!(error = %e, "fsync failed");
             // Kafka answers a storage error without a message.
             responses[t].partition_responses[p].error_code = ResponseError::KafkaStorageError.code();
+        }
+    }
+    // Kafka's delayed produce: done when the high watermark passes the write (or the ISR shrank
+    // below min.insync.replicas, or leadership moved), else REQUEST_TIMED_OUT at the deadline.
+    for (replica, required, t, p) in to_commit {
+        if let Some(e) = replica.wait_acks_all(required, deadline).await {
+            let code = &mut responses[t].partition_responses[p].error_code;
+            if *code == 0 {
+                *code = e.code();
+            }
         }
     }
     if acks == 0 {

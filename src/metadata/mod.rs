@@ -15,6 +15,7 @@
 
 pub mod features;
 pub mod format;
+pub mod hosted;
 pub mod image;
 pub mod log_dirs;
 pub mod records;
@@ -33,6 +34,7 @@ use crate::log::dir_health::DirHealth;
 use crate::log::partition_log::partition_dir;
 use crate::log::{now_ms, Partition, PartitionLog};
 
+pub use hosted::HostedPartitions;
 use log_dirs::LogDirs;
 pub use log_dirs::{lock_log_dir, LogDir};
 pub use store::random_bytes;
@@ -49,7 +51,8 @@ pub struct Topic {
     pub id: Uuid,
     pub overrides: Properties,
     pub config: TopicConfig,
-    pub partitions: Vec<Arc<Partition>>,
+    /// The partitions hosted here (all of them on a single node).
+    pub partitions: HostedPartitions,
     pub internal: bool,
 }
 
@@ -225,6 +228,7 @@ impl TopicRegistry {
                 log.set_health(log_dirs.dirs()[i].health.clone());
                 partitions.push(Arc::new(Partition::new(stored.name.clone(), p, log)));
             }
+            let partitions = HostedPartitions::all(partitions);
             // Offline partitions keep the directory they were recorded in.
             let directories =
                 if recorded.len() == partitions.len() { recorded } else { directory_ids(&log_dirs, &partitions) };
@@ -306,7 +310,7 @@ impl TopicRegistry {
         Ok(out)
     }
 
-    fn stored(&self, topic: &Topic, partitions: &[Arc<Partition>], overrides: &Properties) -> store::StoredTopic {
+    fn stored(&self, topic: &Topic, partitions: &HostedPartitions, overrides: &Properties) -> store::StoredTopic {
         store::StoredTopic {
             name: topic.name.clone(),
             id: topic.id,
@@ -328,6 +332,20 @@ impl TopicRegistry {
         let mut topics: Vec<_> = self.read().values().cloned().collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));
         topics
+    }
+
+    /// On a broker of a controller quorum: makes `topic` (with the partitions this broker
+    /// hosts, opened by the replica manager from the metadata image) what handlers see,
+    /// replacing the previous version of it.
+    pub fn publish_hosted(&self, topic: Topic) {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        topics.insert(topic.name.clone(), Arc::new(topic));
+    }
+
+    /// On a broker of a controller quorum: the topic left the image (or this broker hosts
+    /// none of it); returns it so its logs can be closed.
+    pub fn forget_hosted(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name)
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
@@ -451,7 +469,7 @@ impl TopicRegistry {
             id,
             overrides,
             config,
-            partitions: logs,
+            partitions: HostedPartitions::all(logs),
             internal: name.starts_with("__"),
         });
         self.store().save(&self.stored(&topic, &topic.partitions, &topic.overrides)).map_err(storage)?;
@@ -487,8 +505,9 @@ impl TopicRegistry {
             return Ok(());
         }
         let storage = |e: anyhow::Error| CreateError::new(ResponseError::KafkaStorageError, e.to_string());
-        let mut partitions = topic.partitions.clone();
-        partitions.extend(self.open_new_partitions(&topics, name, current..count, &topic.config)?);
+        let partitions = topic
+            .partitions
+            .grown(count as usize, self.open_new_partitions(&topics, name, current..count, &topic.config)?);
         self.store().save(&self.stored(&topic, &partitions, &topic.overrides)).map_err(storage)?;
         let grown = Topic {
             name: topic.name.clone(),
@@ -579,7 +598,9 @@ enum Place {
     Offline(String),
 }
 
-fn directory_ids(log_dirs: &LogDirs, partitions: &[Arc<Partition>]) -> Vec<String> {
+/// The directory id of every partition of a topic (a single node's: it hosts them all).
+fn directory_ids(log_dirs: &LogDirs, partitions: &HostedPartitions) -> Vec<String> {
+    assert!(partitions.hosts_all(), "directories are recorded by the node hosting every partition");
     partitions
         .iter()
         .map(|p| log_dirs.index_of_path(&p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))

@@ -13,17 +13,21 @@
 //! asks for something this Ketch cannot be (a controller among several voters: issue 15).
 
 pub mod client;
+pub mod isr;
 pub mod lifecycle;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::Properties;
+use crate::metadata::image::MetadataImage;
 use crate::raft::observer::{Observer, ObserverHandle};
 use crate::replica::fetcher::{FetcherSetup, FollowerFetcher};
+use crate::replica::manager::ReplicaManager;
 use lifecycle::{Endpoint, Lifecycle, State};
 
 /// How long a shutting-down broker waits for the controller to let it go.
@@ -79,6 +83,7 @@ impl Membership {
         log_dir_ids: Vec<Uuid>,
         endpoints: Vec<Endpoint>,
         fetcher: FetcherSetup,
+        replicas: ReplicaHost,
     ) -> anyhow::Result<Membership> {
         let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
         let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
@@ -86,8 +91,13 @@ impl Membership {
         let mut tasks = vec![tokio::spawn(observer.run(stop_rx.clone()))];
         let (lifecycle, state) =
             Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone());
-        let follower = FollowerFetcher::new(fetcher, metadata.image.clone(), state.clone());
+        let ReplicaHost { manager, apply, tick } = replicas;
+        tasks.push(tokio::spawn(apply_images(metadata.image.clone(), apply, tick, manager.clone(), stop_rx.clone())));
+        let follower = FollowerFetcher::new(fetcher, manager.clone(), metadata.image.clone(), state.clone());
         tasks.push(tokio::spawn(follower.run(stop_rx.clone())));
+        let link =
+            ControllerLink { config: config.clone(), leader: metadata.leader.clone(), image: metadata.image.clone() };
+        tasks.push(tokio::spawn(isr::run(manager, link, state.clone(), stop_rx.clone())));
         tasks.push(tokio::spawn(lifecycle.run(stop_rx, CONTROLLED_SHUTDOWN_WAIT)));
         Ok(Membership { stop, metadata, state, tasks })
     }
@@ -106,6 +116,42 @@ impl Membership {
         let _ = self.stop.send(true);
         for task in self.tasks {
             let _ = task.await;
+        }
+    }
+}
+
+/// The replica manager and how images reach it (the caller opens the hosted logs in its
+/// topic registry).
+pub struct ReplicaHost {
+    pub manager: Arc<ReplicaManager>,
+    pub apply: Box<dyn Fn(&MetadataImage) + Send + Sync>,
+    /// How often leaders check their ISR for lagging followers.
+    pub tick: Duration,
+}
+
+/// Applies every metadata image to the replicas (in order, each once), and runs the leaders'
+/// ISR checks.
+async fn apply_images(
+    mut image: watch::Receiver<Arc<MetadataImage>>,
+    apply: Box<dyn Fn(&MetadataImage) + Send + Sync>,
+    tick: Duration,
+    manager: Arc<ReplicaManager>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(tick);
+    let current = image.borrow_and_update().clone();
+    apply(&current);
+    while !*stop.borrow() {
+        tokio::select! {
+            changed = image.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let current = image.borrow_and_update().clone();
+                apply(&current);
+            }
+            _ = ticks.tick() => manager.tick(crate::log::now_ms()),
+            _ = stop.changed() => {}
         }
     }
 }
@@ -148,6 +194,8 @@ pub struct NodeConfig {
     pub controller_listener_names: Vec<String>,
     pub heartbeat_interval_ms: u64,
     pub session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
     /// `controller.quorum.request.timeout.ms`: every request to a controller.
     pub request_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`: without a successful fetch for this long, the
@@ -214,6 +262,7 @@ impl NodeConfig {
             controller_listener_names,
             heartbeat_interval_ms: ms("broker.heartbeat.interval.ms", 2000)?.max(1),
             session_timeout_ms: ms("broker.session.timeout.ms", 9000)?,
+            replica_lag_time_max_ms: ms("replica.lag.time.max.ms", 30_000)?.max(1),
             request_timeout_ms: ms("controller.quorum.request.timeout.ms", 2000)?.max(1),
             fetch_timeout_ms: ms("controller.quorum.fetch.timeout.ms", 2000)?.max(1),
             rack: get("broker.rack").map(str::to_string),

@@ -1,19 +1,16 @@
-//! Follower fetching (Kafka's `ReplicaFetcherThread`): for every partition the metadata image
-//! assigns to this broker and leads elsewhere, keep a local log and fetch it from the leader
+//! Follower fetching (Kafka's `ReplicaFetcherThread`): for every partition this broker follows
+//! (the replica manager's followers, opened from the metadata image), fetch from the leader
 //! with Kafka's replica Fetch (v17: topic ids, ReplicaState with this broker's id and broker
 //! epoch, the last fetched epoch for divergence detection), append what comes as follower
 //! (offsets and leader epochs kept), truncate where the leader names a diverging epoch
 //! (`state::truncation_point`), and follow the leader's high watermark.
 //!
-//! First step of replication (issue 14): the follower logs live beside the topic registry, in
-//! `<first log dir>/<topic>-<partition>`; they are not served to clients, not flushed before
-//! close, and a partition this broker comes to lead is not served by it yet. A partition whose
-//! topic left the image is closed and its directory removed.
+//! A partition whose leader refuses a fetch is left alone for `replica.fetch.backoff.ms`, or
+//! until the image moves its leader or epoch.
 //! Invariants: a follower log only grows at its end with the leader's batches; its high
 //! watermark never passes its log end; one fetch per leader is in flight.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,12 +19,11 @@ use kafka_protocol::messages::FetchRequest;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use super::manager::{Replica, ReplicaManager};
 use super::state::truncation_point;
-use crate::config::TopicConfig;
 use crate::log::batch;
-use crate::log::partition_log::partition_dir;
 use crate::log::PartitionLog;
-use crate::metadata::image::{MetadataImage, TOPIC_RESOURCE};
+use crate::metadata::image::MetadataImage;
 use crate::node::client::Connection;
 use crate::node::lifecycle::State;
 
@@ -43,69 +39,59 @@ const PARTITION_BACKOFF: Duration = Duration::from_millis(1000);
 #[derive(Debug, Clone)]
 pub struct FetcherSetup {
     pub node_id: i32,
-    /// Where follower logs are kept.
-    pub log_dir: PathBuf,
     /// The listener leaders are reached on (`inter.broker.listener.name`).
     pub listener: String,
-    pub topic_defaults: TopicConfig,
     pub request_timeout: Duration,
-}
-
-struct Follower {
-    topic: String,
-    leader: i32,
-    leader_epoch: i32,
-    log: PartitionLog,
-    /// Set after the leader refused a fetch: not fetched again before this instant (Kafka's
-    /// `replica.fetch.backoff.ms`), or before the image moves the partition's leader or epoch.
-    delayed_until: Option<tokio::time::Instant>,
 }
 
 pub struct FollowerFetcher {
     setup: FetcherSetup,
+    manager: Arc<ReplicaManager>,
     image: watch::Receiver<Arc<MetadataImage>>,
     state: watch::Receiver<State>,
-    partitions: BTreeMap<(Uuid, i32), Follower>,
+    /// Partitions whose leader refused a fetch: not fetched again before this instant (Kafka's
+    /// `replica.fetch.backoff.ms`), or before the image moves their leader or epoch.
+    delayed: HashMap<(Uuid, i32), (i32, i32, tokio::time::Instant)>,
     conns: HashMap<i32, Connection>,
 }
+
+/// One followed partition: (topic id, partition, leader, leader epoch, replica).
+type Followed = (Uuid, i32, i32, i32, Arc<Replica>);
 
 impl FollowerFetcher {
     pub fn new(
         setup: FetcherSetup,
+        manager: Arc<ReplicaManager>,
         image: watch::Receiver<Arc<MetadataImage>>,
         state: watch::Receiver<State>,
     ) -> FollowerFetcher {
-        FollowerFetcher { setup, image, state, partitions: BTreeMap::new(), conns: HashMap::new() }
+        FollowerFetcher { setup, manager, image, state, delayed: HashMap::new(), conns: HashMap::new() }
     }
 
-    /// Follows until `stop` turns true; then closes (fsyncs) every follower log.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let mut generation = self.manager.subscribe();
         while !*stop.borrow() {
-            let image = self.image.borrow_and_update().clone();
-            if let Err(e) = self.reconcile(&image) {
-                tracing::warn!(error = %e, "opening follower partitions failed");
-            }
+            generation.mark_unchanged();
+            let image = self.image.borrow().clone();
             let epoch = match *self.state.borrow() {
                 State::Fenced(e) | State::Running(e) => Some(e),
                 _ => None,
             };
             let now = tokio::time::Instant::now();
-            for f in self.partitions.values_mut() {
-                if f.delayed_until.is_some_and(|t| t <= now) {
-                    f.delayed_until = None;
-                }
-            }
-            let leaders: Vec<i32> = {
-                let mut l: Vec<i32> =
-                    self.partitions.values().filter(|f| f.delayed_until.is_none()).map(|f| f.leader).collect();
-                l.sort_unstable();
-                l.dedup();
-                l
-            };
+            let followed = self.manager.followers();
+            // A partition stays delayed only while its leader and epoch are those that refused.
+            self.delayed.retain(|key, (leader, leader_epoch, until)| {
+                *until > now && followed.iter().any(|f| (f.0, f.1) == *key && f.2 == *leader && f.3 == *leader_epoch)
+            });
+            let ready: Vec<Followed> =
+                followed.into_iter().filter(|f| f.2 >= 0 && !self.delayed.contains_key(&(f.0, f.1))).collect();
+            let mut leaders: Vec<i32> = ready.iter().map(|f| f.2).collect();
+            leaders.sort_unstable();
+            leaders.dedup();
             let (Some(epoch), false) = (epoch, leaders.is_empty()) else {
-                let wake = self.partitions.values().filter_map(|f| f.delayed_until).min();
+                let wake = self.delayed.values().map(|d| d.2).min();
                 tokio::select! {
-                    _ = self.image.changed() => {}
+                    _ = generation.changed() => {}
                     _ = self.state.changed() => {}
                     _ = stop.changed() => {}
                     _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {}
@@ -113,8 +99,9 @@ impl FollowerFetcher {
                 continue;
             };
             for leader in leaders {
+                let partitions: Vec<&Followed> = ready.iter().filter(|f| f.2 == leader).collect();
                 let fetched = tokio::select! {
-                    r = self.fetch_from(&image, leader, epoch) => r,
+                    r = self.fetch_from(&image, leader, epoch, &partitions) => r,
                     _ = stop.changed() => break,
                 };
                 if let Err(e) = fetched {
@@ -124,66 +111,25 @@ impl FollowerFetcher {
                 }
             }
         }
-        for (key, mut f) in std::mem::take(&mut self.partitions) {
-            if let Err(e) = f.log.close() {
-                tracing::warn!(topic = %f.topic, partition = key.1, error = %e, "closing a follower log");
-            }
-        }
     }
 
-    /// Opens a log for every partition this broker follows in `image`, updates leaders and
-    /// epochs, and drops partitions it no longer follows.
-    fn reconcile(&mut self, image: &MetadataImage) -> anyhow::Result<()> {
-        let me = self.setup.node_id;
-        let mut wanted = BTreeMap::new();
-        for topic in image.topics.values() {
-            for (&p, partition) in &topic.partitions {
-                if partition.replicas.contains(&me) && partition.leader != me && partition.leader >= 0 {
-                    wanted.insert((topic.id, p), (topic.name.clone(), partition.leader, partition.leader_epoch));
-                }
-            }
-        }
-        let gone: Vec<(Uuid, i32)> = self.partitions.keys().filter(|k| !wanted.contains_key(k)).copied().collect();
-        for key in gone {
-            let mut f = self.partitions.remove(&key).expect("listed");
-            f.log.close()?;
-            if !image.topics.contains_key(&key.0) {
-                // The topic was deleted: its replica goes too (Kafka's StopReplica with delete).
-                std::fs::remove_dir_all(f.log.dir())?;
-                tracing::info!(topic = %f.topic, partition = key.1, "deleted the follower replica of a deleted topic");
-            }
-        }
-        for (key, (name, leader, leader_epoch)) in wanted {
-            if let Some(f) = self.partitions.get_mut(&key) {
-                if f.leader_epoch != leader_epoch || f.leader != leader {
-                    f.leader = leader;
-                    f.leader_epoch = leader_epoch;
-                    f.delayed_until = None;
-                }
-                continue;
-            }
-            let overrides = image.configs.get(&(TOPIC_RESOURCE, name.clone())).cloned().unwrap_or_default();
-            let config = self.setup.topic_defaults.with_overrides(&overrides)?;
-            let dir = partition_dir(&self.setup.log_dir, &name, key.1);
-            let log = PartitionLog::open(&dir, config, crate::log::now_ms())?;
-            tracing::info!(topic = %name, partition = key.1, leader, leader_epoch, log_end = log.log_end_offset(), "following");
-            self.partitions.insert(key, Follower { topic: name, leader, leader_epoch, log, delayed_until: None });
-        }
-        Ok(())
-    }
-
-    async fn fetch_from(&mut self, image: &MetadataImage, leader: i32, broker_epoch: i64) -> anyhow::Result<()> {
+    async fn fetch_from(
+        &mut self,
+        image: &MetadataImage,
+        leader: i32,
+        broker_epoch: i64,
+        partitions: &[&Followed],
+    ) -> anyhow::Result<()> {
         let mut topics: BTreeMap<Uuid, Vec<FetchPartition>> = BTreeMap::new();
-        for ((topic_id, p), f) in
-            self.partitions.iter().filter(|(_, f)| f.leader == leader && f.delayed_until.is_none())
-        {
+        for (topic_id, p, _, leader_epoch, replica) in partitions.iter().copied() {
+            let log = replica.partition.log();
             topics.entry(*topic_id).or_default().push(
                 FetchPartition::default()
                     .with_partition(*p)
-                    .with_current_leader_epoch(f.leader_epoch)
-                    .with_fetch_offset(f.log.log_end_offset())
-                    .with_last_fetched_epoch(f.log.latest_epoch().map_or(-1, |(e, _)| e))
-                    .with_log_start_offset(f.log.log_start_offset())
+                    .with_current_leader_epoch(*leader_epoch)
+                    .with_fetch_offset(log.log_end_offset())
+                    .with_last_fetched_epoch(log.latest_epoch().map_or(-1, |(e, _)| e))
+                    .with_log_start_offset(log.log_start_offset())
                     .with_partition_max_bytes(PARTITION_MAX_BYTES),
             );
         }
@@ -212,31 +158,39 @@ impl FollowerFetcher {
         anyhow::ensure!(response.error_code == 0, "fetch refused with error {}", response.error_code);
         for topic in &response.responses {
             for data in &topic.partitions {
-                let Some(f) = self.partitions.get_mut(&(topic.topic_id, data.partition_index)) else { continue };
-                match data.error_code {
-                    0 => {}
-                    code => {
-                        // NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID (the
-                        // leader has not seen the change yet)...: back off, or until the image moves.
-                        tracing::debug!(topic = %f.topic, partition = data.partition_index, code, "follower fetch refused");
-                        f.delayed_until = Some(tokio::time::Instant::now() + PARTITION_BACKOFF);
-                        continue;
-                    }
+                let key = (topic.topic_id, data.partition_index);
+                let Some((_, _, leader, leader_epoch, replica)) =
+                    partitions.iter().copied().find(|f| (f.0, f.1) == key)
+                else {
+                    continue;
+                };
+                if replica.leader() != (*leader, *leader_epoch) {
+                    continue; // the image moved it meanwhile
                 }
+                let name = &replica.partition.topic;
+                if data.error_code != 0 {
+                    // NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID (the
+                    // leader has not seen the change yet)...: back off, or until the image moves.
+                    tracing::debug!(topic = %name, partition = key.1, code = data.error_code, "follower fetch refused");
+                    let until = tokio::time::Instant::now() + PARTITION_BACKOFF;
+                    self.delayed.insert(key, (*leader, *leader_epoch, until));
+                    continue;
+                }
+                let mut log = replica.partition.log();
                 let diverging = &data.diverging_epoch;
                 if diverging.epoch >= 0 {
                     let (to, _) =
-                        truncation_point(f.log.epochs(), f.log.log_end_offset(), diverging.epoch, diverging.end_offset);
-                    let end = f.log.truncate_to(to)?;
-                    tracing::info!(topic = %f.topic, partition = data.partition_index, truncated_to = end, "follower log truncated (diverging epoch)");
+                        truncation_point(log.epochs(), log.log_end_offset(), diverging.epoch, diverging.end_offset);
+                    let end = log.truncate_to(to)?;
+                    tracing::info!(topic = %name, partition = key.1, truncated_to = end, "follower log truncated (diverging epoch)");
                     continue;
                 }
                 if let Some(records) = &data.records {
-                    append_fetched(&mut f.log, records)?;
+                    append_fetched(&mut log, records)?;
                 }
-                let hw = data.high_watermark.min(f.log.log_end_offset());
-                if hw > f.log.high_watermark() {
-                    f.log.advance_high_watermark(hw);
+                let hw = data.high_watermark.min(log.log_end_offset());
+                if hw > log.high_watermark() {
+                    log.advance_high_watermark(hw);
                 }
             }
         }

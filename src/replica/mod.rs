@@ -16,6 +16,7 @@
 //! watermark only grows and never passes the log end of any in-sync replica.
 
 pub mod fetcher;
+pub mod manager;
 pub mod state;
 
 use crate::error::LogError;

@@ -135,7 +135,10 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
 /// A broker of a controller quorum (`process.roles=broker`): starts fetching the quorum's
 /// metadata log and registering with the active controller, advertising each bound listener
 /// except the controller listeners (at its `advertised.listeners` entry when there is one).
-fn start_membership(broker: &Broker, listeners: &[(String, TcpListener)]) -> anyhow::Result<crate::node::Membership> {
+fn start_membership(
+    broker: &Arc<Broker>,
+    listeners: &[(String, TcpListener)],
+) -> anyhow::Result<crate::node::Membership> {
     let node = &broker.node;
     let mut endpoints = Vec::new();
     for (name, bound) in listeners.iter().filter(|(name, _)| !node.controller_listener_names.contains(name)) {
@@ -159,17 +162,32 @@ fn start_membership(broker: &Broker, listeners: &[(String, TcpListener)]) -> any
     let ids = dirs.dirs().iter().map(|d| crate::metadata::parse_uuid(&d.id).unwrap_or(uuid::Uuid::nil())).collect();
     let fetcher = crate::replica::fetcher::FetcherSetup {
         node_id: node.node_id,
-        log_dir: dirs.first().to_path_buf(),
         listener: broker
             .config
             .properties
             .get("inter.broker.listener.name")
             .cloned()
             .unwrap_or_else(|| "PLAINTEXT".to_string()),
-        topic_defaults: broker.topics.defaults(),
         request_timeout: Duration::from_millis(node.request_timeout_ms.max(30_000)),
     };
-    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints, fetcher)
+    let lag_ms = node.replica_lag_time_max_ms as i64;
+    let setup = crate::replica::manager::ReplicaSetup {
+        node_id: node.node_id,
+        log_dir: dirs.first().to_path_buf(),
+        replica_lag_time_max_ms: lag_ms,
+    };
+    let manager = Arc::new(crate::replica::manager::ReplicaManager::new(setup, broker.appended_sender()));
+    let _ = broker.replicas.set(manager.clone());
+    let weak = Arc::downgrade(broker);
+    let apply = Box::new(move |image: &crate::metadata::image::MetadataImage| {
+        if let Some(broker) = weak.upgrade() {
+            let manager = broker.replicas.get().expect("set above");
+            manager.apply(image, &broker.topics, &broker.topics.defaults(), crate::log::now_ms());
+        }
+    });
+    let tick = Duration::from_millis((lag_ms / 2).clamp(100, 5_000) as u64);
+    let replicas = crate::node::ReplicaHost { manager, apply, tick };
+    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints, fetcher, replicas)
 }
 
 /// The security protocol of a listener: `listener.security.protocol.map`, else the listener's

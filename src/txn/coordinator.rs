@@ -555,7 +555,7 @@ mod tests {
         let config = BrokerConfig::from_properties(props).unwrap();
         let topics = TopicRegistry::open(&config).unwrap();
         let topic = topics.create("t", 1, Properties::new()).unwrap();
-        let partition = topic.partitions[0].clone();
+        let partition = topic.partitions.get(0).unwrap().clone();
         let (bytes, summary) = crate::log::batch::validate_produce(txn_batch(5), &topic.config, now_ms()).unwrap();
         crate::replica::append_as_leader(&mut partition.log(), bytes, &summary, now_ms()).unwrap();
         assert_eq!(partition.log().last_stable_offset(), 0, "the open transaction holds the LSO");

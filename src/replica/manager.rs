@@ -1,0 +1,473 @@
+//! The replica manager of a broker in a controller quorum (Kafka's `ReplicaManager` and
+//! `Partition`): from each metadata image it opens the logs of the partitions assigned to this
+//! broker (publishing them to the topic registry, the handlers' view), decides each one's role,
+//! leader (driving `state::LeaderState`) or follower (fetched by `fetcher.rs`), and closes and
+//! deletes the replicas the image no longer assigns here.
+//!
+//! As leader it appends at the image's leader epoch, moves the high watermark from its
+//! followers' fetches (the minimum log end of the ISR), lets `acks=all` writes wait for it,
+//! answers followers whose log diverged with the epoch to truncate to, and proposes ISR changes
+//! to the controller (AlterPartition, one in flight per partition, sent by `alter_partition.rs`).
+//!
+//! Lock order: a partition's log, then its replica role. Invariants: a replica is leader only at
+//! the leader epoch the image names for this broker; the high watermark recorded in the log is
+//! the leader state's and never passes the log end; a partition is in the registry exactly while
+//! this broker is in its replica set in the image.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use kafka_protocol::error::ResponseError;
+use tokio::sync::{watch, Notify};
+use uuid::Uuid;
+
+use super::state::{end_offset_for_epoch, AckError, IsrProposal, LeaderState, ReplicaSettings};
+use crate::config::TopicConfig;
+use crate::error::LogError;
+use crate::log::batch::BatchSummary;
+use crate::log::partition_log::partition_dir;
+use crate::log::{AppendInfo, Partition, PartitionLog};
+use crate::metadata::image::{MetadataImage, PartitionImage, TOPIC_RESOURCE};
+use crate::metadata::{HostedPartitions, Topic, TopicRegistry};
+
+/// KIP-966's feature: with it the high watermark waits for `min.insync.replicas`.
+const ELR_FEATURE: &str = "eligible.leader.replicas.version";
+
+/// What this broker is for one partition.
+#[derive(Debug)]
+pub enum Role {
+    Leader(LeaderState),
+    Follower { leader: i32, leader_epoch: i32 },
+}
+
+/// One partition hosted here, with its role.
+#[derive(Debug)]
+pub struct Replica {
+    pub topic_id: Uuid,
+    pub partition: Arc<Partition>,
+    role: Mutex<Role>,
+    /// Bumped whenever the high watermark, the ISR or the role changes (acks=all waiters).
+    changed: watch::Sender<u64>,
+}
+
+impl Replica {
+    fn role(&self) -> MutexGuard<'_, Role> {
+        self.role.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The leader and leader epoch this replica knows.
+    pub fn leader(&self) -> (i32, i32) {
+        match &*self.role() {
+            Role::Leader(s) => (s.node_id, s.leader_epoch),
+            Role::Follower { leader, leader_epoch } => (*leader, *leader_epoch),
+        }
+    }
+
+    /// Kafka's check of a request's `current_leader_epoch` (KIP-320, -1 skips it), then that
+    /// this broker leads the partition.
+    pub fn check_leader(&self, requested_epoch: i32) -> Result<(), ResponseError> {
+        let (is_leader, epoch) = match &*self.role() {
+            Role::Leader(s) => (true, s.leader_epoch),
+            Role::Follower { leader_epoch, .. } => (false, *leader_epoch),
+        };
+        match requested_epoch {
+            r if r >= 0 && r < epoch => Err(ResponseError::FencedLeaderEpoch),
+            r if r > epoch => Err(ResponseError::UnknownLeaderEpoch),
+            _ if !is_leader => Err(ResponseError::NotLeaderOrFollower),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends a validated client batch as leader at its leader epoch; `acks_all` refuses it
+    /// first while the ISR is smaller than `min.insync.replicas`. The outer error is the
+    /// replica's (not leader, not enough replicas), the inner one the log's.
+    pub fn append(
+        &self,
+        log: &mut PartitionLog,
+        batch: impl AsRef<[u8]>,
+        summary: &BatchSummary,
+        now_ms: i64,
+        acks_all: bool,
+    ) -> Result<Result<AppendInfo, LogError>, ResponseError> {
+        let mut role = self.role();
+        let Role::Leader(state) = &mut *role else { return Err(ResponseError::NotLeaderOrFollower) };
+        if acks_all && state.check_append_acks_all().is_err() {
+            return Err(ResponseError::NotEnoughReplicas);
+        }
+        let info = match log.append(batch, summary, state.leader_epoch, now_ms) {
+            Ok(info) => info,
+            Err(e) => return Ok(Err(e)),
+        };
+        if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
+            log.advance_high_watermark(state.high_watermark);
+        }
+        drop(role);
+        self.bump();
+        Ok(Ok(info))
+    }
+
+    /// A follower fetched at `fetch_offset`: its state, the high watermark, and an ISR
+    /// expansion to propose. Returns whether the high watermark moved.
+    pub fn on_follower_fetch(
+        &self,
+        log: &mut PartitionLog,
+        follower: i32,
+        fetch_offset: i64,
+        now_ms: i64,
+    ) -> (bool, Option<IsrProposal>) {
+        let mut role = self.role();
+        let Role::Leader(state) = &mut *role else { return (false, None) };
+        let log_end = log.log_end_offset();
+        if !state.on_follower_fetch(follower, fetch_offset.min(log_end), log_end, now_ms) {
+            return (false, None);
+        }
+        let moved = state.maybe_advance_high_watermark(log_end, now_ms);
+        if moved {
+            log.advance_high_watermark(state.high_watermark);
+        }
+        let proposal = state.maybe_expand_isr();
+        drop(role);
+        if moved || proposal.is_some() {
+            self.bump();
+        }
+        (moved, proposal)
+    }
+
+    /// For a follower fetching at `fetch_offset` after `last_fetched_epoch`: where its log
+    /// diverged from this leader's, `(epoch, end offset)` (Kafka's diverging epoch), if it did.
+    pub fn diverging_epoch(log: &PartitionLog, last_fetched_epoch: i32, fetch_offset: i64) -> Option<(i32, i64)> {
+        if last_fetched_epoch < 0 {
+            return None;
+        }
+        let (epoch, end) = end_offset_for_epoch(log.epochs(), log.log_end_offset(), last_fetched_epoch)?;
+        (epoch < last_fetched_epoch || end < fetch_offset).then_some((epoch, end))
+    }
+
+    /// ISR shrink check (`replica.lag.time.max.ms`).
+    fn maybe_shrink_isr(&self, now_ms: i64) -> Option<IsrProposal> {
+        let log = self.partition.log();
+        let mut role = self.role();
+        let Role::Leader(state) = &mut *role else { return None };
+        state.maybe_shrink_isr(log.log_end_offset(), now_ms)
+    }
+
+    /// The controller answered an ISR proposal made at `leader_epoch`.
+    pub fn on_isr_committed(&self, leader_epoch: i32, committed: Option<(Vec<i32>, i32)>, now_ms: i64) {
+        let mut log = self.partition.log();
+        let mut role = self.role();
+        let Role::Leader(state) = &mut *role else { return };
+        if state.leader_epoch != leader_epoch {
+            return;
+        }
+        state.on_isr_committed(committed);
+        if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
+            log.advance_high_watermark(state.high_watermark);
+        }
+        drop(role);
+        self.bump();
+    }
+
+    /// Waits until an `acks=all` write ending before `required_offset` is committed (or the
+    /// ISR shrank below `min.insync.replicas` meanwhile, or this broker stopped leading), at
+    /// most until `deadline`: the error to answer, if any.
+    pub async fn wait_acks_all(&self, required_offset: i64, deadline: tokio::time::Instant) -> Option<ResponseError> {
+        let mut changed = self.changed.subscribe();
+        loop {
+            changed.mark_unchanged();
+            let outcome = match &*self.role() {
+                Role::Leader(s) => s.acks_all_outcome(required_offset),
+                Role::Follower { .. } => return Some(ResponseError::NotLeaderOrFollower),
+            };
+            match outcome {
+                Some(Ok(())) => return None,
+                Some(Err(AckError::NotEnoughReplicasAfterAppend)) => {
+                    return Some(ResponseError::NotEnoughReplicasAfterAppend)
+                }
+                Some(Err(AckError::NotEnoughReplicas)) => return Some(ResponseError::NotEnoughReplicas),
+                None => {}
+            }
+            if tokio::time::timeout_at(deadline, changed.changed()).await.is_err() {
+                return Some(ResponseError::RequestTimedOut);
+            }
+        }
+    }
+}
+
+/// What the replica manager needs from its broker.
+#[derive(Debug, Clone)]
+pub struct ReplicaSetup {
+    pub node_id: i32,
+    /// Where replicas are kept (the first log directory).
+    pub log_dir: PathBuf,
+    pub replica_lag_time_max_ms: i64,
+}
+
+pub struct ReplicaManager {
+    setup: ReplicaSetup,
+    replicas: RwLock<HashMap<(String, i32), Arc<Replica>>>,
+    /// ISR changes to send to the controller: (topic id, partition, proposal).
+    proposals: Mutex<Vec<(Uuid, i32, IsrProposal)>>,
+    pub proposed: Notify,
+    /// Bumped after every image applied (the follower fetcher waits on it).
+    generation: watch::Sender<u64>,
+    /// The broker-wide "something was appended or committed" signal (long-polling fetches).
+    appended: watch::Sender<u64>,
+    /// Each follower's broker epoch, from its last fetch (sent with ISR changes, KIP-903).
+    follower_epochs: Mutex<HashMap<i32, i64>>,
+}
+
+impl ReplicaManager {
+    pub fn new(setup: ReplicaSetup, appended: watch::Sender<u64>) -> ReplicaManager {
+        ReplicaManager {
+            setup,
+            replicas: RwLock::new(HashMap::new()),
+            proposals: Mutex::new(Vec::new()),
+            proposed: Notify::new(),
+            generation: watch::channel(0).0,
+            appended,
+            follower_epochs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.setup.node_id
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
+        self.replicas.read().unwrap_or_else(|p| p.into_inner()).get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// The partitions this broker follows: (topic id, partition, leader, leader epoch, replica).
+    pub fn followers(&self) -> Vec<(Uuid, i32, i32, i32, Arc<Replica>)> {
+        let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<_> = replicas
+            .iter()
+            .filter_map(|((_, p), r)| match &*r.role() {
+                Role::Follower { leader, leader_epoch } => Some((r.topic_id, *p, *leader, *leader_epoch, r.clone())),
+                Role::Leader(_) => None,
+            })
+            .collect();
+        out.sort_by_key(|f| (f.0, f.1));
+        out
+    }
+
+    /// Records the broker epoch a follower fetched with.
+    pub fn set_follower_epoch(&self, follower: i32, broker_epoch: i64) {
+        self.follower_epochs.lock().unwrap_or_else(|p| p.into_inner()).insert(follower, broker_epoch);
+    }
+
+    /// The broker epoch `follower` last fetched with (-1: unknown).
+    pub fn follower_epoch(&self, follower: i32) -> i64 {
+        self.follower_epochs.lock().unwrap_or_else(|p| p.into_inner()).get(&follower).copied().unwrap_or(-1)
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Wakes long-polling fetches (the high watermark moved).
+    pub fn notify_appended(&self) {
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Queues an ISR change for the controller.
+    pub fn propose(&self, topic_id: Uuid, partition: i32, proposal: IsrProposal) {
+        self.proposals.lock().unwrap_or_else(|p| p.into_inner()).push((topic_id, partition, proposal));
+        self.proposed.notify_one();
+    }
+
+    pub fn take_proposals(&self) -> Vec<(Uuid, i32, IsrProposal)> {
+        std::mem::take(&mut *self.proposals.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The replica of (topic id, partition), if hosted here.
+    pub fn by_id(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Replica>> {
+        let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
+        replicas.iter().find(|((_, p), r)| r.topic_id == topic_id && *p == partition).map(|(_, r)| r.clone())
+    }
+
+    /// ISR shrink checks of every partition led here.
+    pub fn tick(&self, now_ms: i64) {
+        let replicas: Vec<((String, i32), Arc<Replica>)> = self
+            .replicas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        for ((_, p), r) in replicas {
+            if let Some(proposal) = r.maybe_shrink_isr(now_ms) {
+                tracing::info!(topic = %r.partition.topic, partition = p, isr = ?proposal.isr, "shrinking the ISR");
+                self.propose(r.topic_id, p, proposal);
+            }
+        }
+    }
+
+    /// Makes the hosted partitions and their roles those of `image`: opens new replicas,
+    /// publishes each topic's hosted partitions to `registry`, moves leadership, and closes and
+    /// deletes replicas no longer assigned here.
+    pub fn apply(&self, image: &MetadataImage, registry: &TopicRegistry, defaults: &TopicConfig, now_ms: i64) {
+        let me = self.setup.node_id;
+        let elr = image.features.get(ELR_FEATURE).is_some_and(|l| *l >= 1);
+        let mut wanted_topics = BTreeMap::new();
+        for topic in image.topics.values() {
+            let hosted: Vec<i32> =
+                topic.partitions.iter().filter(|(_, p)| p.replicas.contains(&me)).map(|(i, _)| *i).collect();
+            if !hosted.is_empty() {
+                wanted_topics.insert(topic.name.clone(), (topic.clone(), hosted));
+            }
+        }
+        // Replicas no longer assigned here go first (their directories may be reused).
+        for topic in registry.all() {
+            let keep = wanted_topics.get(&topic.name).filter(|(t, _)| t.id == topic.id);
+            let gone: Vec<&Arc<Partition>> =
+                topic.partitions.iter().filter(|p| keep.is_none_or(|(_, hosted)| !hosted.contains(&p.index))).collect();
+            if gone.is_empty() {
+                continue;
+            }
+            if keep.is_none() {
+                registry.forget_hosted(&topic.name);
+            }
+            for p in gone {
+                self.replicas.write().unwrap_or_else(|p| p.into_inner()).remove(&(p.topic.clone(), p.index));
+                let mut log = p.log();
+                let dir = log.dir().to_path_buf();
+                if let Err(e) = log.close().and_then(|_| std::fs::remove_dir_all(&dir).map_err(LogError::Io)) {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "removing a replica");
+                }
+                tracing::info!(topic = %p.topic, partition = p.index, "replica removed (no longer assigned here)");
+            }
+        }
+        for (name, (topic, hosted)) in wanted_topics {
+            let overrides = image.configs.get(&(TOPIC_RESOURCE, name.clone())).cloned().unwrap_or_default();
+            let config = match defaults.with_overrides(&overrides) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(topic = %name, error = %e, "topic configs not applied");
+                    defaults.clone()
+                }
+            };
+            let existing = registry.get(&name).filter(|t| t.id == topic.id);
+            let mut partitions = Vec::with_capacity(hosted.len());
+            for &p in &hosted {
+                let found = existing.as_ref().and_then(|t| t.partitions.get(p as usize).cloned());
+                let partition = match found {
+                    Some(partition) => partition,
+                    None => {
+                        match PartitionLog::open(&partition_dir(&self.setup.log_dir, &name, p), config.clone(), now_ms)
+                        {
+                            Ok(log) => Arc::new(Partition::new(name.clone(), p, log)),
+                            Err(e) => {
+                                tracing::error!(topic = %name, partition = p, error = %e, "opening a replica failed");
+                                continue;
+                            }
+                        }
+                    }
+                };
+                if partition.log().config() != &config {
+                    partition.log().set_config(config.clone());
+                }
+                let image_partition = &topic.partitions[&p];
+                self.set_role(topic.id, &partition, image_partition, elr, now_ms);
+                partitions.push(partition);
+            }
+            let count = topic.partitions.keys().max().map_or(0, |m| *m as usize + 1);
+            let same = existing.as_ref().is_some_and(|t| {
+                t.partitions.len() == count
+                    && t.overrides == overrides
+                    && t.partitions.iter().map(|p| p.index).eq(partitions.iter().map(|p| p.index))
+            });
+            if !same {
+                registry.publish_hosted(Topic {
+                    internal: name.starts_with("__"),
+                    name: name.clone(),
+                    id: topic.id,
+                    overrides,
+                    config: config.clone(),
+                    partitions: HostedPartitions::some(count, partitions),
+                });
+            }
+        }
+        self.generation.send_modify(|n| *n = n.wrapping_add(1));
+        self.notify_appended();
+    }
+
+    /// Makes `partition`'s role what the image says.
+    fn set_role(&self, topic_id: Uuid, partition: &Arc<Partition>, image: &PartitionImage, elr: bool, now_ms: i64) {
+        let me = self.setup.node_id;
+        let key = (partition.topic.clone(), partition.index);
+        let replica = {
+            let mut replicas = self.replicas.write().unwrap_or_else(|p| p.into_inner());
+            replicas
+                .entry(key)
+                .or_insert_with(|| {
+                    Arc::new(Replica {
+                        topic_id,
+                        partition: partition.clone(),
+                        role: Mutex::new(Role::Follower { leader: -1, leader_epoch: -1 }),
+                        changed: watch::channel(0).0,
+                    })
+                })
+                .clone()
+        };
+        let mut log = partition.log();
+        let mut role = replica.role();
+        let settings = ReplicaSettings {
+            replica_lag_time_max_ms: self.setup.replica_lag_time_max_ms,
+            min_insync_replicas: log.config().min_insync_replicas.max(1) as usize,
+            eligible_leader_replicas: elr,
+        };
+        match &mut *role {
+            Role::Leader(state) if image.leader == me && state.leader_epoch == image.leader_epoch => {
+                state.settings = settings;
+                if image.partition_epoch > state.partition_epoch {
+                    // The controller changed the ISR or replicas within this epoch.
+                    state.isr = image.isr.clone();
+                    state.partition_epoch = image.partition_epoch;
+                    state.replicas = image.replicas.clone();
+                    state.followers.retain(|r, _| image.replicas.contains(r));
+                    if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
+                        log.advance_high_watermark(state.high_watermark);
+                    }
+                }
+            }
+            _ if image.leader == me => {
+                let mut isr = image.isr.clone();
+                if !isr.contains(&me) {
+                    isr.push(me);
+                }
+                let state = LeaderState::become_leader(
+                    me,
+                    image.leader_epoch,
+                    image.partition_epoch,
+                    image.replicas.clone(),
+                    isr,
+                    log.log_end_offset(),
+                    log.high_watermark(),
+                    now_ms,
+                    settings,
+                );
+                tracing::info!(topic = %partition.topic, partition = partition.index, leader_epoch = image.leader_epoch, isr = ?image.isr, log_end = log.log_end_offset(), "leading");
+                *role = Role::Leader(state);
+            }
+            Role::Follower { leader, leader_epoch }
+                if *leader == image.leader && *leader_epoch == image.leader_epoch => {}
+            _ => {
+                tracing::info!(topic = %partition.topic, partition = partition.index, leader = image.leader, leader_epoch = image.leader_epoch, "following");
+                *role = Role::Follower { leader: image.leader, leader_epoch: image.leader_epoch };
+            }
+        }
+        drop(role);
+        drop(log);
+        replica.bump();
+    }
+}
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

@@ -1,0 +1,202 @@
+//! The replica manager driven by metadata images: hosted partitions, roles, the high watermark
+//! from follower fetches, acks=all, divergence, and replicas removed when the image moves them.
+
+use super::*;
+use crate::config::BrokerConfig;
+use crate::log::batch;
+use crate::metadata::image::ImageBuilder;
+use crate::metadata::image::NO_LEADER_CHANGE;
+use crate::metadata::log_dirs::LogDirs;
+use crate::metadata::records::{
+    ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+};
+
+const ME: i32 = 1;
+const OTHER: i32 = 2;
+const TOPIC_ID: Uuid = Uuid::from_u128(9);
+
+struct Node {
+    _dir: tempfile::TempDir,
+    config: BrokerConfig,
+    registry: TopicRegistry,
+    manager: ReplicaManager,
+    builder: ImageBuilder,
+    offset: i64,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let props = [("log.dirs", dir.path().to_str().unwrap()), ("node.id", "1")];
+        let config =
+            BrokerConfig::from_properties(props.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()).unwrap();
+        let registry = TopicRegistry::open_detached(LogDirs::open(&config).unwrap(), &config).unwrap();
+        let setup = ReplicaSetup { node_id: ME, log_dir: dir.path().to_path_buf(), replica_lag_time_max_ms: 1_000 };
+        let manager = ReplicaManager::new(setup, watch::channel(0).0);
+        Node { _dir: dir, config, registry, manager, builder: ImageBuilder::new(), offset: 0 }
+    }
+
+    fn apply(&mut self, records: Vec<MetadataRecord>, now_ms: i64) {
+        for r in &records {
+            self.builder.apply(self.offset, r).unwrap();
+            self.offset += 1;
+        }
+        let image = self.builder.publish();
+        self.manager.apply(&image, &self.registry, &self.config.topic_defaults, now_ms);
+    }
+}
+
+fn partition(
+    p: i32,
+    replicas: &[i32],
+    isr: &[i32],
+    leader: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+) -> MetadataRecord {
+    MetadataRecord::Partition(PartitionRecord {
+        partition_id: p,
+        topic_id: TOPIC_ID,
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+        leader,
+        leader_epoch,
+        partition_epoch,
+        ..Default::default()
+    })
+}
+
+/// A change of partition 0 (the image moves the partition epoch, and the leader epoch with a
+/// new leader).
+fn change(isr: Option<&[i32]>, leader: Option<i32>, replicas: Option<&[i32]>) -> MetadataRecord {
+    MetadataRecord::PartitionChange(PartitionChangeRecord {
+        partition_id: 0,
+        topic_id: TOPIC_ID,
+        isr: isr.map(<[i32]>::to_vec),
+        leader: leader.unwrap_or(NO_LEADER_CHANGE),
+        replicas: replicas.map(<[i32]>::to_vec),
+        ..Default::default()
+    })
+}
+
+fn topic() -> MetadataRecord {
+    MetadataRecord::Topic(TopicRecord { name: "t".to_string(), topic_id: TOPIC_ID, ..Default::default() })
+}
+
+fn one_record_batch() -> bytes::Bytes {
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: None,
+        value: Some(bytes::Bytes::from_static(b"v")),
+        headers: Default::default(),
+    };
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
+    buf.freeze()
+}
+
+fn append(replica: &Replica, acks_all: bool) -> Result<i64, ResponseError> {
+    let records = one_record_batch();
+    let mut log = replica.partition.log();
+    let (bytes, summary) = batch::validate_produce(records, log.config(), 0).unwrap();
+    let info = replica.append(&mut log, bytes, &summary, 0, acks_all)?.unwrap();
+    Ok(info.last_offset + 1)
+}
+
+#[tokio::test]
+async fn a_leader_commits_what_its_in_sync_follower_fetched() {
+    let mut node = Node::new();
+    // Partition 0 led here with the other broker in sync; partition 1 led there; partition 2
+    // not assigned here at all.
+    node.apply(
+        vec![
+            topic(),
+            partition(0, &[ME, OTHER], &[ME, OTHER], ME, 3, 5),
+            partition(1, &[OTHER, ME], &[OTHER, ME], OTHER, 2, 2),
+            partition(2, &[OTHER], &[OTHER], OTHER, 0, 0),
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: TOPIC_RESOURCE,
+                resource_name: "t".to_string(),
+                name: "min.insync.replicas".to_string(),
+                value: Some("2".to_string()),
+                ..Default::default()
+            }),
+        ],
+        0,
+    );
+    let t = node.registry.get("t").unwrap();
+    assert_eq!(t.partitions.len(), 3, "the topic's partition count");
+    assert_eq!(t.partitions.iter().map(|p| p.index).collect::<Vec<_>>(), vec![0, 1], "hosted here");
+    let led = node.manager.get("t", 0).unwrap();
+    assert_eq!(led.leader(), (ME, 3));
+    assert_eq!(led.check_leader(3), Ok(()));
+    assert_eq!(led.check_leader(2), Err(ResponseError::FencedLeaderEpoch));
+    assert_eq!(led.check_leader(4), Err(ResponseError::UnknownLeaderEpoch));
+    let followed = node.manager.get("t", 1).unwrap();
+    assert_eq!(followed.check_leader(-1), Err(ResponseError::NotLeaderOrFollower));
+    assert_eq!(node.manager.followers().iter().map(|f| (f.1, f.2, f.3)).collect::<Vec<_>>(), vec![(1, OTHER, 2)]);
+
+    let end = append(&led, true).unwrap();
+    assert_eq!((end, led.partition.log().high_watermark()), (1, 0), "the follower has not fetched it yet");
+    assert_eq!(led.partition.log().latest_epoch().map(|e| e.0), Some(3), "written at the image's epoch");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(50);
+    assert_eq!(led.wait_acks_all(end, deadline).await, Some(ResponseError::RequestTimedOut));
+    let (moved, proposal) = led.on_follower_fetch(&mut led.partition.log(), OTHER, 1, 10);
+    assert!(moved && proposal.is_none());
+    assert_eq!(led.partition.log().high_watermark(), 1);
+    assert_eq!(led.wait_acks_all(end, tokio::time::Instant::now()).await, None);
+
+    // The follower stops fetching: after replica.lag.time.max.ms it leaves the ISR, and an
+    // acks=all write is refused once the controller commits that (min.insync.replicas=2).
+    append(&led, false).unwrap();
+    node.manager.tick(500);
+    assert!(node.manager.take_proposals().is_empty(), "within replica.lag.time.max.ms");
+    node.manager.tick(2_000);
+    let proposals = node.manager.take_proposals();
+    assert_eq!(proposals.len(), 1);
+    assert_eq!((proposals[0].2.isr.clone(), proposals[0].2.partition_epoch), (vec![ME], 5));
+    led.on_isr_committed(3, Some((vec![ME], 6)), 2_000);
+    node.apply(vec![change(Some(&[ME]), None, None)], 2_000);
+    assert_eq!(led.leader(), (ME, 3), "an ISR change keeps the leader epoch");
+    assert_eq!(append(&led, true), Err(ResponseError::NotEnoughReplicas));
+}
+
+#[tokio::test]
+async fn a_follower_that_diverged_is_told_where_and_moved_replicas_are_removed() {
+    let mut node = Node::new();
+    node.apply(vec![topic(), partition(0, &[ME, OTHER], &[ME, OTHER], ME, 1, 1)], 0);
+    let led = node.manager.get("t", 0).unwrap();
+    append(&led, false).unwrap();
+    append(&led, false).unwrap();
+    // Leadership goes away (epoch 2) and comes back (epoch 3). A follower that last fetched at
+    // epoch 1 up to offset 2 has not diverged; one claiming epoch 2 up to offset 5 (written by
+    // the other leader, never committed) truncates to the end of epoch 1 here.
+    node.apply(vec![change(None, Some(OTHER), None)], 0);
+    assert_eq!(led.check_leader(-1), Err(ResponseError::NotLeaderOrFollower));
+    node.apply(vec![change(None, Some(ME), None)], 0);
+    assert_eq!(led.leader(), (ME, 3));
+    append(&led, false).unwrap();
+    let log = led.partition.log();
+    assert_eq!(log.epochs(), &[(1, 0), (3, 2)]);
+    assert_eq!(Replica::diverging_epoch(&log, 1, 2), None);
+    assert_eq!(Replica::diverging_epoch(&log, 2, 5), Some((1, 2)));
+    assert_eq!(Replica::diverging_epoch(&log, 3, 3), None);
+    let dir = log.dir().to_path_buf();
+    drop(log);
+    // Moved away: closed, deleted, out of the registry.
+    node.apply(vec![change(Some(&[OTHER]), Some(OTHER), Some(&[OTHER]))], 0);
+    assert!(node.manager.get("t", 0).is_none() && !dir.exists() && node.registry.get("t").is_none());
+    node.apply(vec![MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: TOPIC_ID, ..Default::default() })], 0);
+    assert!(node.registry.get("t").is_none());
+}
