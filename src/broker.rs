@@ -37,7 +37,7 @@ pub struct Broker {
     pub topics: TopicRegistry,
     pub flusher: Flusher,
     pub fetch_sessions: FetchSessions,
-    pub producer_ids: ProducerIds,
+    pub producer_ids: Arc<ProducerIds>,
     pub features: Features,
     /// ACLs, when an authorizer is configured (`authorizer.class.name`).
     pub acls: Option<AclStore>,
@@ -100,7 +100,11 @@ impl Broker {
             config.max_incremental_fetch_session_cache_slots,
             Duration::from_millis(config.min_incremental_fetch_session_eviction_ms),
         );
-        let producer_ids = ProducerIds::open(config.log_dir())?;
+        let producer_ids = match node.roles {
+            Roles::Combined => ProducerIds::open(config.log_dir())?,
+            Roles::Broker => ProducerIds::from_controller(),
+        };
+        let producer_ids = Arc::new(producer_ids);
         let features = Features::open(config.log_dir(), config.node_id)?;
         let acls = AclStore::open(&config.properties, config.log_dir())?;
         let scram = ScramStore::open(config.log_dir())?;

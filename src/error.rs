@@ -61,6 +61,9 @@ pub enum LogError {
     OffsetOutOfRange { offset: i64, start: i64, end: i64 },
     #[error("storage error: {0}")]
     Io(#[from] std::io::Error),
+    /// In a cluster, this broker does not lead the partition (any more).
+    #[error("not the leader of this partition")]
+    NotLeader,
 }
 
 impl LogError {
@@ -77,6 +80,7 @@ impl LogError {
             LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
             LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             LogError::Io(_) => ResponseError::KafkaStorageError,
+            LogError::NotLeader => ResponseError::NotLeaderOrFollower,
         };
         error.code()
     }

@@ -166,7 +166,7 @@ impl GroupCoordinator {
             .get(self.partition_for(group) as usize)
             .cloned()
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let end = super::append_records(&partition, recs).map_err(|e| {
+        let end = super::append_records(self.replicas.get().map(|r| &**r), &partition, recs).map_err(|e| {
             tracing::error!(error = %e, "cannot write to {}", super::OFFSETS_TOPIC);
             ResponseError::CoordinatorNotAvailable
         })?;
@@ -245,7 +245,7 @@ impl GroupCoordinator {
         for (group, recs) in writes {
             match self.append_consumer(storage.topics, &group, recs) {
                 Ok(w) => {
-                    let _ = Self::sync_to_disk(storage.flusher, w).await;
+                    let _ = self.sync_to_disk(storage.flusher, w).await;
                 }
                 Err(e) => tracing::error!(group = %group, error = %e, "cannot persist consumer group"),
             }
@@ -381,7 +381,7 @@ mod tests {
         };
         for id in ["a", "b"] {
             let (_, written) = coordinator.consumer_heartbeat(&topics, "g", join(id)).unwrap();
-            GroupCoordinator::sync_to_disk(&flusher, written.unwrap()).await.unwrap();
+            coordinator.sync_to_disk(&flusher, written.unwrap()).await.unwrap();
         }
         let before = coordinator.lock().consumer["g"].clone();
         assert_eq!(before.group_epoch, 2);

@@ -10,6 +10,7 @@
 pub mod api;
 pub mod consumer;
 pub mod consumer_api;
+pub mod ownership;
 pub mod records;
 pub mod state;
 
@@ -47,6 +48,10 @@ pub struct Storage<'a> {
 pub struct GroupConfig {
     pub offsets_topic_partitions: i32,
     pub offsets_topic_segment_bytes: i64,
+    /// In a cluster, how long a write to the offsets topic waits for the in-sync replicas.
+    pub offsets_commit_timeout: Duration,
+    /// In a cluster, the offsets topic's replication factor when it is created.
+    pub offsets_topic_replication_factor: i16,
     pub initial_rebalance_delay: Duration,
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
@@ -64,6 +69,8 @@ impl GroupConfig {
         GroupConfig {
             offsets_topic_partitions: int("offsets.topic.num.partitions", 50).max(1) as i32,
             offsets_topic_segment_bytes: int("offsets.topic.segment.bytes", 104_857_600),
+            offsets_commit_timeout: Duration::from_millis(int("offsets.commit.timeout.ms", 5000).max(1) as u64),
+            offsets_topic_replication_factor: int("offsets.topic.replication.factor", 3).clamp(1, 32_767) as i16,
             initial_rebalance_delay: Duration::from_millis(int("group.initial.rebalance.delay.ms", 3000).max(0) as u64),
             min_session_timeout_ms: int("group.min.session.timeout.ms", 6000) as i32,
             max_session_timeout_ms: int("group.max.session.timeout.ms", 1_800_000) as i32,
@@ -84,11 +91,17 @@ pub struct Inner {
     pub pending_txn: HashMap<i64, HashMap<String, GroupOffsets>>,
     /// KIP-848 consumer groups (a group id is either here or in `groups`, never both).
     pub consumer: HashMap<String, consumer::ConsumerGroup>,
+    /// In a cluster, the offsets partitions this broker leads and has loaded (their groups are
+    /// coordinated here); `None` on a single node, which coordinates every group.
+    pub owned: Option<std::collections::BTreeSet<i32>>,
 }
 
 pub struct GroupCoordinator {
     pub config: GroupConfig,
     inner: Mutex<Inner>,
+    /// In a cluster: writes go through the offsets partitions' replicas (leader epoch, high
+    /// watermark), and wait for the in-sync replicas.
+    pub replicas: std::sync::OnceLock<Arc<crate::replica::manager::ReplicaManager>>,
 }
 
 /// Java's `String.hashCode`, which Kafka uses to place a group on a partition.
@@ -98,7 +111,7 @@ pub fn java_hash(s: &str) -> i32 {
 
 impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> GroupCoordinator {
-        GroupCoordinator { config, inner: Mutex::new(Inner::default()) }
+        GroupCoordinator { config, inner: Mutex::new(Inner::default()), replicas: std::sync::OnceLock::new() }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -135,6 +148,11 @@ impl GroupCoordinator {
         if let Some(topic) = topics.get(OFFSETS_TOPIC) {
             return Ok(topic);
         }
+        if self.replicas.get().is_some() {
+            // In a cluster the controller creates it (FindCoordinator asks); a broker that
+            // hosts none of it coordinates no group.
+            return Err(ResponseError::NotCoordinator);
+        }
         let mut overrides = Properties::new();
         // As Kafka: compacted, so the latest offset and metadata per key are kept forever.
         overrides.insert("cleanup.policy".into(), "compact".into());
@@ -146,51 +164,62 @@ impl GroupCoordinator {
         }
     }
 
-    /// Rebuilds groups and offsets by replaying `__consumer_offsets`.
+    /// Rebuilds groups and offsets by replaying `__consumer_offsets` (a single node, at start).
     pub fn load(&self, topics: &TopicRegistry) -> anyhow::Result<()> {
         let Some(topic) = topics.get(OFFSETS_TOPIC) else { return Ok(()) };
+        for partition in &topic.partitions {
+            self.load_partition(partition)?;
+        }
+        Ok(())
+    }
+
+    /// Replays one offsets partition into the groups it holds.
+    fn load_partition(&self, partition: &crate::log::Partition) -> anyhow::Result<()> {
         let mut inner = self.lock();
         let now = Instant::now();
         let mut records = 0usize;
-        for partition in &topic.partitions {
-            replay(partition, |record| {
-                records += 1;
-                if record.control {
-                    let commit = record.key.as_deref().is_some_and(|k| k.len() >= 4 && k[3] == 1);
-                    apply_txn_end(
-                        &mut inner,
-                        record.producer_id,
-                        partition.index,
-                        self.config.offsets_topic_partitions,
-                        commit,
-                    );
-                    return;
+        replay(partition, |record| {
+            records += 1;
+            if record.control {
+                let commit = record.key.as_deref().is_some_and(|k| k.len() >= 4 && k[3] == 1);
+                apply_txn_end(
+                    &mut inner,
+                    record.producer_id,
+                    partition.index,
+                    self.config.offsets_topic_partitions,
+                    commit,
+                );
+                return;
+            }
+            if let Some(key) = record.key.as_deref().and_then(consumer::records::ConsumerKey::decode) {
+                if !record.transactional {
+                    consumer_api::replay(&mut inner, &key, record.value.as_deref());
                 }
-                if let Some(key) = record.key.as_deref().and_then(consumer::records::ConsumerKey::decode) {
-                    if !record.transactional {
-                        consumer_api::replay(&mut inner, &key, record.value.as_deref());
-                    }
-                    return;
+                return;
+            }
+            let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
+            if record.transactional {
+                if let (Key::Offset { group, topic, partition }, Some(v)) =
+                    (&key, record.value.as_deref().and_then(OffsetValue::decode))
+                {
+                    inner
+                        .pending_txn
+                        .entry(record.producer_id)
+                        .or_default()
+                        .entry(group.clone())
+                        .or_default()
+                        .insert((topic.clone(), *partition), v);
                 }
-                let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
-                if record.transactional {
-                    if let (Key::Offset { group, topic, partition }, Some(v)) =
-                        (&key, record.value.as_deref().and_then(OffsetValue::decode))
-                    {
-                        inner
-                            .pending_txn
-                            .entry(record.producer_id)
-                            .or_default()
-                            .entry(group.clone())
-                            .or_default()
-                            .insert((topic.clone(), *partition), v);
-                    }
-                    return;
-                }
-                apply(&mut inner, key, record.value.as_deref(), now);
-            })?;
-        }
-        tracing::info!(groups = inner.groups.len(), records, "group coordinator loaded {OFFSETS_TOPIC}");
+                return;
+            }
+            apply(&mut inner, key, record.value.as_deref(), now);
+        })?;
+        tracing::info!(
+            partition = partition.index,
+            groups = inner.groups.len(),
+            records,
+            "group coordinator loaded {OFFSETS_TOPIC}"
+        );
         Ok(())
     }
 
@@ -238,13 +267,14 @@ impl GroupCoordinator {
                 (Key::Offset { group: group.to_string(), topic: t.clone(), partition: *p }.encode(), Some(v.encode()))
             })
             .collect();
-        let end = append_batch(&partition, entries, Some((producer_id, epoch))).map_err(|e| {
-            tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
-            match e {
-                crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
-                _ => ResponseError::CoordinatorNotAvailable,
-            }
-        })?;
+        let end = append_batch(self.replicas.get().map(|r| &**r), &partition, entries, Some((producer_id, epoch)))
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
+                match e {
+                    crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+                    _ => ResponseError::CoordinatorNotAvailable,
+                }
+            })?;
         let pending = inner.pending_txn.entry(producer_id).or_default().entry(group.to_string()).or_default();
         pending.extend(offsets);
         Ok(Some((partition, end)))
@@ -267,25 +297,43 @@ impl GroupCoordinator {
             .get(self.partition_for(group) as usize)
             .cloned()
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let end =
-            append_records(&partition, entries.into_iter().map(|(k, v)| (k.encode(), v)).collect()).map_err(|e| {
-                tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
-                ResponseError::CoordinatorNotAvailable
-            })?;
+        let end = append_records(
+            self.replicas.get().map(|r| &**r),
+            &partition,
+            entries.into_iter().map(|(k, v)| (k.encode(), v)).collect(),
+        )
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
+            ResponseError::CoordinatorNotAvailable
+        })?;
         Ok(Some((partition, end)))
     }
 
-    /// Waits for an append to be durable.
+    /// Waits for an append to be durable: fsynced here and, in a cluster, replicated to the
+    /// in-sync replicas (Kafka's coordinator writes are acks=all). Errors as Kafka maps a failed
+    /// coordinator write: NOT_COORDINATOR once leadership moved, else COORDINATOR_NOT_AVAILABLE.
     pub async fn sync_to_disk(
+        &self,
         flusher: &Flusher,
         written: Option<(Arc<crate::log::Partition>, i64)>,
     ) -> Result<(), ResponseError> {
-        if let Some((partition, end)) = written {
-            flusher.flush(partition, end).await.map_err(|e| {
-                tracing::error!(error = %e, "fsync of {OFFSETS_TOPIC} failed");
-                ResponseError::CoordinatorNotAvailable
-            })?;
+        let Some((partition, end)) = written else { return Ok(()) };
+        if let Some(rm) = self.replicas.get() {
+            let replica = rm.get(&partition.topic, partition.index).ok_or(ResponseError::NotCoordinator)?;
+            let deadline = tokio::time::Instant::now() + self.config.offsets_commit_timeout;
+            match replica.wait_acks_all(end, deadline).await {
+                None => {}
+                Some(ResponseError::NotLeaderOrFollower) => return Err(ResponseError::NotCoordinator),
+                Some(e) => {
+                    tracing::warn!(error = ?e, "a write to {OFFSETS_TOPIC} was not replicated");
+                    return Err(ResponseError::CoordinatorNotAvailable);
+                }
+            }
         }
+        flusher.flush(partition, end).await.map_err(|e| {
+            tracing::error!(error = %e, "fsync of {OFFSETS_TOPIC} failed");
+            ResponseError::CoordinatorNotAvailable
+        })?;
         Ok(())
     }
 
@@ -307,7 +355,7 @@ impl GroupCoordinator {
             let written = self.append(storage.topics, &group, vec![(Key::Group { group: group.clone() }, value)]);
             match written {
                 Ok(w) => {
-                    let _ = Self::sync_to_disk(storage.flusher, w).await;
+                    let _ = self.sync_to_disk(storage.flusher, w).await;
                 }
                 Err(e) => tracing::error!(group = %group, error = %e, "cannot persist group metadata"),
             }
@@ -374,7 +422,7 @@ impl GroupCoordinator {
         }
         for (group, entries) in tombstones {
             if let Ok(w) = self.append(storage.topics, &group, entries) {
-                let _ = Self::sync_to_disk(storage.flusher, w).await;
+                let _ = self.sync_to_disk(storage.flusher, w).await;
             }
         }
     }
@@ -383,14 +431,16 @@ impl GroupCoordinator {
 /// Appends (key, value) records as one batch to an internal topic's partition; returns the
 /// end offset to fsync up to.
 pub fn append_records(
+    replicas: Option<&crate::replica::manager::ReplicaManager>,
     partition: &crate::log::Partition,
     entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 ) -> Result<i64, crate::error::LogError> {
-    append_batch(partition, entries, None)
+    append_batch(replicas, partition, entries, None)
 }
 
 /// Like `append_records`, optionally as a transactional batch of (producer id, epoch).
 fn append_batch(
+    replicas: Option<&crate::replica::manager::ReplicaManager>,
     partition: &crate::log::Partition,
     entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     txn: Option<(i64, i16)>,
@@ -426,7 +476,14 @@ fn append_batch(
     .map_err(|e| crate::error::LogError::InvalidRecord(e.to_string()))?;
     let mut log = partition.log();
     let (bytes, summary) = batch::validate_internal(buf.to_vec(), log.config(), now)?;
-    let info = crate::replica::append_as_leader(&mut log, bytes, &summary, now)?;
+    let info = match replicas {
+        None => crate::replica::append_as_leader(&mut log, bytes, &summary, now)?,
+        // In a cluster, as the partition's leader (its epoch; the high watermark follows the ISR).
+        Some(rm) => {
+            let replica = rm.get(&partition.topic, partition.index).ok_or(crate::error::LogError::NotLeader)?;
+            replica.append(&mut log, bytes, &summary, now, false).map_err(|_| crate::error::LogError::NotLeader)??
+        }
+    };
     Ok(info.last_offset + 1)
 }
 
@@ -578,7 +635,7 @@ mod tests {
         for (group, value) in [("old-group", old), ("fresh-group", fresh)] {
             let key = Key::Offset { group: group.into(), topic: "t".into(), partition: 0 };
             let written = coordinator.append(&topics, group, vec![(key, Some(value.encode()))]).unwrap();
-            GroupCoordinator::sync_to_disk(&flusher, written).await.unwrap();
+            coordinator.sync_to_disk(&flusher, written).await.unwrap();
             coordinator.lock().offsets.entry(group.into()).or_default().insert(("t".into(), 0), value);
         }
         coordinator.expire_offsets(&storage).await;

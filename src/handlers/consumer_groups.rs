@@ -19,7 +19,6 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::group::consumer::{self, Heartbeat};
 use crate::group::consumer_api::validate;
-use crate::group::GroupCoordinator;
 use crate::security::acl;
 
 pub async fn heartbeat(
@@ -35,6 +34,9 @@ pub async fn heartbeat(
     let refused = |error: ResponseError| ConsumerGroupHeartbeatResponse::default().with_error_code(error.code());
     if !authz.allows(acl::READ, acl::GROUP, group_id) {
         return refused(ResponseError::GroupAuthorizationFailed);
+    }
+    if let Err(e) = broker.groups.check_coordinator(group_id) {
+        return refused(e);
     }
     if let Some(names) = req.subscribed_topic_names.as_ref().filter(|n| !n.is_empty()) {
         let allowed = authz.allowed_names(acl::DESCRIBE, acl::TOPIC, names.iter().map(|n| n.0.as_str()));
@@ -73,7 +75,7 @@ pub async fn heartbeat(
         }
     };
     let synced = match written {
-        Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await,
+        Ok(w) => broker.groups.sync_to_disk(&broker.flusher, w).await,
         Err(e) => Err(e),
     };
     if let Err(e) = synced {
@@ -123,6 +125,9 @@ pub fn describe(
             let d = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(i32::MIN);
             if !authz.allows(acl::DESCRIBE, acl::GROUP, id.0.as_str()) {
                 return d.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            if let Err(e) = broker.groups.check_coordinator(id.0.as_str()) {
+                return d.with_error_code(e.code());
             }
             let operations = authz.operations_if(req.include_authorized_operations, acl::GROUP, id.0.as_str());
             match broker.groups.consumer_describe(id.0.as_str()) {

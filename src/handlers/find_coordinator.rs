@@ -1,5 +1,8 @@
-//! FindCoordinator: this node coordinates every group (v0-3 one key, v4+ batched keys).
-//! and every transactional id.
+//! FindCoordinator (v0-3 one key, v4+ batched keys). A single node coordinates every group
+//! and every transactional id. In a cluster a group's coordinator is the leader of its
+//! `__consumer_offsets` partition in the metadata image, on the listener the client came in on;
+//! the offsets topic is created through the controller on first lookup (COORDINATOR_NOT_AVAILABLE
+//! meanwhile), as Kafka does.
 
 use std::sync::Arc;
 
@@ -25,20 +28,34 @@ pub fn handle(
     version: i16,
 ) -> FindCoordinatorResponse {
     let (host, port) = advertised_endpoint(broker, ctx);
-    let node = broker.config.node_id;
+    let here = (broker.config.node_id, host, port);
+    let cluster = broker.controller.get().filter(|_| broker.replicas.get().is_some());
     // Kafka fills the message of every answer: the error's default text, "" for a success in
     // v4+ and "NONE" (the error's name) before.
     let authz = ctx.authz(broker);
-    let answer = |key: &StrBytes| -> (i16, String) {
+    let answer = |key: &StrBytes| -> (i16, String, (i32, String, i32)) {
+        let mut at = here.clone();
         // Kafka: DESCRIBE on the group or transactional id, before anything else.
         let error = if req.key_type == GROUP && !authz.allows(acl::DESCRIBE, acl::GROUP, key) {
             ResponseError::GroupAuthorizationFailed.code()
         } else if req.key_type == TRANSACTION && !authz.allows(acl::DESCRIBE, acl::TRANSACTIONAL_ID, key) {
             ResponseError::TransactionalIdAuthorizationFailed.code()
+        } else if req.key_type == TRANSACTION && cluster.is_some() {
+            // Transaction coordinators of a cluster (on `__transaction_state` leaders, with
+            // WriteTxnMarkers to other brokers) are not built yet: retriable, never wrong.
+            ResponseError::CoordinatorNotAvailable.code()
         } else if req.key_type == TRANSACTION {
             broker.txns.ensure_topic(&broker.topics).err().map_or(0, |e| e.code())
         } else if req.key_type != GROUP {
             ResponseError::InvalidRequest.code()
+        } else if let Some(link) = cluster {
+            match group_coordinator(broker, link, ctx, key.as_str()) {
+                Ok(found) => {
+                    at = found;
+                    0
+                }
+                Err(e) => e.code(),
+            }
         } else {
             // Kafka creates the offsets topic when a group coordinator is first looked up.
             let _ = key;
@@ -49,14 +66,14 @@ pub fn handle(
             None if version >= 4 => String::new(),
             None => "NONE".to_string(),
         };
-        (error, message)
+        (error, message, at)
     };
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|key| {
-                let (error, message) = answer(key);
+                let (error, message, (node, host, port)) = answer(key);
                 let c = Coordinator::default()
                     .with_key(key.clone())
                     .with_error_code(error)
@@ -70,7 +87,7 @@ pub fn handle(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let (error, message) = answer(&req.key);
+    let (error, message, (node, host, port)) = answer(&req.key);
     let response = FindCoordinatorResponse::default().with_error_code(error);
     let response = if version >= 1 { response.with_error_message(Some(str_bytes(&message))) } else { response };
     if error == 0 {
@@ -78,4 +95,71 @@ pub fn handle(
     } else {
         response.with_node_id(BrokerId(-1)).with_port(-1)
     }
+}
+
+/// In a cluster: (node id, host, port) of the leader of `group`'s offsets partition, on the
+/// client's listener.
+fn group_coordinator(
+    broker: &Arc<Broker>,
+    link: &crate::node::ControllerLink,
+    ctx: &RequestContext,
+    group: &str,
+) -> Result<(i32, String, i32), ResponseError> {
+    let image = link.image();
+    let Some(topic) = image.topic(crate::group::OFFSETS_TOPIC) else {
+        create_offsets_topic(broker, link);
+        return Err(ResponseError::CoordinatorNotAvailable);
+    };
+    let p = broker.groups.partition_for(group);
+    let leader = topic.partitions.get(&p).map_or(-1, |p| p.leader);
+    let endpoint = image
+        .brokers
+        .get(&leader)
+        .filter(|b| !b.fenced)
+        .and_then(|b| b.endpoints.iter().find(|e| e.listener.eq_ignore_ascii_case(&ctx.listener)));
+    match endpoint {
+        Some(e) => Ok((leader, e.host.clone(), i32::from(e.port))),
+        None => Err(ResponseError::CoordinatorNotAvailable),
+    }
+}
+
+/// Asks the controller to create `__consumer_offsets` (Kafka's auto-creation of an internal
+/// topic: `offsets.topic.num.partitions`, `offsets.topic.replication.factor`, compacted), once
+/// at a time.
+fn create_offsets_topic(broker: &Arc<Broker>, link: &crate::node::ControllerLink) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+    if IN_FLIGHT.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let cfg = &broker.groups.config;
+    let config = |name: &str, value: String| {
+        CreatableTopicConfig::default().with_name(str_bytes(name)).with_value(Some(str_bytes(&value)))
+    };
+    let topic = CreatableTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(str_bytes(crate::group::OFFSETS_TOPIC)))
+        .with_num_partitions(cfg.offsets_topic_partitions)
+        .with_replication_factor(cfg.offsets_topic_replication_factor)
+        .with_configs(vec![
+            config("cleanup.policy", "compact".to_string()),
+            config("compression.type", "producer".to_string()),
+            config("segment.bytes", cfg.offsets_topic_segment_bytes.to_string()),
+        ]);
+    let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
+    let link = link.clone();
+    tokio::spawn(async move {
+        match link.forward(7, &request).await {
+            Ok(r) => {
+                let code = r.topics.first().map_or(0, |t| t.error_code);
+                if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
+                    tracing::warn!(code, "creating {} through the controller failed", crate::group::OFFSETS_TOPIC);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "creating {} through the controller failed", crate::group::OFFSETS_TOPIC)
+            }
+        }
+        IN_FLIGHT.store(false, Ordering::Release);
+    });
 }

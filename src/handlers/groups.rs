@@ -29,7 +29,7 @@ use kafka_protocol::messages::GroupId;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::group::api::DescribedGroup as Described;
-use crate::group::{GroupCoordinator, JoinRequest, JoinResult, Reply, Storage, SyncResult};
+use crate::group::{JoinRequest, JoinResult, Reply, Storage, SyncResult};
 use crate::security::acl;
 
 fn storage(broker: &Broker) -> Storage<'_> {
@@ -49,6 +49,8 @@ pub async fn join(
         JoinResult::error(ResponseError::GroupAuthorizationFailed, "")
     } else if group_id.is_empty() {
         JoinResult::error(ResponseError::InvalidGroupId, req.member_id.as_str())
+    } else if let Err(e) = broker.groups.check_coordinator(&group_id) {
+        JoinResult::error(e, req.member_id.as_str())
     } else if req.session_timeout_ms < cfg.min_session_timeout_ms || req.session_timeout_ms > cfg.max_session_timeout_ms
     {
         JoinResult::error(ResponseError::InvalidSessionTimeout, req.member_id.as_str())
@@ -117,6 +119,9 @@ pub async fn sync(
     if !ctx.authz(broker).allows(acl::READ, acl::GROUP, group_id) {
         return SyncGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    if let Err(e) = broker.groups.check_coordinator(group_id) {
+        return SyncGroupResponse::default().with_error_code(e.code());
+    }
     let assignments =
         req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
     let reply = broker.groups.sync(
@@ -149,6 +154,9 @@ pub fn heartbeat(broker: &Arc<Broker>, ctx: &RequestContext, req: HeartbeatReque
     if !ctx.authz(broker).allows(acl::READ, acl::GROUP, req.group_id.0.as_str()) {
         return HeartbeatResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    if let Err(e) = broker.groups.check_coordinator(req.group_id.0.as_str()) {
+        return HeartbeatResponse::default().with_error_code(e.code());
+    }
     let error = broker
         .groups
         .heartbeat(
@@ -170,6 +178,9 @@ pub async fn leave(
 ) -> LeaveGroupResponse {
     if !ctx.authz(broker).allows(acl::READ, acl::GROUP, req.group_id.0.as_str()) {
         return LeaveGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    if let Err(e) = broker.groups.check_coordinator(req.group_id.0.as_str()) {
+        return LeaveGroupResponse::default().with_error_code(e.code());
     }
     let leaving: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
@@ -242,6 +253,9 @@ pub fn describe(
             if !authz.allows(acl::DESCRIBE, acl::GROUP, id.0.as_str()) {
                 return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
             }
+            if let Err(e) = broker.groups.check_coordinator(id.0.as_str()) {
+                return described.with_error_code(e.code());
+            }
             // KIP-430, for groups that exist (Kafka leaves an unknown group's "not requested").
             let operations = authz.operations_if(req.include_authorized_operations, acl::GROUP, id.0.as_str());
             match broker.groups.describe(id.0.as_str()) {
@@ -301,9 +315,13 @@ pub async fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteGroup
             results.push(DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(error));
             continue;
         }
+        if let Err(e) = broker.groups.check_coordinator(&group_id) {
+            results.push(DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(e.code()));
+            continue;
+        }
         let outcome = broker.groups.delete_group(&broker.topics, &group_id);
         let error = match outcome {
-            Ok(written) => GroupCoordinator::sync_to_disk(&broker.flusher, written).await.err().map_or(0, |e| e.code()),
+            Ok(written) => broker.groups.sync_to_disk(&broker.flusher, written).await.err().map_or(0, |e| e.code()),
             Err(e) => e.code(),
         };
         results.push(DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(error));

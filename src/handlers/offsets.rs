@@ -25,7 +25,6 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::group::api::Committed;
 use crate::group::records::OffsetValue;
-use crate::group::GroupCoordinator;
 use crate::log::now_ms;
 use crate::security::acl;
 use crate::security::authorizer::Authz;
@@ -43,6 +42,9 @@ pub async fn commit(
     let authz = ctx.authz(broker);
     if !authz.allows(acl::READ, acl::GROUP, &group_id) {
         return refuse_commit(&req, ResponseError::GroupAuthorizationFailed);
+    }
+    if let Err(e) = broker.groups.check_coordinator(&group_id) {
+        return refuse_commit(&req, e);
     }
     let readable = authz.allowed_names(acl::READ, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
     let now = now_ms();
@@ -101,7 +103,7 @@ pub async fn commit(
         .collect();
     let written = broker.groups.commit_offsets(&broker.topics, &group_id, values);
     let storage_error = match written {
-        Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err(),
+        Ok(w) => broker.groups.sync_to_disk(&broker.flusher, w).await.err(),
         Err(e) => Some(e),
     };
     let topics = outcome
@@ -174,6 +176,9 @@ pub fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetchRequest
                 if group_denied(group_id) {
                     return group.with_error_code(ResponseError::GroupAuthorizationFailed.code());
                 }
+                if let Err(e) = broker.groups.check_coordinator(group_id) {
+                    return group.with_error_code(e.code());
+                }
                 let wanted = g.topics.as_ref().map(|ts| ts.iter().map(as_wanted).collect());
                 let unstable = if req.require_stable {
                     broker.groups.pending_txn_partitions(group_id)
@@ -236,6 +241,9 @@ pub fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetchRequest
     if group_denied(group_id) {
         return OffsetFetchResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    if let Err(e) = broker.groups.check_coordinator(group_id) {
+        return OffsetFetchResponse::default().with_error_code(e.code());
+    }
     let wanted = req
         .topics
         .as_ref()
@@ -292,13 +300,20 @@ pub async fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetDelet
     if !authz.allows(acl::DELETE, acl::GROUP, &group_id) {
         return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    if let Err(e) = broker.groups.check_coordinator(&group_id) {
+        return OffsetDeleteResponse::default().with_error_code(e.code());
+    }
     let readable = authz.allowed_names(acl::READ, acl::TOPIC, req.topics.iter().map(|t| t.name.0.as_str()));
     // Unreadable topics are answered TOPIC_AUTHORIZATION_FAILED, unknown partitions
     // UNKNOWN_TOPIC_OR_PARTITION; the rest goes to the coordinator.
     let refusal = |topic: &TopicName, partition: i32| {
         if !readable.contains(topic.0.as_str()) {
             Some(ResponseError::TopicAuthorizationFailed)
-        } else if broker.topics.partition(topic.0.as_str(), partition).is_none() {
+        } else if !broker
+            .topics
+            .get(topic.0.as_str())
+            .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+        {
             Some(ResponseError::UnknownTopicOrPartition)
         } else {
             None
@@ -319,7 +334,7 @@ pub async fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetDelet
         Err(e) => (e.code(), Vec::new()),
         Ok((deleted, written)) => {
             let error = match written {
-                Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err().map_or(0, |e| e.code()),
+                Ok(w) => broker.groups.sync_to_disk(&broker.flusher, w).await.err().map_or(0, |e| e.code()),
                 Err(e) => e.code(),
             };
             let topics = deleted

@@ -33,7 +33,6 @@ use super::{str_bytes, txn_verify, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
 use crate::group::records::OffsetValue;
-use crate::group::GroupCoordinator;
 use crate::log::now_ms;
 use crate::security::acl;
 use crate::txn::transitions::TV_0;
@@ -77,7 +76,11 @@ pub async fn init_producer_id(
     }
     let result = match &req.transactional_id {
         // Idempotent producer: always a fresh producer id at epoch 0, as Kafka does.
-        None => broker.producer_ids.next().map(|id| (id, 0)).map_err(|_| ResponseError::KafkaStorageError),
+        None => broker.producer_ids.next().map(|id| (id, 0)).map_err(|e| match e {
+            // Kafka's answer while its next block of ids comes from the controller.
+            crate::txn::producer_ids::NoId::Pending => ResponseError::CoordinatorLoadInProgress,
+            crate::txn::producer_ids::NoId::Io(_) => ResponseError::KafkaStorageError,
+        }),
         Some(id) => {
             let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
             broker.txns.init_producer_id(&broker.txn_deps(), id.0.as_str(), req.transaction_timeout_ms, expected).await
@@ -252,7 +255,7 @@ pub async fn txn_offset_commit(
     } else if !authz.allows(acl::READ, acl::GROUP, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else {
-        None
+        broker.groups.check_coordinator(&group).err()
     };
     if let Some(e) = refused {
         let topics = req.topics.iter().map(|t| {
@@ -318,7 +321,7 @@ pub async fn txn_offset_commit(
     let written =
         broker.groups.append_txn_offsets(&broker.topics, &group, req.producer_id.0, req.producer_epoch, offsets);
     let storage = match written {
-        Ok(w) => GroupCoordinator::sync_to_disk(&broker.flusher, w).await.err(),
+        Ok(w) => broker.groups.sync_to_disk(&broker.flusher, w).await.err(),
         Err(e) => Some(e),
     };
     let topics = errors

@@ -15,6 +15,7 @@
 pub mod client;
 pub mod isr;
 pub mod lifecycle;
+pub mod producer_ids;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -100,6 +101,14 @@ impl Membership {
         tasks.push(tokio::spawn(isr::run(manager, link, state.clone(), stop_rx.clone())));
         tasks.push(tokio::spawn(lifecycle.run(stop_rx, CONTROLLED_SHUTDOWN_WAIT)));
         Ok(Membership { stop, metadata, state, tasks })
+    }
+
+    /// Runs `task` (given the stop signal) until the membership stops.
+    pub fn spawn<F>(&mut self, task: impl FnOnce(watch::Receiver<bool>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.push(tokio::spawn(task(self.stop.subscribe())));
     }
 
     /// The link admin requests are forwarded through.

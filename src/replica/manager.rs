@@ -2,7 +2,8 @@
 //! `Partition`): from each metadata image it opens the logs of the partitions assigned to this
 //! broker (publishing them to the topic registry, the handlers' view), decides each one's role,
 //! leader (driving `state::LeaderState`) or follower (fetched by `fetcher.rs`), and closes and
-//! deletes the replicas the image no longer assigns here.
+//! deletes the replicas the image no longer assigns here. Every topic of the image is in the
+//! registry, with its partition count, hosting some of its partitions here or none.
 //!
 //! As leader it appends at the image's leader epoch, moves the high watermark from its
 //! followers' fetches (the minimum log end of the ISR), lets `acks=all` writes wait for it,
@@ -11,8 +12,8 @@
 //!
 //! Lock order: a partition's log, then its replica role. Invariants: a replica is leader only at
 //! the leader epoch the image names for this broker; the high watermark recorded in the log is
-//! the leader state's and never passes the log end; a partition is in the registry exactly while
-//! this broker is in its replica set in the image.
+//! the leader state's and never passes the log end; a partition is hosted in the registry exactly
+//! while this broker is in its replica set in the image.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -311,30 +312,39 @@ impl ReplicaManager {
     /// Makes the hosted partitions and their roles those of `image`: opens new replicas,
     /// publishes each topic's hosted partitions to `registry`, moves leadership, and closes and
     /// deletes replicas no longer assigned here.
-    pub fn apply(&self, image: &MetadataImage, registry: &TopicRegistry, defaults: &TopicConfig, now_ms: i64) {
+    /// Returns the partitions that became led here (`true`) or stopped being led here (`false`:
+    /// followed now, or removed), for the coordinators that live on them.
+    pub fn apply(
+        &self,
+        image: &MetadataImage,
+        registry: &TopicRegistry,
+        defaults: &TopicConfig,
+        now_ms: i64,
+    ) -> Vec<(Arc<Partition>, bool)> {
+        let mut changes = Vec::new();
         let me = self.setup.node_id;
         let elr = image.features.get(ELR_FEATURE).is_some_and(|l| *l >= 1);
         let mut wanted_topics = BTreeMap::new();
         for topic in image.topics.values() {
             let hosted: Vec<i32> =
                 topic.partitions.iter().filter(|(_, p)| p.replicas.contains(&me)).map(|(i, _)| *i).collect();
-            if !hosted.is_empty() {
-                wanted_topics.insert(topic.name.clone(), (topic.clone(), hosted));
-            }
+            // Every topic is published (handlers see its partition count), hosting some or none.
+            wanted_topics.insert(topic.name.clone(), (topic.clone(), hosted));
         }
         // Replicas no longer assigned here go first (their directories may be reused).
         for topic in registry.all() {
             let keep = wanted_topics.get(&topic.name).filter(|(t, _)| t.id == topic.id);
             let gone: Vec<&Arc<Partition>> =
                 topic.partitions.iter().filter(|p| keep.is_none_or(|(_, hosted)| !hosted.contains(&p.index))).collect();
-            if gone.is_empty() {
-                continue;
-            }
             if keep.is_none() {
                 registry.forget_hosted(&topic.name);
             }
             for p in gone {
-                self.replicas.write().unwrap_or_else(|p| p.into_inner()).remove(&(p.topic.clone(), p.index));
+                let removed =
+                    self.replicas.write().unwrap_or_else(|p| p.into_inner()).remove(&(p.topic.clone(), p.index));
+                if removed.is_some_and(|r| matches!(&*r.role(), Role::Leader(_))) {
+                    changes.push((p.clone(), false));
+                }
                 let mut log = p.log();
                 let dir = log.dir().to_path_buf();
                 if let Err(e) = log.close().and_then(|_| std::fs::remove_dir_all(&dir).map_err(LogError::Io)) {
@@ -373,7 +383,9 @@ impl ReplicaManager {
                     partition.log().set_config(config.clone());
                 }
                 let image_partition = &topic.partitions[&p];
-                self.set_role(topic.id, &partition, image_partition, elr, now_ms);
+                if let Some(leads) = self.set_role(topic.id, &partition, image_partition, elr, now_ms) {
+                    changes.push((partition.clone(), leads));
+                }
                 partitions.push(partition);
             }
             let count = topic.partitions.keys().max().map_or(0, |m| *m as usize + 1);
@@ -395,10 +407,19 @@ impl ReplicaManager {
         }
         self.generation.send_modify(|n| *n = n.wrapping_add(1));
         self.notify_appended();
+        changes
     }
 
-    /// Makes `partition`'s role what the image says.
-    fn set_role(&self, topic_id: Uuid, partition: &Arc<Partition>, image: &PartitionImage, elr: bool, now_ms: i64) {
+    /// Makes `partition`'s role what the image says; returns whether it became led here
+    /// (`Some(true)`) or stopped being led here (`Some(false)`).
+    fn set_role(
+        &self,
+        topic_id: Uuid,
+        partition: &Arc<Partition>,
+        image: &PartitionImage,
+        elr: bool,
+        now_ms: i64,
+    ) -> Option<bool> {
         let me = self.setup.node_id;
         let key = (partition.topic.clone(), partition.index);
         let replica = {
@@ -417,6 +438,8 @@ impl ReplicaManager {
         };
         let mut log = partition.log();
         let mut role = replica.role();
+        let was_leader = matches!(&*role, Role::Leader(_));
+        let mut new_leadership = false;
         let settings = ReplicaSettings {
             replica_lag_time_max_ms: self.setup.replica_lag_time_max_ms,
             min_insync_replicas: log.config().min_insync_replicas.max(1) as usize,
@@ -454,6 +477,7 @@ impl ReplicaManager {
                 );
                 tracing::info!(topic = %partition.topic, partition = partition.index, leader_epoch = image.leader_epoch, isr = ?image.isr, log_end = log.log_end_offset(), "leading");
                 *role = Role::Leader(state);
+                new_leadership = true;
             }
             Role::Follower { leader, leader_epoch }
                 if *leader == image.leader && *leader_epoch == image.leader_epoch => {}
@@ -462,9 +486,15 @@ impl ReplicaManager {
                 *role = Role::Follower { leader: image.leader, leader_epoch: image.leader_epoch };
             }
         }
+        let is_leader = matches!(&*role, Role::Leader(_));
         drop(role);
         drop(log);
         replica.bump();
+        match (was_leader, is_leader) {
+            (_, true) if new_leadership => Some(true),
+            (true, false) => Some(false),
+            _ => None,
+        }
     }
 }
 

@@ -93,8 +93,27 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     }
     let membership = match broker.node.roles {
         crate::node::Roles::Broker => {
-            let membership = start_membership(&broker, &listeners)?;
-            let _ = broker.controller.set(membership.controller_link(&broker.node));
+            let mut membership = start_membership(&broker, &listeners)?;
+            let link = membership.controller_link(&broker.node);
+            let _ = broker.controller.set(link.clone());
+            let (ids, node_id, state) = (broker.producer_ids.clone(), broker.node.node_id, membership.state.clone());
+            membership.spawn(move |stop| crate::node::producer_ids::run(ids, node_id, link, state, stop));
+            // Requests are served once the controller unfenced this broker (it has caught up with
+            // the metadata log): a fenced broker would answer Metadata without itself, and with
+            // no broker at all while the whole cluster starts. Connections wait in the backlog.
+            let mut state = membership.state.clone();
+            let registered = state.wait_for(|s| matches!(s, crate::node::lifecycle::State::Running(_)));
+            let caught_up = tokio::select! {
+                _ = registered => true,
+                _ = shutdown_signal() => false,
+            };
+            if !caught_up {
+                membership.stop().await;
+                let closing = broker.clone();
+                tokio::task::spawn_blocking(move || closing.close()).await?;
+                return Ok(());
+            }
+            tracing::info!("caught up with the metadata log: serving requests");
             Some(membership)
         }
         crate::node::Roles::Combined => None,
@@ -178,11 +197,20 @@ fn start_membership(
     };
     let manager = Arc::new(crate::replica::manager::ReplicaManager::new(setup, broker.appended_sender()));
     let _ = broker.replicas.set(manager.clone());
+    broker.groups.set_cluster_mode(manager.clone());
     let weak = Arc::downgrade(broker);
     let apply = Box::new(move |image: &crate::metadata::image::MetadataImage| {
         if let Some(broker) = weak.upgrade() {
             let manager = broker.replicas.get().expect("set above");
-            manager.apply(image, &broker.topics, &broker.topics.defaults(), crate::log::now_ms());
+            let changes = manager.apply(image, &broker.topics, &broker.topics.defaults(), crate::log::now_ms());
+            for (partition, leads) in changes {
+                if partition.topic == crate::group::OFFSETS_TOPIC {
+                    match leads {
+                        true => broker.groups.elect(&partition),
+                        false => broker.groups.resign(partition.index),
+                    }
+                }
+            }
         }
     });
     let tick = Duration::from_millis((lag_ms / 2).clamp(100, 5_000) as u64);

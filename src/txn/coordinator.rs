@@ -204,12 +204,11 @@ impl TxnCoordinator {
         let partition = self.state_partition(deps.topics, transactional_id)?;
         // As Kafka: version 1 values once `transaction.version` is 1 or more.
         let value = if deps.cluster_tv() >= 1 { meta.value().encode() } else { meta.value().encode_v0() };
-        let end = crate::group::append_records(&partition, vec![(encode_key(transactional_id), Some(value))]).map_err(
-            |e| {
+        let end = crate::group::append_records(None, &partition, vec![(encode_key(transactional_id), Some(value))])
+            .map_err(|e| {
                 tracing::error!(error = %e, "cannot write {TXN_TOPIC}");
                 ResponseError::CoordinatorNotAvailable
-            },
-        )?;
+            })?;
         deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::CoordinatorNotAvailable)
     }
 
@@ -306,7 +305,10 @@ impl TxnCoordinator {
     }
 
     fn new_producer_id(&self, deps: &Deps<'_>) -> Result<i64, ResponseError> {
-        deps.producer_ids.next().map_err(|_| ResponseError::CoordinatorNotAvailable)
+        deps.producer_ids.next().map_err(|e| match e {
+            crate::txn::producer_ids::NoId::Pending => ResponseError::CoordinatorLoadInProgress,
+            crate::txn::producer_ids::NoId::Io(_) => ResponseError::CoordinatorNotAvailable,
+        })
     }
 
     /// InitProducerId with a transactional id: a producer id and a bumped epoch. An open
@@ -461,7 +463,7 @@ impl TxnCoordinator {
             if !idle {
                 continue;
             }
-            if let Ok(end) = crate::group::append_records(&partition, vec![(encode_key(&id), None)]) {
+            if let Ok(end) = crate::group::append_records(None, &partition, vec![(encode_key(&id), None)]) {
                 if deps.flusher.flush(partition, end).await.is_ok() {
                     self.lock().remove(&id);
                     tracing::info!(transactional_id = %id, "transactional id expired");
