@@ -5,6 +5,7 @@
 //! the orderly close of every log at shutdown. Handlers receive `&Broker`.
 //! Invariant: after `close` returns every partition log has been fsynced.
 
+use kafka_protocol::error::ResponseError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,6 +161,35 @@ impl Broker {
 
     pub fn notify_appended(&self) {
         self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The partition a leader-only request names, hosted here: UNKNOWN_TOPIC_OR_PARTITION when
+    /// the cluster has no such partition, NOT_LEADER_OR_FOLLOWER when another broker hosts it.
+    pub fn hosted_partition(&self, topic: &str, index: i32) -> Result<Arc<crate::log::Partition>, ResponseError> {
+        let t = self.topics.get(topic).ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let i = usize::try_from(index).map_err(|_| ResponseError::UnknownTopicOrPartition)?;
+        match t.partitions.get(i) {
+            Some(p) => Ok(p.clone()),
+            None if i < t.partitions.len() => Err(ResponseError::NotLeaderOrFollower),
+            None => Err(ResponseError::UnknownTopicOrPartition),
+        }
+    }
+
+    /// Kafka's check of a request's `current_leader_epoch` (KIP-320) and, in a cluster, that
+    /// this broker leads `partition` (`log` is its locked log).
+    pub fn check_leader(
+        &self,
+        partition: &crate::log::Partition,
+        log: &crate::log::PartitionLog,
+        requested_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        match self.replicas.get() {
+            None => crate::replica::check_current_leader_epoch(log, requested_epoch),
+            Some(rm) => rm
+                .get(&partition.topic, partition.index)
+                .ok_or(ResponseError::NotLeaderOrFollower)?
+                .check_leader(requested_epoch),
+        }
     }
 
     /// The "appended" signal itself, for the replica manager (its high watermark moves).

@@ -288,11 +288,12 @@ pub fn offset_for_leader_epoch(
                     if !describable.contains(t.topic.0.as_str()) {
                         return result.with_error_code(ResponseError::TopicAuthorizationFailed.code());
                     }
-                    let Some(partition) = broker.topics.partition(t.topic.0.as_str(), p.partition) else {
-                        return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match broker.hosted_partition(t.topic.0.as_str(), p.partition) {
+                        Ok(partition) => partition,
+                        Err(e) => return result.with_error_code(e.code()),
                     };
                     let log = partition.log();
-                    if let Err(e) = crate::replica::check_current_leader_epoch(&log, p.current_leader_epoch) {
+                    if let Err(e) = broker.check_leader(&partition, &log, p.current_leader_epoch) {
                         return result.with_error_code(e.code());
                     }
                     let (epoch, end) = log.end_offset_for_epoch(p.leader_epoch);

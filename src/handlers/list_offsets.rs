@@ -68,11 +68,12 @@ pub fn handle(
                     if duplicates.contains(&(topic.name.0.to_string(), p.partition_index)) {
                         return response.with_error_code(ResponseError::InvalidRequest.code());
                     }
-                    let Some(partition) = broker.topics.partition(topic.name.0.as_str(), p.partition_index) else {
-                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match broker.hosted_partition(topic.name.0.as_str(), p.partition_index) {
+                        Ok(partition) => partition,
+                        Err(e) => return response.with_error_code(e.code()),
                     };
                     let log = partition.log();
-                    if let Err(e) = crate::replica::check_current_leader_epoch(&log, p.current_leader_epoch) {
+                    if let Err(e) = broker.check_leader(&partition, &log, p.current_leader_epoch) {
                         return response.with_error_code(e.code());
                     }
                     if log.health().is_offline() {
