@@ -218,6 +218,11 @@ impl PartitionLog {
         assert!(offset <= self.log_end_offset(), "high watermark {offset} past the log end {}", self.log_end_offset());
         self.high_watermark = self.high_watermark.max(offset);
     }
+    /// At open, in a cluster: the high watermark recorded before the restart (not the log end,
+    /// which may hold records never committed), within [log start, log end].
+    pub fn restore_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset());
+    }
     pub fn flushed_offset(&self) -> i64 {
         self.flushed_offset
     }

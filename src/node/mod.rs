@@ -31,6 +31,9 @@ use crate::replica::fetcher::{FetcherSetup, FollowerFetcher};
 use crate::replica::manager::ReplicaManager;
 use lifecycle::{Endpoint, Lifecycle, State};
 
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
+const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
 /// How long a shutting-down broker waits for the controller to let it go.
 const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
@@ -148,6 +151,7 @@ async fn apply_images(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut ticks = tokio::time::interval(tick);
+    let mut checkpoints = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     let current = image.borrow_and_update().clone();
     apply(&current);
     while !*stop.borrow() {
@@ -160,9 +164,11 @@ async fn apply_images(
                 apply(&current);
             }
             _ = ticks.tick() => manager.tick(crate::log::now_ms()),
+            _ = checkpoints.tick() => manager.checkpoint(),
             _ = stop.changed() => {}
         }
     }
+    manager.checkpoint();
 }
 
 /// What `process.roles` makes of this node.

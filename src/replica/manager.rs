@@ -220,18 +220,21 @@ pub struct ReplicaManager {
     appended: watch::Sender<u64>,
     /// Each follower's broker epoch, from its last fetch (sent with ISR changes, KIP-903).
     follower_epochs: Mutex<HashMap<i32, i64>>,
+    /// High watermarks of the last checkpoint before this start (`checkpoint.rs`).
+    recovered: HashMap<(String, i32), i64>,
 }
 
 impl ReplicaManager {
     pub fn new(setup: ReplicaSetup, appended: watch::Sender<u64>) -> ReplicaManager {
         ReplicaManager {
-            setup,
             replicas: RwLock::new(HashMap::new()),
             proposals: Mutex::new(Vec::new()),
             proposed: Notify::new(),
             generation: watch::channel(0).0,
             appended,
             follower_epochs: Mutex::new(HashMap::new()),
+            recovered: super::checkpoint::read(&setup.log_dir),
+            setup,
         }
     }
 
@@ -290,6 +293,20 @@ impl ReplicaManager {
     pub fn by_id(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Replica>> {
         let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
         replicas.iter().find(|((_, p), r)| r.topic_id == topic_id && *p == partition).map(|(_, r)| r.clone())
+    }
+
+    /// Writes every hosted partition's high watermark to the checkpoint file.
+    pub fn checkpoint(&self) {
+        let replicas: Vec<Arc<Replica>> =
+            self.replicas.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut entries: Vec<(String, i32, i64)> = replicas
+            .iter()
+            .map(|r| (r.partition.topic.clone(), r.partition.index, r.partition.log().high_watermark()))
+            .collect();
+        entries.sort();
+        if let Err(e) = super::checkpoint::write(&self.setup.log_dir, &entries) {
+            tracing::warn!(error = %e, "writing the high-watermark checkpoint failed");
+        }
     }
 
     /// ISR shrink checks of every partition led here.
@@ -371,7 +388,13 @@ impl ReplicaManager {
                     None => {
                         match PartitionLog::open(&partition_dir(&self.setup.log_dir, &name, p), config.clone(), now_ms)
                         {
-                            Ok(log) => Arc::new(Partition::new(name.clone(), p, log)),
+                            Ok(mut log) => {
+                                // Not the log end: records past the old high watermark may
+                                // never have been committed.
+                                let hw = self.recovered.get(&(name.clone(), p)).copied().unwrap_or(0);
+                                log.restore_high_watermark(hw);
+                                Arc::new(Partition::new(name.clone(), p, log))
+                            }
                             Err(e) => {
                                 tracing::error!(topic = %name, partition = p, error = %e, "opening a replica failed");
                                 continue;

@@ -15,6 +15,7 @@
 //! markers) goes through this module, so the high-watermark rule has one home; the high
 //! watermark only grows and never passes the log end of any in-sync replica.
 
+pub mod checkpoint;
 pub mod fetcher;
 pub mod manager;
 pub mod state;
