@@ -12,6 +12,12 @@ failing test (or `pytest -s`) shows the whole conversation. `check=True` (defaul
 on a non-zero exit; `check=False` returns the result for the test to judge. A timeout always fails
 the test, with whatever the tool printed until then.
 
+`kt.start(main_class, *args)` runs a tool in the background instead (e.g. VerifiableProducer /
+VerifiableConsumer, which print one JSON event per line until stopped): a `BackgroundTool` whose
+stdout and stderr go to files in the work dir; `.events()` parses the JSON lines printed so far,
+`.stop()` sends SIGTERM (the tools' shutdown hooks close the client and print their last events)
+and waits for the exit.
+
 The JVM runs with C1 only and class-data sharing (`-XX:TieredStopAtLevel=1 -Xshare:auto`): a tool
 is short-lived, and this halves its start on 2 cores.
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -28,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TARGET, _set_pdeathsig
+from conftest import TARGET, _reap, _set_pdeathsig, _spawn
 
 TOOL_LOG4J = """status = warn
 appender.console.type = Console
@@ -128,6 +135,61 @@ def requests_in(log_path: Path, start: int) -> list[tuple[str, int, tuple[str, .
     return out
 
 
+class BackgroundTool:
+    """A tool process started by `KafkaTools.start`: stdout in `stdout_path`, stderr in `stderr_path`.
+    Only the thread that started it should use it (its child dies with that thread: PR_SET_PDEATHSIG)."""
+
+    def __init__(self, what: str, proc, stdout_path: Path, stderr_path: Path):
+        self.what, self.proc = what, proc
+        self.stdout_path, self.stderr_path = stdout_path, stderr_path
+        self.started = time.monotonic()
+        self._read = 0  # bytes of stdout parsed so far (complete lines only)
+        self._events: list[dict] = []
+        self.other_lines: list[str] = []  # stdout lines that are not JSON
+        self.stopped = False  # stop() or kill() was called
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def events(self, name: str | None = None) -> list[dict]:
+        """The JSON lines printed so far (parsed once each), all or those with `"name": name`."""
+        with open(self.stdout_path, "rb") as f:
+            f.seek(self._read)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].decode("utf-8", "replace").splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                self._events.append(json.loads(line))
+            except ValueError:
+                self.other_lines.append(line)
+        self._read += end
+        return self._events if name is None else [e for e in self._events if e.get("name") == name]
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Signal the tool and wait for its exit (SIGKILL after `timeout`); returns its exit code
+        (-9 when it had to be killed)."""
+        self.stopped = True
+        _reap(self.proc, sig, timeout)
+        rc = self.proc.returncode
+        print(f"$ {self.what}    (stopped with signal {int(sig)}: exit {rc}, "
+              f"{time.monotonic() - self.started:.1f}s; stdout {self.stdout_path}, stderr {self.stderr_path})")
+        return rc
+
+    def kill(self) -> None:
+        self.stopped = True
+        if self.proc.poll() is None:
+            _reap(self.proc, signal.SIGKILL, 30)
+
+
 class KafkaTools:
     """Runs tool main classes against `broker` (whose bootstrap is read at each run)."""
 
@@ -136,13 +198,35 @@ class KafkaTools:
     def __init__(self, kafka_libs: Path, broker, workdir: Path):
         self.libs = Path(kafka_libs)
         self.broker = broker
-        self.log4j = Path(workdir) / "log4j2-tools.properties"
+        self.workdir = Path(workdir)
+        self.log4j = self.workdir / "log4j2-tools.properties"
         self.log4j.write_text(TOOL_LOG4J)
         self.history: list[ToolResult] = []
+        self.background = 0  # tools started with start()
 
-    def command(self, main_class: str, *args) -> list[str]:
-        return ["java", *self.JVM_OPTS, f"-Dlog4j2.configurationFile={self.log4j}",
+    def command(self, main_class: str, *args, log4j: Path | None = None) -> list[str]:
+        return ["java", *self.JVM_OPTS, f"-Dlog4j2.configurationFile={log4j or self.log4j}",
                 "-cp", f"{self.libs}/*", main_class, *map(str, args)]
+
+    def start(self, main_class: str, *args, what: str | None = None,
+              loggers: dict[str, str] | None = None) -> BackgroundTool:
+        """Start a tool in the background (see BackgroundTool). `loggers`: extra log4j levels for its
+        stderr, e.g. {"org.apache.kafka.clients.consumer.internals.AbstractCoordinator": "INFO"}."""
+        self.background += 1
+        short = main_class.rsplit(".", 1)[-1]
+        what = what or f"{short} {' '.join(map(str, args))}"
+        base = self.workdir / f"{short}-{self.background}"
+        log4j = None
+        if loggers:
+            log4j = base.with_suffix(".log4j2.properties")
+            log4j.write_text(TOOL_LOG4J + "".join(
+                f"logger.l{i}.name = {name}\nlogger.l{i}.level = {level}\n"
+                for i, (name, level) in enumerate(loggers.items())))
+        out, err = base.with_suffix(".stdout"), base.with_suffix(".stderr")
+        with open(out, "wb") as o, open(err, "wb") as e:
+            proc = _spawn(self.command(main_class, *args, log4j=log4j), stdin=subprocess.DEVNULL, stdout=o, stderr=e)
+        print(f"$ {what}    (started in the background, pid {proc.pid})")
+        return BackgroundTool(what, proc, out, err)
 
     def run(self, main_class: str, *args, timeout: float = 60, input: str | None = None,
             check: bool = True, what: str | None = None) -> ToolResult:
