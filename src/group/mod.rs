@@ -319,12 +319,11 @@ impl GroupCoordinator {
     ) -> Result<(), ResponseError> {
         let Some((partition, end)) = written else { return Ok(()) };
         if let Some(rm) = self.replicas.get() {
-            let replica = rm.get(&partition.topic, partition.index).ok_or(ResponseError::NotCoordinator)?;
             let deadline = tokio::time::Instant::now() + self.config.offsets_commit_timeout;
-            match replica.wait_acks_all(end, deadline).await {
-                None => {}
-                Some(ResponseError::NotLeaderOrFollower) => return Err(ResponseError::NotCoordinator),
-                Some(e) => {
+            match rm.wait_replicated(&partition.topic, partition.index, end, deadline).await {
+                Ok(()) => {}
+                Err(ResponseError::NotLeaderOrFollower) => return Err(ResponseError::NotCoordinator),
+                Err(e) => {
                     tracing::warn!(error = ?e, "a write to {OFFSETS_TOPIC} was not replicated");
                     return Err(ResponseError::CoordinatorNotAvailable);
                 }

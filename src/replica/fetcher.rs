@@ -8,7 +8,8 @@
 //! A partition whose leader refuses a fetch is left alone for `replica.fetch.backoff.ms`, or
 //! until the image moves its leader or epoch.
 //! Invariants: a follower log only grows at its end with the leader's batches; its high
-//! watermark never passes its log end; one fetch per leader is in flight.
+//! watermark never passes its log end; one fetch per (leader, fetcher id) is in flight, each
+//! on its own connection, and each partition is fetched by exactly one of them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -28,31 +29,74 @@ use crate::node::client::Connection;
 use crate::node::lifecycle::State;
 
 const FETCH_VERSION: i16 = 17;
-const FETCH_MAX_WAIT_MS: i32 = 500;
-const FETCH_MAX_BYTES: i32 = 10 << 20;
-const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
-/// Kafka's `replica.fetch.backoff.ms` default.
-const PARTITION_BACKOFF: Duration = Duration::from_millis(1000);
 
-/// What the fetcher needs from its broker.
+/// What the fetchers need from their broker: its id, how leaders are reached, and Kafka's
+/// `replica.fetch.*` / `num.replica.fetchers` settings.
 #[derive(Debug, Clone)]
 pub struct FetcherSetup {
     pub node_id: i32,
     /// The listener leaders are reached on (`inter.broker.listener.name`).
     pub listener: String,
     pub request_timeout: Duration,
+    /// `num.replica.fetchers`: fetchers (connections) per leader; a partition goes to one of
+    /// them by a hash of its topic id and index.
+    pub fetchers_per_leader: usize,
+    /// `replica.fetch.wait.max.ms`.
+    pub wait_max_ms: i32,
+    /// `replica.fetch.min.bytes`.
+    pub min_bytes: i32,
+    /// `replica.fetch.max.bytes` (per partition).
+    pub partition_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`.
+    pub response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`: a partition whose leader refused it waits this long.
+    pub backoff: Duration,
 }
 
+impl FetcherSetup {
+    /// Kafka's defaults, with `props` (broker properties) over them.
+    pub fn from_properties(
+        props: &crate::config::Properties,
+        node_id: i32,
+        request_timeout: Duration,
+    ) -> anyhow::Result<FetcherSetup> {
+        let int = |k: &str, default: i64, min: i64| -> anyhow::Result<i64> {
+            match props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+                None => Ok(default),
+                Some(v) => match v.parse::<i64>() {
+                    Ok(n) if n >= min && n <= i32::MAX as i64 => Ok(n),
+                    _ => anyhow::bail!("{k}={v}: expected a number from {min} to {}", i32::MAX),
+                },
+            }
+        };
+        Ok(FetcherSetup {
+            node_id,
+            listener: props.get("inter.broker.listener.name").cloned().unwrap_or_else(|| "PLAINTEXT".to_string()),
+            request_timeout,
+            fetchers_per_leader: int("num.replica.fetchers", 1, 1)? as usize,
+            wait_max_ms: int("replica.fetch.wait.max.ms", 500, 0)? as i32,
+            min_bytes: int("replica.fetch.min.bytes", 1, 0)? as i32,
+            partition_max_bytes: int("replica.fetch.max.bytes", 1 << 20, 0)? as i32,
+            response_max_bytes: int("replica.fetch.response.max.bytes", 10 << 20, 0)? as i32,
+            backoff: Duration::from_millis(int("replica.fetch.backoff.ms", 1000, 0)? as u64),
+        })
+    }
+
+    /// Which of a leader's fetchers fetches this partition.
+    fn fetcher_of(&self, topic_id: Uuid, partition: i32) -> usize {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&(topic_id, partition), &mut h);
+        (std::hash::Hasher::finish(&h) % self.fetchers_per_leader as u64) as usize
+    }
+}
+
+/// Starts and stops one `LeaderFetcher` per (leader, fetcher id) as the image moves partitions.
 pub struct FollowerFetcher {
     setup: FetcherSetup,
     manager: Arc<ReplicaManager>,
     image: watch::Receiver<Arc<MetadataImage>>,
     state: watch::Receiver<State>,
-    /// Partitions whose leader refused a fetch: not fetched again before this instant (Kafka's
-    /// `replica.fetch.backoff.ms`), or before the image moves their leader or epoch.
-    delayed: HashMap<(Uuid, i32), (i32, i32, tokio::time::Instant)>,
-    conns: HashMap<i32, Connection>,
 }
 
 /// One followed partition: (topic id, partition, leader, leader epoch, replica).
@@ -65,10 +109,76 @@ impl FollowerFetcher {
         image: watch::Receiver<Arc<MetadataImage>>,
         state: watch::Receiver<State>,
     ) -> FollowerFetcher {
-        FollowerFetcher { setup, manager, image, state, delayed: HashMap::new(), conns: HashMap::new() }
+        FollowerFetcher { setup, manager, image, state }
     }
 
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut generation = self.manager.subscribe();
+        // Workers are stopped only from here (never exit by themselves), so a worker that is
+        // wanted again is never mistaken for a running one.
+        let mut workers: HashMap<(i32, usize), (watch::Sender<bool>, tokio::task::JoinHandle<()>)> = HashMap::new();
+        while !*stop.borrow() {
+            generation.mark_unchanged();
+            let wanted: std::collections::BTreeSet<(i32, usize)> = self
+                .manager
+                .followers()
+                .iter()
+                .filter(|f| f.2 >= 0)
+                .map(|f| (f.2, self.setup.fetcher_of(f.0, f.1)))
+                .collect();
+            workers.retain(|key, (stop_worker, _)| {
+                let keep = wanted.contains(key);
+                if !keep {
+                    let _ = stop_worker.send(true);
+                }
+                keep
+            });
+            for key in wanted {
+                workers.entry(key).or_insert_with(|| {
+                    let (stop_worker, stop_rx) = watch::channel(false);
+                    let worker = LeaderFetcher {
+                        setup: self.setup.clone(),
+                        leader: key.0,
+                        fetcher_id: key.1,
+                        manager: self.manager.clone(),
+                        image: self.image.clone(),
+                        state: self.state.clone(),
+                        delayed: HashMap::new(),
+                        conn: None,
+                    };
+                    (stop_worker, tokio::spawn(worker.run(stop_rx)))
+                });
+            }
+            tokio::select! {
+                _ = generation.changed() => {}
+                _ = stop.changed() => {}
+            }
+        }
+        for (_, (stop_worker, handle)) in workers {
+            let _ = stop_worker.send(true);
+            let _ = handle.await;
+        }
+    }
+}
+
+/// Fetches the partitions one leader leads for this broker, over its own connection, so a
+/// long-polling fetch to one leader never holds back another (Kafka's fetcher thread per
+/// source broker and fetcher id).
+struct LeaderFetcher {
+    setup: FetcherSetup,
+    leader: i32,
+    fetcher_id: usize,
+    manager: Arc<ReplicaManager>,
+    image: watch::Receiver<Arc<MetadataImage>>,
+    state: watch::Receiver<State>,
+    /// Partitions the leader refused: not fetched again before this instant (Kafka's
+    /// `replica.fetch.backoff.ms`), or before the image moves their leader or epoch.
+    delayed: HashMap<(Uuid, i32), (i32, i32, tokio::time::Instant)>,
+    conn: Option<Connection>,
+}
+
+impl LeaderFetcher {
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut generation = self.manager.subscribe();
         while !*stop.borrow() {
             generation.mark_unchanged();
@@ -78,17 +188,18 @@ impl FollowerFetcher {
                 _ => None,
             };
             let now = tokio::time::Instant::now();
-            let followed = self.manager.followers();
+            let followed: Vec<Followed> = self
+                .manager
+                .followers()
+                .into_iter()
+                .filter(|f| f.2 == self.leader && self.setup.fetcher_of(f.0, f.1) == self.fetcher_id)
+                .collect();
             // A partition stays delayed only while its leader and epoch are those that refused.
             self.delayed.retain(|key, (leader, leader_epoch, until)| {
                 *until > now && followed.iter().any(|f| (f.0, f.1) == *key && f.2 == *leader && f.3 == *leader_epoch)
             });
-            let ready: Vec<Followed> =
-                followed.into_iter().filter(|f| f.2 >= 0 && !self.delayed.contains_key(&(f.0, f.1))).collect();
-            let mut leaders: Vec<i32> = ready.iter().map(|f| f.2).collect();
-            leaders.sort_unstable();
-            leaders.dedup();
-            let (Some(epoch), false) = (epoch, leaders.is_empty()) else {
+            let ready: Vec<&Followed> = followed.iter().filter(|f| !self.delayed.contains_key(&(f.0, f.1))).collect();
+            let (Some(epoch), false) = (epoch, ready.is_empty()) else {
                 let wake = self.delayed.values().map(|d| d.2).min();
                 tokio::select! {
                     _ = generation.changed() => {}
@@ -98,16 +209,16 @@ impl FollowerFetcher {
                 }
                 continue;
             };
-            for leader in leaders {
-                let partitions: Vec<&Followed> = ready.iter().filter(|f| f.2 == leader).collect();
-                let fetched = tokio::select! {
-                    r = self.fetch_from(&image, leader, epoch, &partitions) => r,
-                    _ = stop.changed() => break,
-                };
-                if let Err(e) = fetched {
-                    tracing::debug!(leader, error = %e, "follower fetch failed");
-                    self.conns.remove(&leader);
-                    tokio::time::sleep(RETRY_BACKOFF).await;
+            let fetched = tokio::select! {
+                r = self.fetch_from(&image, epoch, &ready) => r,
+                _ = stop.changed() => break,
+            };
+            if let Err(e) = fetched {
+                tracing::debug!(leader = self.leader, error = %e, "follower fetch failed");
+                self.conn = None;
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_BACKOFF) => {}
+                    _ = stop.changed() => {}
                 }
             }
         }
@@ -116,7 +227,6 @@ impl FollowerFetcher {
     async fn fetch_from(
         &mut self,
         image: &MetadataImage,
-        leader: i32,
         broker_epoch: i64,
         partitions: &[&Followed],
     ) -> anyhow::Result<()> {
@@ -130,16 +240,16 @@ impl FollowerFetcher {
                     .with_fetch_offset(log.log_end_offset())
                     .with_last_fetched_epoch(log.latest_epoch().map_or(-1, |(e, _)| e))
                     .with_log_start_offset(log.log_start_offset())
-                    .with_partition_max_bytes(PARTITION_MAX_BYTES),
+                    .with_partition_max_bytes(self.setup.partition_max_bytes),
             );
         }
         let request = FetchRequest::default()
             .with_replica_state(
                 ReplicaState::default().with_replica_id(self.setup.node_id.into()).with_replica_epoch(broker_epoch),
             )
-            .with_max_wait_ms(FETCH_MAX_WAIT_MS)
-            .with_min_bytes(1)
-            .with_max_bytes(FETCH_MAX_BYTES)
+            .with_max_wait_ms(self.setup.wait_max_ms)
+            .with_min_bytes(self.setup.min_bytes)
+            .with_max_bytes(self.setup.response_max_bytes)
             .with_session_epoch(-1)
             .with_topics(
                 topics
@@ -147,14 +257,16 @@ impl FollowerFetcher {
                     .map(|(id, partitions)| FetchTopic::default().with_topic_id(id).with_partitions(partitions))
                     .collect(),
             );
+        let leader = self.leader;
         let addr = leader_addr(image, leader, &self.setup.listener)
             .ok_or_else(|| anyhow::anyhow!("broker {leader} has no {} endpoint", self.setup.listener))?;
-        if self.conns.get(&leader).is_none_or(|c| c.addr() != addr) {
-            let client_id = format!("broker-{}-fetcher-0", self.setup.node_id);
-            self.conns.insert(leader, Connection::connect(&addr, &client_id, self.setup.request_timeout).await?);
+        if self.conn.as_ref().is_none_or(|c| c.addr() != addr) {
+            let client_id = format!("broker-{}-fetcher-{}", self.setup.node_id, self.fetcher_id);
+            self.conn = Some(Connection::connect(&addr, &client_id, self.setup.request_timeout).await?);
         }
-        let conn = self.conns.get_mut(&leader).expect("connected");
-        let response = conn.send(FETCH_VERSION, &request, Duration::from_millis(FETCH_MAX_WAIT_MS as u64)).await?;
+        let conn = self.conn.as_mut().expect("connected");
+        let wait = Duration::from_millis(self.setup.wait_max_ms as u64);
+        let response = conn.send(FETCH_VERSION, &request, wait).await?;
         anyhow::ensure!(response.error_code == 0, "fetch refused with error {}", response.error_code);
         for topic in &response.responses {
             for data in &topic.partitions {
@@ -172,7 +284,7 @@ impl FollowerFetcher {
                     // NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID (the
                     // leader has not seen the change yet)...: back off, or until the image moves.
                     tracing::debug!(topic = %name, partition = key.1, code = data.error_code, "follower fetch refused");
-                    let until = tokio::time::Instant::now() + PARTITION_BACKOFF;
+                    let until = tokio::time::Instant::now() + self.setup.backoff;
                     self.delayed.insert(key, (*leader, *leader_epoch, until));
                     continue;
                 }

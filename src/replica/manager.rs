@@ -112,6 +112,32 @@ impl Replica {
         Ok(Ok(info))
     }
 
+    /// Appends a transaction marker as leader (WriteTxnMarkers, or this broker's transaction
+    /// coordinator): the marker's offset. The outer error is the replica's, the inner the log's.
+    pub fn append_marker(
+        &self,
+        log: &mut PartitionLog,
+        (producer_id, producer_epoch): (i64, i16),
+        commit: bool,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) -> Result<Result<i64, LogError>, ResponseError> {
+        let mut role = self.role();
+        let Role::Leader(state) = &mut *role else { return Err(ResponseError::NotLeaderOrFollower) };
+        let offset =
+            match log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, state.leader_epoch, now_ms)
+            {
+                Ok(offset) => offset,
+                Err(e) => return Ok(Err(e)),
+            };
+        if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
+            log.advance_high_watermark(state.high_watermark);
+        }
+        drop(role);
+        self.bump();
+        Ok(Ok(offset))
+    }
+
     /// A follower fetched at `fetch_offset`: its state, the high watermark, and an ISR
     /// expansion to propose. Returns whether the high watermark moved.
     pub fn on_follower_fetch(
@@ -244,6 +270,22 @@ impl ReplicaManager {
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
         self.replicas.read().unwrap_or_else(|p| p.into_inner()).get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// Waits until this broker's write to `topic`/`partition` ending before `end` is committed
+    /// (acks=all, as coordinator writes and markers are), at most until `deadline`.
+    pub async fn wait_replicated(
+        &self,
+        topic: &str,
+        partition: i32,
+        end: i64,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ResponseError> {
+        let replica = self.get(topic, partition).ok_or(ResponseError::NotLeaderOrFollower)?;
+        match replica.wait_acks_all(end, deadline).await {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
     }
 
     /// The partitions this broker follows: (topic id, partition, leader, leader epoch, replica).

@@ -179,16 +179,11 @@ fn start_membership(
     }
     let dirs = broker.topics.log_dirs();
     let ids = dirs.dirs().iter().map(|d| crate::metadata::parse_uuid(&d.id).unwrap_or(uuid::Uuid::nil())).collect();
-    let fetcher = crate::replica::fetcher::FetcherSetup {
-        node_id: node.node_id,
-        listener: broker
-            .config
-            .properties
-            .get("inter.broker.listener.name")
-            .cloned()
-            .unwrap_or_else(|| "PLAINTEXT".to_string()),
-        request_timeout: Duration::from_millis(node.request_timeout_ms.max(30_000)),
-    };
+    let fetcher = crate::replica::fetcher::FetcherSetup::from_properties(
+        &broker.config.properties,
+        node.node_id,
+        Duration::from_millis(node.request_timeout_ms.max(30_000)),
+    )?;
     let lag_ms = node.replica_lag_time_max_ms as i64;
     let setup = crate::replica::manager::ReplicaSetup {
         node_id: node.node_id,
