@@ -54,6 +54,9 @@ pub struct Broker {
     /// On a broker of a controller quorum: the partitions it hosts and their roles (set once
     /// the membership starts). None on a single node, which leads everything it hosts.
     pub replicas: std::sync::OnceLock<Arc<crate::replica::manager::ReplicaManager>>,
+    /// In a cluster: internal topics (`__consumer_offsets`, `__transaction_state`) whose
+    /// creation through the controller is in flight (one request at a time per topic).
+    pub creating_internal: std::sync::Mutex<std::collections::HashSet<&'static str>>,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -123,6 +126,16 @@ impl Broker {
                 .get("transactional.id.expiration.ms")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(604_800_000),
+            replication_factor: p
+                .get("transaction.state.log.replication.factor")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(3i16)
+                .max(1),
+            min_isr: p.get("transaction.state.log.min.isr").and_then(|v| v.parse().ok()).unwrap_or(2i32).max(1),
+            segment_bytes: p
+                .get("transaction.state.log.segment.bytes")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(104_857_600i64),
         });
         Ok(Arc::new(Broker {
             config,
@@ -140,6 +153,7 @@ impl Broker {
             node,
             controller: std::sync::OnceLock::new(),
             replicas: std::sync::OnceLock::new(),
+            creating_internal: Default::default(),
             appended,
         }))
     }
@@ -151,11 +165,17 @@ impl Broker {
             groups: &self.groups,
             producer_ids: &self.producer_ids,
             features: &self.features,
+            replicas: self.replicas.get().map(|r| &**r),
+            link: self.controller.get(),
         }
     }
 
-    /// Recovery work that needs the runtime: transactions caught mid-commit are completed.
+    /// Recovery work that needs the runtime: transactions caught mid-commit are completed. A
+    /// cluster broker loads `__transaction_state` partitions as it becomes their leader instead.
     pub async fn recover(&self) -> anyhow::Result<()> {
+        if self.node.roles == Roles::Broker {
+            return Ok(());
+        }
         self.txns.load(&self.txn_deps()).await
     }
 

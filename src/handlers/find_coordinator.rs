@@ -1,8 +1,9 @@
 //! FindCoordinator (v0-3 one key, v4+ batched keys). A single node coordinates every group
 //! and every transactional id. In a cluster a group's coordinator is the leader of its
-//! `__consumer_offsets` partition in the metadata image, on the listener the client came in on;
-//! the offsets topic is created through the controller on first lookup (COORDINATOR_NOT_AVAILABLE
-//! meanwhile), as Kafka does.
+//! `__consumer_offsets` partition in the metadata image, a transactional id's the leader of its
+//! `__transaction_state` partition, on the listener the client came in on; the internal topic
+//! is created through the controller on first lookup (COORDINATOR_NOT_AVAILABLE meanwhile), as
+//! Kafka does.
 
 use std::sync::Arc;
 
@@ -40,22 +41,22 @@ pub fn handle(
             ResponseError::GroupAuthorizationFailed.code()
         } else if req.key_type == TRANSACTION && !authz.allows(acl::DESCRIBE, acl::TRANSACTIONAL_ID, key) {
             ResponseError::TransactionalIdAuthorizationFailed.code()
-        } else if req.key_type == TRANSACTION && cluster.is_some() {
-            // Transaction coordinators of a cluster (on `__transaction_state` leaders, with
-            // WriteTxnMarkers to other brokers) are not built yet: retriable, never wrong.
-            ResponseError::CoordinatorNotAvailable.code()
-        } else if req.key_type == TRANSACTION {
-            broker.txns.ensure_topic(&broker.topics).err().map_or(0, |e| e.code())
-        } else if req.key_type != GROUP {
-            ResponseError::InvalidRequest.code()
-        } else if let Some(link) = cluster {
-            match group_coordinator(broker, link, ctx, key.as_str()) {
+        } else if let (Some(link), TRANSACTION | GROUP) = (cluster, req.key_type) {
+            let (topic, partition) = match req.key_type {
+                GROUP => (crate::group::OFFSETS_TOPIC, broker.groups.partition_for(key.as_str())),
+                _ => (crate::txn::coordinator::TXN_TOPIC, broker.txns.partition_for(key.as_str())),
+            };
+            match coordinator_in_cluster(broker, link, ctx, topic, partition) {
                 Ok(found) => {
                     at = found;
                     0
                 }
                 Err(e) => e.code(),
             }
+        } else if req.key_type == TRANSACTION {
+            broker.txns.ensure_topic(&broker.topics).err().map_or(0, |e| e.code())
+        } else if req.key_type != GROUP {
+            ResponseError::InvalidRequest.code()
         } else {
             // Kafka creates the offsets topic when a group coordinator is first looked up.
             let _ = key;
@@ -97,21 +98,22 @@ pub fn handle(
     }
 }
 
-/// In a cluster: (node id, host, port) of the leader of `group`'s offsets partition, on the
-/// client's listener.
-fn group_coordinator(
+/// In a cluster: (node id, host, port) of the leader of `topic`'s `partition` (the offsets or
+/// the transaction state partition of a key), on the client's listener. The topic is created
+/// through the controller when missing (COORDINATOR_NOT_AVAILABLE meanwhile).
+fn coordinator_in_cluster(
     broker: &Arc<Broker>,
     link: &crate::node::ControllerLink,
     ctx: &RequestContext,
-    group: &str,
+    topic: &'static str,
+    partition: i32,
 ) -> Result<(i32, String, i32), ResponseError> {
     let image = link.image();
-    let Some(topic) = image.topic(crate::group::OFFSETS_TOPIC) else {
-        create_offsets_topic(broker, link);
+    let Some(found) = image.topic(topic) else {
+        create_internal_topic(broker, link, topic);
         return Err(ResponseError::CoordinatorNotAvailable);
     };
-    let p = broker.groups.partition_for(group);
-    let leader = topic.partitions.get(&p).map_or(-1, |p| p.leader);
+    let leader = found.partitions.get(&partition).map_or(-1, |p| p.leader);
     let endpoint = image
         .brokers
         .get(&leader)
@@ -123,43 +125,54 @@ fn group_coordinator(
     }
 }
 
-/// Asks the controller to create `__consumer_offsets` (Kafka's auto-creation of an internal
-/// topic: `offsets.topic.num.partitions`, `offsets.topic.replication.factor`, compacted), once
-/// at a time.
-fn create_offsets_topic(broker: &Arc<Broker>, link: &crate::node::ControllerLink) {
+/// Asks the controller to create an internal topic with Kafka's settings for it (Kafka's
+/// auto-creation): `__consumer_offsets` from `offsets.topic.*`, `__transaction_state` from
+/// `transaction.state.log.*`, both compacted; one request at a time per topic.
+fn create_internal_topic(broker: &Arc<Broker>, link: &crate::node::ControllerLink, name: &'static str) {
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
-    if IN_FLIGHT.swap(true, Ordering::AcqRel) {
+    if !broker.creating_internal.lock().unwrap_or_else(|p| p.into_inner()).insert(name) {
         return;
     }
-    let cfg = &broker.groups.config;
     let config = |name: &str, value: String| {
         CreatableTopicConfig::default().with_name(str_bytes(name)).with_value(Some(str_bytes(&value)))
     };
-    let topic = CreatableTopic::default()
-        .with_name(kafka_protocol::messages::TopicName(str_bytes(crate::group::OFFSETS_TOPIC)))
-        .with_num_partitions(cfg.offsets_topic_partitions)
-        .with_replication_factor(cfg.offsets_topic_replication_factor)
-        .with_configs(vec![
+    let (partitions, replication_factor, configs) = if name == crate::group::OFFSETS_TOPIC {
+        let cfg = &broker.groups.config;
+        let configs = vec![
             config("cleanup.policy", "compact".to_string()),
             config("compression.type", "producer".to_string()),
             config("segment.bytes", cfg.offsets_topic_segment_bytes.to_string()),
-        ]);
+        ];
+        (cfg.offsets_topic_partitions, cfg.offsets_topic_replication_factor, configs)
+    } else {
+        let cfg = &broker.txns.config;
+        let configs = vec![
+            config("cleanup.policy", "compact".to_string()),
+            config("compression.type", "uncompressed".to_string()),
+            config("segment.bytes", cfg.segment_bytes.to_string()),
+            config("min.insync.replicas", cfg.min_isr.to_string()),
+            config("unclean.leader.election.enable", "false".to_string()),
+        ];
+        (cfg.partitions, cfg.replication_factor, configs)
+    };
+    let topic = CreatableTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(str_bytes(name)))
+        .with_num_partitions(partitions)
+        .with_replication_factor(replication_factor)
+        .with_configs(configs);
     let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
     let link = link.clone();
+    let broker = broker.clone();
     tokio::spawn(async move {
         match link.forward(7, &request).await {
             Ok(r) => {
                 let code = r.topics.first().map_or(0, |t| t.error_code);
                 if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
-                    tracing::warn!(code, "creating {} through the controller failed", crate::group::OFFSETS_TOPIC);
+                    tracing::warn!(code, "creating {name} through the controller failed");
                 }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "creating {} through the controller failed", crate::group::OFFSETS_TOPIC)
-            }
+            Err(e) => tracing::warn!(error = %e, "creating {name} through the controller failed"),
         }
-        IN_FLIGHT.store(false, Ordering::Release);
+        broker.creating_internal.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
     });
 }

@@ -27,6 +27,7 @@ pub mod produce;
 mod quotas;
 mod sasl;
 mod txn;
+mod txn_broker;
 pub mod txn_verify;
 mod update_features;
 pub mod versions;
@@ -174,8 +175,14 @@ pub async fn dispatch(
         RequestKind::InitProducerId(req) => {
             ResponseKind::InitProducerId(txn::init_producer_id(broker, ctx, req, version).await)
         }
+        RequestKind::AddPartitionsToTxn(req) if version >= 4 => {
+            ResponseKind::AddPartitionsToTxn(txn_broker::add_partitions_batched(broker, ctx, req, version).await)
+        }
         RequestKind::AddPartitionsToTxn(req) => {
             ResponseKind::AddPartitionsToTxn(txn::add_partitions(broker, ctx, req, version).await)
+        }
+        RequestKind::WriteTxnMarkers(req) => {
+            ResponseKind::WriteTxnMarkers(txn_broker::write_txn_markers(broker, ctx, req).await)
         }
         RequestKind::AddOffsetsToTxn(req) => {
             ResponseKind::AddOffsetsToTxn(txn::add_offsets(broker, ctx, req, version).await)

@@ -93,12 +93,12 @@ impl Appended {
 
 /// Validates and appends every partition's batch, in request order. Synchronous, so that the
 /// connection can append the next pipelined request while this one waits for its fsync.
-/// `added`: the failed implicit adds of `txn_verify::produce_implicit_adds` (Produce v12+).
+/// `added`: the coordinator's answers of `txn_verify::produce_implicit_adds`.
 pub fn append(
     broker: &Arc<Broker>,
     req: ProduceRequest,
     version: i16,
-    added: &HashMap<(String, i32), ResponseError>,
+    added: &HashMap<(String, i32), Result<(), ResponseError>>,
     auth: &ProduceAuth,
 ) -> Appended {
     let acks = req.acks;
@@ -190,7 +190,7 @@ pub fn append(
                     txn_id.as_deref(),
                     *p,
                     version,
-                    added.get(key).copied(),
+                    added.get(key).cloned(),
                 ),
             };
             // Checked before validation (as Kafka does), and again under the log lock with the

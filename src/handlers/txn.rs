@@ -125,7 +125,7 @@ pub async fn add_partitions(
                 failed.push((key, ResponseError::TransactionalIdAuthorizationFailed));
             } else if !writable.contains(key.0.as_str()) {
                 failed.push((key, ResponseError::TopicAuthorizationFailed));
-            } else if broker.topics.partition(&key.0, *p).is_some() {
+            } else if broker.topics.get(&key.0).is_some_and(|t| *p >= 0 && (*p as usize) < t.partitions.len()) {
                 wanted.push(key);
             } else {
                 failed.push((key, ResponseError::UnknownTopicOrPartition));
@@ -357,6 +357,9 @@ pub fn describe_transactions(
             let state = dt::TransactionState::default().with_transactional_id(id.clone());
             if !authz.allows(acl::DESCRIBE, acl::TRANSACTIONAL_ID, id.0.as_str()) {
                 return state.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            }
+            if let Err(e) = broker.txns.check_coordinator(id.0.as_str()) {
+                return state.with_error_code(e.code());
             }
             let Some(m) = broker.txns.describe(id.0.as_str()) else {
                 return state.with_error_code(ResponseError::TransactionalIdNotFound.code());

@@ -25,7 +25,6 @@ use kafka_protocol::messages::produce_request::ProduceRequest;
 
 use crate::broker::Broker;
 use crate::log::{batch, PartitionLog};
-use crate::txn::transitions::TV_2;
 
 /// Kafka's `add.partitions.to.txn.retry.backoff.ms` and `...backoff.max.ms`: how the broker
 /// retries an implicit add the coordinator answered CONCURRENT_TRANSACTIONS (a previous
@@ -67,7 +66,7 @@ pub async fn add_implicitly(
     let started = Instant::now();
     loop {
         let added =
-            broker.txns.add_partitions(&broker.txn_deps(), id, producer_id, epoch, partitions.clone(), TV_2).await;
+            broker.txns.verify_or_add(&broker.txn_deps(), id, (producer_id, epoch), false, partitions.clone()).await;
         match added {
             Err(ResponseError::ConcurrentTransactions) if retry && started.elapsed() + RETRY_BACKOFF <= RETRY_MAX => {
                 tokio::time::sleep(RETRY_BACKOFF).await;
@@ -79,7 +78,9 @@ pub async fn add_implicitly(
     }
 }
 
-/// The errors of the implicit adds a Produce v12+ request needs, by (topic, partition). Runs
+/// The coordinator's answers, by (topic, partition), to the implicit adds a Produce v12+
+/// request needs, and in a cluster to the verifications of an older Produce whose coordinator
+/// is another broker (a local coordinator is asked at append time, under the log lock). Runs
 /// before the request's batches are appended (the connection awaits it, so later requests on
 /// the connection cannot overtake it); returns at once when every transactional batch continues
 /// a transaction the partition or the coordinator already has.
@@ -88,11 +89,12 @@ pub async fn produce_implicit_adds(
     req: &ProduceRequest,
     version: i16,
     auth: &super::produce::ProduceAuth,
-) -> HashMap<(String, i32), ResponseError> {
-    let mut errors = HashMap::new();
-    let Some(id) = req.transactional_id.as_ref().map(|id| id.0.as_str()) else { return errors };
-    if version < 12 || auth.txn_denied {
-        return errors;
+) -> HashMap<(String, i32), Result<(), ResponseError>> {
+    let mut answers = HashMap::new();
+    let Some(id) = req.transactional_id.as_ref().map(|id| id.0.as_str()) else { return answers };
+    let remote = broker.txns.is_cluster() && broker.txns.check_coordinator(id).is_err();
+    if (version < 12 && !remote) || auth.txn_denied {
+        return answers;
     }
     // (producer id, epoch) -> partitions to add.
     let mut wanted: HashMap<(i64, i16), Vec<(String, i32)>> = HashMap::new();
@@ -115,22 +117,25 @@ pub async fn produce_implicit_adds(
                 continue;
             }
             let key = (partition.topic.clone(), partition.index);
-            if !broker.txns.in_transaction(id, producer_id, epoch, &key) {
+            if remote || !broker.txns.in_transaction(id, producer_id, epoch, &key) {
                 wanted.entry((producer_id, epoch)).or_default().push(key);
             }
         }
     }
     for ((producer_id, epoch), partitions) in wanted {
-        if let Err(e) = add_implicitly(broker, id, producer_id, epoch, partitions.clone(), true).await {
-            errors.extend(partitions.into_iter().map(|p| (p, e)));
-        }
+        let answer = if version >= 12 {
+            add_implicitly(broker, id, producer_id, epoch, partitions.clone(), true).await
+        } else {
+            broker.txns.verify_or_add(&broker.txn_deps(), id, (producer_id, epoch), true, partitions.clone()).await
+        };
+        answers.extend(partitions.into_iter().map(|p| (p, answer)));
     }
-    errors
+    answers
 }
 
 /// The verification of one transactional batch at append time, under the partition's log lock
-/// (so that no marker can land between the check and the append). `added`: the error of this
-/// partition's implicit add, if it failed.
+/// (so that no marker can land between the check and the append). `asked`: the coordinator's
+/// answer for this partition from `produce_implicit_adds`, if it was asked then.
 pub fn verify_produce(
     broker: &Broker,
     log: &PartitionLog,
@@ -138,14 +143,15 @@ pub fn verify_produce(
     txn_id: Option<&str>,
     (producer_id, epoch, first_seq): (i64, i16, i32),
     version: i16,
-    added: Option<ResponseError>,
+    asked: Option<Result<(), ResponseError>>,
 ) -> Result<(), ResponseError> {
     let open = partition_side(log, producer_id, epoch)?;
     if !open {
-        if let Some(e) = added {
-            return Err(produce_error(e, version));
-        }
-        if let Err(e) = broker.txns.verify(txn_id, producer_id, epoch, partition) {
+        let verified = match asked {
+            Some(answer) => answer,
+            None => broker.txns.verify(txn_id, producer_id, epoch, partition),
+        };
+        if let Err(e) = verified {
             return Err(produce_error(e, version));
         }
         // Transaction protocol 2: the first batch of a producer in a partition starts at
@@ -196,7 +202,9 @@ pub async fn txn_offset_commit(
     let result = if version >= 5 {
         add_implicitly(broker, id, producer_id, epoch, vec![partition], false).await
     } else {
-        broker.txns.verify(Some(id), producer_id, epoch, &partition).map_err(|e| match e {
+        let verified =
+            broker.txns.verify_or_add(&broker.txn_deps(), id, (producer_id, epoch), true, vec![partition]).await;
+        verified.map_err(|e| match e {
             ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
             ResponseError::TransactionAbortable if version <= 3 => ResponseError::InvalidTxnState,
             other => other,

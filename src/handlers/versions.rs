@@ -60,11 +60,13 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // Idempotence and transactions, protocol versions 1 and 2 (`transaction.version` is
     // finalized at 2 in ApiVersions; EndTxn v5, TxnOffsetCommit v5 and Produce v12+ are
     // protocol 2 and must be served together with it). InitProducerId v6 is KIP-939 two-phase
-    // commit; AddPartitionsToTxn v4+ are broker-to-broker.
+    // commit. AddPartitionsToTxn v4+ and WriteTxnMarkers are broker-to-broker (a partition
+    // leader asks a coordinator; a coordinator writes markers on partition leaders).
     (ApiKey::InitProducerId, 0, 5),
     // Finalized features (`transaction.version`): single node, so this broker is the controller.
     (ApiKey::UpdateFeatures, 0, 2),
-    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
     (ApiKey::TxnOffsetCommit, 0, 5),

@@ -444,7 +444,15 @@ impl PartitionLog {
         let offset_of_max_timestamp = base_offset + summary.offset_delta_of_max_timestamp as i64;
         self.segments.last_mut().expect("active segment").append_parts(&head, body, offset_of_max_timestamp)?;
         assert_eq!(self.log_end_offset(), last_offset + 1, "offsets stay contiguous");
-        if let Some(producer) = &producer {
+        if header.is_control() {
+            // A marker fetched from the leader ends its producer's transaction here too (on the
+            // leader, `append_marker` does it), so a follower that becomes leader has the
+            // leader's open transactions, last stable offset and aborted transactions.
+            if let Some(kind) = batch::control_type(batch) {
+                let (id, epoch) = (header.producer_id(), header.producer_epoch());
+                self.producers.complete_txn(id, epoch, kind == 1, base_offset, header.max_timestamp());
+            }
+        } else if let Some(producer) = &producer {
             self.producers.update(producer, base_offset, last_offset, transactional);
         }
         // Single node: a write is committed as soon as it is in the log.

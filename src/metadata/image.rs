@@ -175,6 +175,13 @@ impl MetadataImage {
         self.topic_ids.get(name).and_then(|id| self.topics.get(id))
     }
 
+    /// `host:port` of `broker`'s endpoint on `listener` (brackets around an IPv6 host).
+    pub fn endpoint_addr(&self, broker: i32, listener: &str) -> Option<String> {
+        let b = self.brokers.get(&broker)?;
+        let e = b.endpoints.iter().find(|e| e.listener == listener)?;
+        Some(if e.host.contains(':') { format!("[{}]:{}", e.host, e.port) } else { format!("{}:{}", e.host, e.port) })
+    }
+
     /// Applies one record (at `offset`) to this image.
     fn apply(&mut self, offset: i64, record: &MetadataRecord) -> Result<(), ImageError> {
         let fail = |reason: String| Err(ImageError { offset, reason });

@@ -258,7 +258,8 @@ impl LeaderFetcher {
                     .collect(),
             );
         let leader = self.leader;
-        let addr = leader_addr(image, leader, &self.setup.listener)
+        let addr = image
+            .endpoint_addr(leader, &self.setup.listener)
             .ok_or_else(|| anyhow::anyhow!("broker {leader} has no {} endpoint", self.setup.listener))?;
         if self.conn.as_ref().is_none_or(|c| c.addr() != addr) {
             let client_id = format!("broker-{}-fetcher-{}", self.setup.node_id, self.fetcher_id);
@@ -317,11 +318,4 @@ fn append_fetched(log: &mut PartitionLog, bytes: &[u8]) -> anyhow::Result<()> {
         log.append_as_follower(&owned, &summary, crate::log::now_ms())?;
     }
     Ok(())
-}
-
-/// `host:port` of `broker`'s endpoint on `listener`.
-fn leader_addr(image: &MetadataImage, broker: i32, listener: &str) -> Option<String> {
-    let b = image.brokers.get(&broker)?;
-    let e = b.endpoints.iter().find(|e| e.listener == listener)?;
-    Some(if e.host.contains(':') { format!("[{}]:{}", e.host, e.port) } else { format!("{}:{}", e.host, e.port) })
 }

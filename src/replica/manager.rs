@@ -15,7 +15,7 @@
 //! the leader state's and never passes the log end; a partition is hosted in the registry exactly
 //! while this broker is in its replica set in the image.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -50,6 +50,10 @@ pub struct Replica {
     role: Mutex<Role>,
     /// Bumped whenever the high watermark, the ISR or the role changes (acks=all waiters).
     changed: watch::Sender<u64>,
+    /// The broker-wide "something was appended or committed" signal, bumped with `changed`:
+    /// long-polling fetches (followers waiting for an append, consumers for the high
+    /// watermark) wake on it.
+    appended: watch::Sender<u64>,
 }
 
 impl Replica {
@@ -59,6 +63,7 @@ impl Replica {
 
     fn bump(&self) {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The leader and leader epoch this replica knows.
@@ -383,6 +388,10 @@ impl ReplicaManager {
         let mut changes = Vec::new();
         let me = self.setup.node_id;
         let elr = image.features.get(ELR_FEATURE).is_some_and(|l| *l >= 1);
+        // Brokers whose replicas may not hold the high watermark nor join an ISR (Kafka: fenced
+        // or shutting down; a broker the image does not know is neither).
+        let ineligible: BTreeSet<i32> =
+            image.brokers.iter().filter(|(_, b)| b.fenced || b.in_controlled_shutdown).map(|(id, _)| *id).collect();
         let mut wanted_topics = BTreeMap::new();
         for topic in image.topics.values() {
             let hosted: Vec<i32> =
@@ -448,7 +457,7 @@ impl ReplicaManager {
                     partition.log().set_config(config.clone());
                 }
                 let image_partition = &topic.partitions[&p];
-                if let Some(leads) = self.set_role(topic.id, &partition, image_partition, elr, now_ms) {
+                if let Some(leads) = self.set_role(topic.id, &partition, image_partition, elr, &ineligible, now_ms) {
                     changes.push((partition.clone(), leads));
                 }
                 partitions.push(partition);
@@ -483,9 +492,12 @@ impl ReplicaManager {
         partition: &Arc<Partition>,
         image: &PartitionImage,
         elr: bool,
+        ineligible_brokers: &BTreeSet<i32>,
         now_ms: i64,
     ) -> Option<bool> {
         let me = self.setup.node_id;
+        let ineligible: BTreeSet<i32> =
+            image.replicas.iter().filter(|r| **r != me && ineligible_brokers.contains(r)).copied().collect();
         let key = (partition.topic.clone(), partition.index);
         let replica = {
             let mut replicas = self.replicas.write().unwrap_or_else(|p| p.into_inner());
@@ -497,6 +509,7 @@ impl ReplicaManager {
                         partition: partition.clone(),
                         role: Mutex::new(Role::Follower { leader: -1, leader_epoch: -1 }),
                         changed: watch::channel(0).0,
+                        appended: self.appended.clone(),
                     })
                 })
                 .clone()
@@ -513,15 +526,19 @@ impl ReplicaManager {
         match &mut *role {
             Role::Leader(state) if image.leader == me && state.leader_epoch == image.leader_epoch => {
                 state.settings = settings;
+                let mut changed = state.ineligible != ineligible;
+                state.ineligible = ineligible;
                 if image.partition_epoch > state.partition_epoch {
                     // The controller changed the ISR or replicas within this epoch.
                     state.isr = image.isr.clone();
                     state.partition_epoch = image.partition_epoch;
                     state.replicas = image.replicas.clone();
                     state.followers.retain(|r, _| image.replicas.contains(r));
-                    if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
-                        log.advance_high_watermark(state.high_watermark);
-                    }
+                    changed = true;
+                }
+                // A fenced follower no longer holds the high watermark back.
+                if changed && state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
+                    log.advance_high_watermark(state.high_watermark);
                 }
             }
             _ if image.leader == me => {
@@ -529,7 +546,7 @@ impl ReplicaManager {
                 if !isr.contains(&me) {
                     isr.push(me);
                 }
-                let state = LeaderState::become_leader(
+                let mut state = LeaderState::become_leader(
                     me,
                     image.leader_epoch,
                     image.partition_epoch,
@@ -540,6 +557,7 @@ impl ReplicaManager {
                     now_ms,
                     settings,
                 );
+                state.ineligible = ineligible;
                 tracing::info!(topic = %partition.topic, partition = partition.index, leader_epoch = image.leader_epoch, isr = ?image.isr, log_end = log.log_end_offset(), "leading");
                 *role = Role::Leader(state);
                 new_leadership = true;

@@ -84,17 +84,22 @@ fn topic() -> MetadataRecord {
 }
 
 fn one_record_batch() -> bytes::Bytes {
+    record_batch(None)
+}
+
+/// One record; transactional for `Some((producer id, epoch))`.
+fn record_batch(txn: Option<(i64, i16)>) -> bytes::Bytes {
     use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
     let record = Record {
-        transactional: false,
+        transactional: txn.is_some(),
         control: false,
         delete_horizon: false,
         partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
+        producer_id: txn.map_or(-1, |t| t.0),
+        producer_epoch: txn.map_or(-1, |t| t.1),
         timestamp_type: TimestampType::Creation,
         offset: 0,
-        sequence: -1,
+        sequence: if txn.is_some() { 0 } else { -1 },
         timestamp: 0,
         key: None,
         value: Some(bytes::Bytes::from_static(b"v")),
@@ -201,4 +206,29 @@ async fn a_follower_that_diverged_is_told_where_and_moved_replicas_are_removed()
     assert_eq!((t.partitions.len(), t.partitions.iter().count()), (1, 0), "known here, hosted elsewhere");
     node.apply(vec![MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: TOPIC_ID, ..Default::default() })], 0);
     assert!(node.registry.get("t").is_none());
+}
+
+#[tokio::test]
+async fn a_follower_ends_transactions_with_the_markers_it_fetches() {
+    // The leader writes a transaction and its abort marker; a follower that appends what it
+    // fetched must end the transaction too (else, once leader, its last stable offset is stuck).
+    let mut node = Node::new();
+    node.apply(vec![topic(), partition(0, &[ME], &[ME], ME, 1, 1)], 0);
+    let led = node.manager.get("t", 0).unwrap();
+    let mut log = led.partition.log();
+    let (bytes, summary) = batch::validate_produce(record_batch(Some((7, 0))), log.config(), 0).unwrap();
+    led.append(&mut log, bytes, &summary, 0, false).unwrap().unwrap();
+    assert_eq!(log.producer_state().first_unstable_offset(), Some(0));
+    let marker = led.append_marker(&mut log, (7, 0), false, 0, 0).unwrap().unwrap();
+    assert_eq!((marker, log.producer_state().first_unstable_offset()), (1, None));
+    let fetched = log.read(0, 2, 1 << 20, true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut follower = PartitionLog::open(&dir.path().join("t-0"), log.config().clone(), 0).unwrap();
+    for whole in batch::whole_batches(&fetched).unwrap() {
+        let (owned, summary) = batch::validate_internal(whole.to_vec(), follower.config(), 0).unwrap();
+        follower.append_as_follower(&owned, &summary, 0).unwrap();
+    }
+    assert_eq!(follower.log_end_offset(), 2);
+    assert_eq!(follower.producer_state().first_unstable_offset(), None, "the marker ended it");
+    assert_eq!(follower.producer_state().aborted_between(0, 2).len(), 1, "as an aborted transaction");
 }

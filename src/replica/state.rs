@@ -77,6 +77,9 @@ pub struct LeaderState {
     /// The first offset of this leader epoch (the leader's log end when it became leader).
     pub epoch_start_offset: i64,
     pub settings: ReplicaSettings,
+    /// Replicas on brokers that are fenced or shutting down (Kafka's `isReplicaIsrEligible`
+    /// fails for them): they neither hold the high watermark back nor join the ISR.
+    pub ineligible: std::collections::BTreeSet<i32>,
 }
 
 impl LeaderState {
@@ -120,6 +123,7 @@ impl LeaderState {
             high_watermark: high_watermark.min(log_end_offset),
             epoch_start_offset: log_end_offset,
             settings,
+            ineligible: Default::default(),
         }
     }
 
@@ -167,6 +171,7 @@ impl LeaderState {
             .iter()
             .filter(|(r, s)| {
                 !self.isr.contains(r)
+                    && !self.ineligible.contains(r)
                     && s.log_end_offset >= self.high_watermark
                     && s.log_end_offset >= self.epoch_start_offset
             })
@@ -225,8 +230,10 @@ impl LeaderState {
         let maximal = self.maximal_isr();
         let mut candidate = leader_log_end;
         for (r, state) in &self.followers {
-            let counts =
-                maximal.contains(r) || (self.replicas.contains(r) && self.caught_up(state, leader_log_end, now_ms));
+            let counts = maximal.contains(r)
+                || (self.replicas.contains(r)
+                    && !self.ineligible.contains(r)
+                    && self.caught_up(state, leader_log_end, now_ms));
             if counts && state.log_end_offset < candidate {
                 candidate = state.log_end_offset;
             }

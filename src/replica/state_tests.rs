@@ -42,6 +42,27 @@ fn a_follower_is_caught_up_by_kafkas_rule_and_the_isr_follows() {
 }
 
 #[test]
+fn a_fenced_follower_neither_holds_the_high_watermark_nor_rejoins() {
+    // Kafka's `isReplicaIsrEligible`: a replica on a fenced or shutting-down broker counts for
+    // neither the high watermark nor an ISR expansion, however recently it was caught up.
+    let mut l = LeaderState::become_leader(1, 5, 10, vec![1, 2, 3], vec![1, 2, 3], 100, 100, 0, SETTINGS);
+    l.on_follower_fetch(2, 100, 100, 1_000);
+    l.on_follower_fetch(3, 100, 100, 1_000);
+    // The controller fences 3 and takes it out of the ISR; 2 reaches 110.
+    l.on_isr_committed(Some((vec![1, 2], 11)));
+    l.on_follower_fetch(2, 110, 110, 2_000);
+    assert!(!l.maybe_advance_high_watermark(110, 2_000), "3 was caught up 1 s ago: it still counts");
+    l.ineligible = [3].into();
+    assert!(l.maybe_advance_high_watermark(110, 2_000), "fenced: it no longer does");
+    assert_eq!(l.high_watermark, 110);
+    // 3's last fetch (100) is below the high watermark, but even at it a fenced 3 stays out.
+    l.on_follower_fetch(3, 110, 110, 2_100);
+    assert_eq!(l.maybe_expand_isr(), None, "a fenced replica does not join the ISR");
+    l.ineligible.clear();
+    assert_eq!(l.maybe_expand_isr().map(|p| p.isr), Some(vec![1, 2, 3]), "unfenced, it does");
+}
+
+#[test]
 fn acks_all_with_min_insync_replicas() {
     let mut l = LeaderState::become_leader(1, 0, 0, vec![1, 2, 3], vec![1, 2], 0, 0, 0, SETTINGS);
     assert_eq!(l.check_append_acks_all(), Ok(()));

@@ -193,6 +193,7 @@ fn start_membership(
     let manager = Arc::new(crate::replica::manager::ReplicaManager::new(setup, broker.appended_sender()));
     let _ = broker.replicas.set(manager.clone());
     broker.groups.set_cluster_mode(manager.clone());
+    broker.txns.set_cluster_mode(manager.clone(), fetcher.listener.clone());
     let weak = Arc::downgrade(broker);
     let apply = Box::new(move |image: &crate::metadata::image::MetadataImage| {
         if let Some(broker) = weak.upgrade() {
@@ -203,6 +204,17 @@ fn start_membership(
                     match leads {
                         true => broker.groups.elect(&partition),
                         false => broker.groups.resign(partition.index),
+                    }
+                } else if partition.topic == crate::txn::coordinator::TXN_TOPIC {
+                    if !leads {
+                        broker.txns.resign(partition.index);
+                        continue;
+                    }
+                    let epoch = manager.get(&partition.topic, partition.index).map_or(0, |r| r.leader().1);
+                    let pending = broker.txns.elect(&partition, epoch);
+                    if !pending.is_empty() {
+                        let broker = broker.clone();
+                        tokio::spawn(async move { broker.txns.complete_loaded(&broker.txn_deps(), pending).await });
                     }
                 }
             }

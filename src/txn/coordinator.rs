@@ -13,12 +13,13 @@
 //! TV2 EndTxn once its Prepare record is): requests racing it wait for it instead of getting
 //! CONCURRENT_TRANSACTIONS, and what clients observe is otherwise the same.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 
-use super::records::{decode_key, encode_key, TxnState, TxnValue};
+pub use super::peers::Cluster;
+use super::records::{encode_key, TxnState, TxnValue};
 use super::transitions::{self, EndTxnPlan, InitPlan, EXHAUSTED_EPOCH, TV_0, TV_2};
 use crate::group::GroupCoordinator;
 use crate::log::flusher::Flusher;
@@ -28,6 +29,10 @@ use crate::metadata::TopicRegistry;
 use crate::txn::producer_ids::ProducerIds;
 
 pub const TXN_TOPIC: &str = "__transaction_state";
+
+/// How long markers that could not be written wait before the next try (Kafka's
+/// `TransactionMarkerChannelManager` retries on its next send).
+const MARKER_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct TxnMeta {
@@ -82,7 +87,7 @@ impl TxnMeta {
         }
     }
 
-    fn from_value(v: TxnValue) -> TxnMeta {
+    pub(super) fn from_value(v: TxnValue) -> TxnMeta {
         TxnMeta {
             producer_id: v.producer_id,
             epoch: v.epoch,
@@ -105,6 +110,11 @@ pub struct TxnConfig {
     pub max_timeout_ms: i32,
     /// `transactional.id.expiration.ms`: ids idle this long (no open transaction) are forgotten.
     pub id_expiration_ms: i64,
+    /// `transaction.state.log.replication.factor`, `.min.isr`, `.segment.bytes`: how a cluster
+    /// creates `__transaction_state`.
+    pub replication_factor: i16,
+    pub min_isr: i32,
+    pub segment_bytes: i64,
 }
 
 /// What the coordinator needs from the rest of the broker.
@@ -116,6 +126,10 @@ pub struct Deps<'a> {
     /// The finalized `transaction.version`: the protocol of coordinator-initiated aborts and
     /// the version of `__transaction_state` values.
     pub features: &'a Features,
+    /// In a cluster: the replica layer (coordinator writes and markers go through it) and the
+    /// controller link (its metadata image says who leads each partition).
+    pub replicas: Option<&'a crate::replica::manager::ReplicaManager>,
+    pub link: Option<&'a crate::node::ControllerLink>,
 }
 
 impl Deps<'_> {
@@ -131,15 +145,32 @@ pub struct TxnCoordinator {
     /// a time per id, different ids independent (an EndTxn writing markers does not hold up
     /// another producer's implicit add).
     ops: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// In a cluster: the `__transaction_state` partitions this broker leads, each with the
+    /// leader epoch it was loaded at (its coordinator epoch); `None` on a single node, which
+    /// owns them all (`ownership.rs`).
+    owned: Mutex<Option<BTreeMap<i32, i32>>>,
+    /// Set once in a cluster: the replicas coordinator writes go through, and the way to
+    /// partition leaders on other brokers.
+    pub(super) cluster: OnceLock<Cluster>,
 }
 
 impl TxnCoordinator {
     pub fn new(config: TxnConfig) -> TxnCoordinator {
-        TxnCoordinator { config, txns: Mutex::new(HashMap::new()), ops: Mutex::new(HashMap::new()) }
+        TxnCoordinator {
+            config,
+            txns: Mutex::new(HashMap::new()),
+            ops: Mutex::new(HashMap::new()),
+            owned: Mutex::new(None),
+            cluster: OnceLock::new(),
+        }
+    }
+
+    pub(super) fn owned(&self) -> MutexGuard<'_, Option<BTreeMap<i32, i32>>> {
+        self.owned.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits for the transactional id's turn to change its state.
-    async fn op(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(super) async fn op(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = self.ops.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
         lock.lock_owned().await
     }
@@ -174,6 +205,13 @@ impl TxnCoordinator {
     }
 
     fn state_partition(&self, topics: &TopicRegistry, transactional_id: &str) -> Result<Arc<Partition>, ResponseError> {
+        if self.is_cluster() {
+            // Created through the controller (FindCoordinator), led here or not coordinated here.
+            self.check_coordinator(transactional_id)?;
+            return topics
+                .partition(TXN_TOPIC, self.partition_for(transactional_id))
+                .ok_or(ResponseError::NotCoordinator);
+        }
         let topic = match topics.get(TXN_TOPIC) {
             Some(t) => t,
             None => {
@@ -201,33 +239,48 @@ impl TxnCoordinator {
 
     /// Writes and fsyncs the metadata record of one transactional id.
     async fn persist(&self, deps: &Deps<'_>, transactional_id: &str, meta: &TxnMeta) -> Result<(), ResponseError> {
-        let partition = self.state_partition(deps.topics, transactional_id)?;
         // As Kafka: version 1 values once `transaction.version` is 1 or more.
         let value = if deps.cluster_tv() >= 1 { meta.value().encode() } else { meta.value().encode_v0() };
-        let end = crate::group::append_records(None, &partition, vec![(encode_key(transactional_id), Some(value))])
-            .map_err(|e| {
-                tracing::error!(error = %e, "cannot write {TXN_TOPIC}");
-                ResponseError::CoordinatorNotAvailable
-            })?;
+        self.write_record(deps, transactional_id, Some(value)).await
+    }
+
+    /// Appends one record of `__transaction_state` (a tombstone: `None`) and waits until it is
+    /// committed (acks=all in a cluster) and fsynced, with the errors Kafka's transaction state
+    /// manager answers for a failed append.
+    async fn write_record(&self, deps: &Deps<'_>, id: &str, value: Option<Vec<u8>>) -> Result<(), ResponseError> {
+        let partition = self.state_partition(deps.topics, id)?;
+        let end = crate::group::append_records(deps.replicas, &partition, vec![(encode_key(id), value)]).map_err(
+            |e| match e {
+                crate::error::LogError::NotLeader => ResponseError::NotCoordinator,
+                e => {
+                    tracing::error!(error = %e, "cannot write {TXN_TOPIC}");
+                    ResponseError::CoordinatorNotAvailable
+                }
+            },
+        )?;
+        if let Some(rm) = deps.replicas {
+            let deadline = tokio::time::Instant::now() + super::markers::MARKER_TIMEOUT;
+            match rm.wait_replicated(TXN_TOPIC, partition.index, end, deadline).await {
+                Ok(()) => {}
+                Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
+                    return Err(ResponseError::NotCoordinator)
+                }
+                Err(e) => {
+                    tracing::warn!(error = ?e, "a write to {TXN_TOPIC} was not replicated");
+                    return Err(ResponseError::CoordinatorNotAvailable);
+                }
+            }
+        }
         deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::CoordinatorNotAvailable)
     }
 
     /// Rebuilds state from `__transaction_state`; completes transactions caught mid-commit.
     pub async fn load(&self, deps: &Deps<'_>) -> anyhow::Result<()> {
+        debug_assert!(!self.is_cluster(), "a cluster broker loads partitions as it leads them (elect)");
         let Some(topic) = deps.topics.get(TXN_TOPIC) else { return Ok(()) };
         let mut loaded: HashMap<String, TxnMeta> = HashMap::new();
-        for partition in &topic.partitions {
-            crate::group::replay(partition, |record| {
-                let Some(id) = record.key.as_deref().and_then(decode_key) else { return };
-                match record.value.as_deref().and_then(TxnValue::decode) {
-                    Some(v) => {
-                        loaded.insert(id, TxnMeta::from_value(v));
-                    }
-                    None => {
-                        loaded.remove(&id);
-                    }
-                }
-            })?;
+        for partition in topic.partitions.iter() {
+            loaded.extend(super::ownership::replay(partition)?);
         }
         let pending: Vec<(String, TxnMeta)> = loaded
             .iter()
@@ -251,39 +304,97 @@ impl TxnCoordinator {
     /// Writes markers for `meta`'s partitions (at its epoch: the bumped one under TV2, so late
     /// writes of the ended transaction are fenced) and moves it to CompleteCommit/CompleteAbort.
     /// Returns the completed metadata.
-    async fn complete(&self, deps: &Deps<'_>, id: &str, meta: TxnMeta) -> Result<TxnMeta, ResponseError> {
+    pub(super) async fn complete(&self, deps: &Deps<'_>, id: &str, meta: TxnMeta) -> Result<TxnMeta, ResponseError> {
         let commit = meta.state == TxnState::PrepareCommit;
-        let now = now_ms();
-        let mut written = Vec::new();
-        for (topic, p) in &meta.partitions {
-            let Some(partition) = deps.topics.partition(topic, *p) else { continue };
-            let offset = crate::replica::append_marker_as_leader(
-                &mut partition.log(),
-                meta.producer_id,
-                meta.epoch,
-                commit,
-                0,
-                now,
-            );
-            match offset {
-                Ok(offset) => {
-                    if topic == crate::group::OFFSETS_TOPIC {
-                        deps.groups.complete_txn(meta.producer_id, *p, commit);
+        let coordinator_epoch = self.coordinator_epoch(id);
+        let producer = (meta.producer_id, meta.epoch);
+        let partitions: Vec<(String, i32)> = meta.partitions.iter().cloned().collect();
+        match (self.cluster.get(), deps.link) {
+            (Some(cluster), Some(link)) => {
+                self.write_markers(deps, cluster, link, id, producer, commit, coordinator_epoch, partitions).await?
+            }
+            _ => {
+                for ((topic, p), outcome) in
+                    super::markers::write_here(deps, producer, commit, coordinator_epoch, partitions).await
+                {
+                    match outcome {
+                        Ok(()) | Err(ResponseError::UnknownTopicOrPartition) => {}
+                        Err(ResponseError::KafkaStorageError) => return Err(ResponseError::KafkaStorageError),
+                        Err(e) => {
+                            tracing::warn!(transactional_id = id, %topic, partition = p, error = ?e, "marker not written")
+                        }
                     }
-                    written.push((partition, offset + 1));
-                }
-                Err(e) => {
-                    tracing::warn!(transactional_id = id, %topic, partition = p, error = %e, "marker not written")
                 }
             }
         }
-        for (partition, end) in written {
-            deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::KafkaStorageError)?;
-        }
-        let completed = transitions::complete(&meta, now);
+        let completed = transitions::complete(&meta, now_ms());
         self.persist(deps, id, &completed).await?;
         self.lock().insert(id.to_string(), completed.clone());
         Ok(completed)
+    }
+
+    /// In a cluster: writes the markers on every partition's current leader (here, or with
+    /// WriteTxnMarkers), retrying what is not written yet (a leader moving, a follower behind)
+    /// until all are, the partition is deleted, or this broker stops coordinating `id`.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_markers(
+        &self,
+        deps: &Deps<'_>,
+        cluster: &Cluster,
+        link: &crate::node::ControllerLink,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+        coordinator_epoch: i32,
+        mut pending: Vec<(String, i32)>,
+    ) -> Result<(), ResponseError> {
+        let me = cluster.replicas.node_id();
+        while !pending.is_empty() {
+            if !self.still_owns(id, coordinator_epoch) {
+                return Err(ResponseError::NotCoordinator);
+            }
+            let image = link.image();
+            let mut here = Vec::new();
+            let mut remote: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
+            pending.retain(|(topic, p)| {
+                let Some(partition) = image.topic(topic).and_then(|t| t.partitions.get(p)) else {
+                    tracing::info!(transactional_id = id, %topic, partition = p, "no marker for a deleted partition");
+                    return false;
+                };
+                match partition.leader {
+                    leader if leader == me => here.push((topic.clone(), *p)),
+                    leader if leader >= 0 => remote.entry(leader).or_default().push((topic.clone(), *p)),
+                    _ => {} // no leader now: retried
+                }
+                true
+            });
+            let mut results = super::markers::write_here(deps, producer, commit, coordinator_epoch, here).await;
+            for (broker, partitions) in remote {
+                match image.endpoint_addr(broker, &cluster.listener) {
+                    Some(addr) => results.extend(
+                        cluster.write_remote(broker, &addr, producer, commit, coordinator_epoch, partitions).await,
+                    ),
+                    None => results.extend(partitions.into_iter().map(|k| (k, Err(ResponseError::NetworkException)))),
+                }
+            }
+            for (key, outcome) in results {
+                match outcome {
+                    Ok(()) => pending.retain(|k| *k != key),
+                    // A newer epoch or coordinator wrote there already: this marker is stale.
+                    Err(e @ (ResponseError::InvalidProducerEpoch | ResponseError::TransactionCoordinatorFenced)) => {
+                        tracing::warn!(transactional_id = id, topic = %key.0, partition = key.1, error = ?e, "marker refused");
+                        pending.retain(|k| *k != key);
+                    }
+                    Err(e) => {
+                        tracing::debug!(transactional_id = id, topic = %key.0, partition = key.1, error = ?e, "marker to retry")
+                    }
+                }
+            }
+            if !pending.is_empty() {
+                tokio::time::sleep(MARKER_RETRY_BACKOFF).await;
+            }
+        }
+        Ok(())
     }
 
     /// Persists a Prepare transition, then completes it.
@@ -321,6 +432,7 @@ impl TxnCoordinator {
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     ) -> Result<(i64, i16), ResponseError> {
+        self.check_coordinator(id)?;
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
@@ -374,6 +486,7 @@ impl TxnCoordinator {
         partitions: Vec<(String, i32)>,
         tv: i16,
     ) -> Result<(), ResponseError> {
+        self.check_coordinator(id)?;
         let _op = self.op(id).await;
         let meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
         if transitions::add_partitions(&meta, producer_id, epoch, &partitions)? {
@@ -394,6 +507,9 @@ impl TxnCoordinator {
         epoch: i16,
         partition: &(String, i32),
     ) -> Result<(), ResponseError> {
+        if let Some(id) = id {
+            self.check_coordinator(id)?;
+        }
         let txns = self.lock();
         let meta = match id {
             Some(id) => txns.get(id),
@@ -422,6 +538,7 @@ impl TxnCoordinator {
         commit: bool,
         version: i16,
     ) -> Result<(i64, i16), ResponseError> {
+        self.check_coordinator(id)?;
         let _op = self.op(id).await;
         let meta = self.lock().get(id).cloned().ok_or(ResponseError::InvalidProducerIdMapping)?;
         let tv2 = version >= 5;
@@ -459,15 +576,12 @@ impl TxnCoordinator {
             let op = self.op(&id).await;
             // Still idle now that it is this id's turn (an InitProducerId may have come first).
             let idle = self.lock().get(&id).is_some_and(|m| self.is_idle(m, now));
-            let Ok(partition) = self.state_partition(deps.topics, &id) else { continue };
             if !idle {
                 continue;
             }
-            if let Ok(end) = crate::group::append_records(None, &partition, vec![(encode_key(&id), None)]) {
-                if deps.flusher.flush(partition, end).await.is_ok() {
-                    self.lock().remove(&id);
-                    tracing::info!(transactional_id = %id, "transactional id expired");
-                }
+            if self.write_record(deps, &id, None).await.is_ok() {
+                self.lock().remove(&id);
+                tracing::info!(transactional_id = %id, "transactional id expired");
             }
             drop(op);
             self.forget_op(&id);
@@ -534,7 +648,14 @@ mod tests {
     /// Transitions of one transactional id wait for each other; other ids do not wait.
     #[tokio::test]
     async fn transitions_are_serialised_per_transactional_id_only() {
-        let config = TxnConfig { partitions: 1, max_timeout_ms: 900_000, id_expiration_ms: 604_800_000 };
+        let config = TxnConfig {
+            partitions: 1,
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 604_800_000,
+            replication_factor: 1,
+            min_isr: 1,
+            segment_bytes: 1 << 20,
+        };
         let coordinator = TxnCoordinator::new(config);
         let held = coordinator.op("a").await;
         let soon = std::time::Duration::from_millis(50);
@@ -572,8 +693,17 @@ mod tests {
             groups: &groups,
             producer_ids: &producer_ids,
             features: &features,
+            replicas: None,
+            link: None,
         };
-        let txn_config = TxnConfig { partitions: 3, max_timeout_ms: 900_000, id_expiration_ms: 604_800_000 };
+        let txn_config = TxnConfig {
+            partitions: 3,
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 604_800_000,
+            replication_factor: 1,
+            min_isr: 1,
+            segment_bytes: 1 << 20,
+        };
         let before_crash = TxnCoordinator::new(txn_config.clone());
         let prepared = TxnMeta {
             epoch: 0,

@@ -1,0 +1,189 @@
+//! The transaction coordinator's requests to other brokers in a cluster, one connection per
+//! broker on the inter-broker listener (Kafka's `TransactionMarkerChannelManager` and
+//! `AddPartitionsToTxnManager`): WriteTxnMarkers (v1) from a coordinator to partition leaders,
+//! and AddPartitionsToTxn (v5, the brokers' batched form) from a partition leader to the
+//! coordinator of a transactional id, to verify a transactional write or add its partition.
+//! Invariants: every request is bounded by `PEER_TIMEOUT`; a connection serves one request
+//! at a time and is dropped after any failure; a failed request answers every partition
+//! NETWORK_EXCEPTION (retriable), never success.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
+};
+use kafka_protocol::messages::{ProducerId, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+
+use super::markers::MarkerResult;
+use crate::node::client::Connection;
+use crate::replica::manager::ReplicaManager;
+
+/// Bounds every request to another broker (Kafka's `request.timeout.ms`).
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn name(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// The coordinator's side of a cluster: how to reach partition leaders on other brokers.
+pub struct Cluster {
+    pub replicas: Arc<ReplicaManager>,
+    /// `inter.broker.listener.name`.
+    pub listener: String,
+    /// One connection per broker, each used by one request at a time.
+    conns: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
+}
+
+impl Cluster {
+    pub fn new(replicas: Arc<ReplicaManager>, listener: String) -> Cluster {
+        Cluster { replicas, listener, conns: Mutex::new(HashMap::new()) }
+    }
+
+    fn conn(&self, broker: i32) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).entry(broker).or_default().clone()
+    }
+
+    /// Sends `request` to `broker` at `addr` on its connection (made first if needed; dropped
+    /// after a failure).
+    async fn send<R: kafka_protocol::protocol::Request>(
+        &self,
+        broker: i32,
+        addr: &str,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<R::Response> {
+        let slot = self.conn(broker);
+        let mut conn = slot.lock().await;
+        if conn.as_ref().is_none_or(|c| c.addr() != addr) {
+            let client_id = format!("broker-{}-txn", self.replicas.node_id());
+            *conn = Some(Connection::connect(addr, &client_id, PEER_TIMEOUT).await?);
+        }
+        let sent = conn.as_mut().expect("connected").send(version, request, PEER_TIMEOUT).await;
+        if sent.is_err() {
+            *conn = None;
+        }
+        sent
+    }
+
+    /// Sends one WriteTxnMarkers request to `broker` at `addr`: each partition's answer (all
+    /// of them NETWORK_EXCEPTION if the request failed).
+    pub async fn write_remote(
+        &self,
+        broker: i32,
+        addr: &str,
+        producer: (i64, i16),
+        commit: bool,
+        coordinator_epoch: i32,
+        partitions: Vec<(String, i32)>,
+    ) -> Vec<MarkerResult> {
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in &partitions {
+            topics.entry(t.as_str()).or_default().push(*p);
+        }
+        let marker = WritableTxnMarker::default()
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_transaction_result(commit)
+            .with_coordinator_epoch(coordinator_epoch)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        WritableTxnMarkerTopic::default().with_name(TopicName(name(t))).with_partition_indexes(ps)
+                    })
+                    .collect(),
+            );
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
+        match self.send(broker, addr, 1, &request).await {
+            Ok(response) => {
+                let mut answered: HashMap<(String, i32), i16> = HashMap::new();
+                for m in &response.markers {
+                    for t in &m.topics {
+                        for p in &t.partitions {
+                            answered.insert((t.name.0.to_string(), p.partition_index), p.error_code);
+                        }
+                    }
+                }
+                partitions
+                    .into_iter()
+                    .map(|key| {
+                        let code = answered.get(&key).copied().unwrap_or(ResponseError::UnknownServerError.code());
+                        let outcome = match ResponseError::try_from_code(code) {
+                            None => Ok(()),
+                            Some(e) => Err(e),
+                        };
+                        (key, outcome)
+                    })
+                    .collect()
+            }
+            Err(e) => {
+                tracing::debug!(broker, error = %e, "WriteTxnMarkers failed");
+                partitions.into_iter().map(|key| (key, Err(ResponseError::NetworkException))).collect()
+            }
+        }
+    }
+
+    /// AddPartitionsToTxn v5 for one transaction to its coordinator `broker` at `addr`: only
+    /// verifies that the partitions are in the ongoing transaction (`verify_only`, transaction
+    /// protocol 1), or adds them (protocol 2). Each partition's answer.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn add_partitions_remote(
+        &self,
+        broker: i32,
+        addr: &str,
+        id: &str,
+        producer: (i64, i16),
+        verify_only: bool,
+        partitions: &[(String, i32)],
+    ) -> Vec<MarkerResult> {
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            topics.entry(t.as_str()).or_default().push(*p);
+        }
+        let txn = AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(name(id)))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_verify_only(verify_only)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| AddPartitionsToTxnTopic::default().with_name(TopicName(name(t))).with_partitions(ps))
+                    .collect(),
+            );
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
+        let everywhere = |e: ResponseError| partitions.iter().map(|k| (k.clone(), Err(e))).collect();
+        let response = match self.send(broker, addr, 5, &request).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(broker, error = %e, "AddPartitionsToTxn failed");
+                return everywhere(ResponseError::NetworkException);
+            }
+        };
+        if let Some(e) = ResponseError::try_from_code(response.error_code) {
+            return everywhere(e);
+        }
+        let mut answered: HashMap<(String, i32), i16> = HashMap::new();
+        for r in response.results_by_transaction.iter().filter(|r| r.transactional_id.0.as_str() == id) {
+            for t in &r.topic_results {
+                for p in &t.results_by_partition {
+                    answered.insert((t.name.0.to_string(), p.partition_index), p.partition_error_code);
+                }
+            }
+        }
+        partitions
+            .iter()
+            .map(|key| {
+                let code = answered.get(key).copied().unwrap_or(ResponseError::UnknownServerError.code());
+                (key.clone(), ResponseError::try_from_code(code).map_or(Ok(()), Err))
+            })
+            .collect()
+    }
+}
