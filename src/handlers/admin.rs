@@ -1,5 +1,6 @@
 //! Admin APIs for the Kafka CLI tools and AdminClient: CreatePartitions (grow only),
-//! DeleteRecords and DescribeCluster. The config APIs live in `configs.rs`.
+//! DeleteRecords and DescribeCluster (on a broker of a controller quorum, the brokers of the
+//! metadata image: `metadata_image`). The config APIs live in `configs.rs`.
 //! Authorization as Kafka's: CreatePartitions ALTER and DeleteRecords DELETE on each topic
 //! (else TOPIC_AUTHORIZATION_FAILED); DescribeCluster reports the cluster operations allowed.
 
@@ -19,7 +20,7 @@ use kafka_protocol::messages::BrokerId;
 
 use super::create_topics::validate_assignment;
 use super::metadata::advertised_endpoint;
-use super::{str_bytes, RequestContext};
+use super::{metadata_image, str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::security::acl;
 
@@ -112,15 +113,27 @@ pub fn describe_cluster(
             .with_endpoint_type(1)
             .with_controller_id(BrokerId(-1));
     }
-    let (host, port) = advertised_endpoint(broker, ctx);
-    let node = BrokerId(broker.config.node_id);
+    let (controller, brokers) = match broker.controller.get() {
+        // A broker of a controller quorum: the brokers of the quorum's metadata image.
+        Some(link) => metadata_image::describe_cluster_brokers(
+            &link.image(),
+            &ctx.listener,
+            broker.config.node_id,
+            req.include_fenced_brokers,
+        ),
+        None => {
+            let (host, port) = advertised_endpoint(broker, ctx);
+            let node = BrokerId(broker.config.node_id);
+            (
+                node,
+                vec![DescribeClusterBroker::default().with_broker_id(node).with_host(str_bytes(&host)).with_port(port)],
+            )
+        }
+    };
     let response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.cluster_id))
-        .with_controller_id(node)
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(node)
-            .with_host(str_bytes(&host))
-            .with_port(port)])
+        .with_controller_id(controller)
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(
             ctx.authz(broker).cluster_operations_if(req.include_cluster_authorized_operations),
         );

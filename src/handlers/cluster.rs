@@ -1,7 +1,9 @@
 //! Cluster-shape APIs that a single node answers for itself: DescribeLogDirs and
 //! AlterReplicaLogDirs (moves between log directories run in `metadata::replica_move`),
 //! DescribeTopicPartitions (paginated), OffsetForLeaderEpoch, ElectLeaders and the partition
-//! reassignment pair (this node is every partition's only replica and leader).
+//! reassignment pair (this node is every partition's only replica and leader). A broker of a
+//! controller quorum answers DescribeTopicPartitions from the metadata image instead
+//! (`topic_partitions_image`).
 //!
 //! Authorization as Kafka's: AlterReplicaLogDirs, ElectLeaders and AlterPartitionReassignments
 //! need ALTER on the cluster, DescribeLogDirs and ListPartitionReassignments DESCRIBE (refused

@@ -26,6 +26,7 @@ mod offsets;
 pub mod produce;
 mod quotas;
 mod sasl;
+mod topic_partitions_image;
 mod txn;
 mod txn_broker;
 pub mod txn_verify;
@@ -145,9 +146,13 @@ pub async fn dispatch(
         RequestKind::DescribeLogDirs(req) => {
             ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, ctx, req, version))
         }
-        RequestKind::DescribeTopicPartitions(req) => {
-            ResponseKind::DescribeTopicPartitions(cluster::describe_topic_partitions(broker, ctx, req))
-        }
+        RequestKind::DescribeTopicPartitions(req) => match broker.controller.get() {
+            // A broker of a controller quorum answers from the quorum's metadata image.
+            Some(link) => {
+                ResponseKind::DescribeTopicPartitions(topic_partitions_image::handle(broker, ctx, req, &link.image()))
+            }
+            None => ResponseKind::DescribeTopicPartitions(cluster::describe_topic_partitions(broker, ctx, req)),
+        },
         RequestKind::OffsetForLeaderEpoch(req) => {
             ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, ctx, req))
         }
