@@ -91,7 +91,6 @@ _FEATURES = ("Ketch finalizes only transaction.version (2): group.version is lef
 KNOWN_DIFFERENCES: list[tuple[str, str, str]] = [
     ("api-versions", ".SupportedFeatures*", _FEATURES),
     ("api-versions", ".FinalizedFeatures*", _FEATURES),
-    ("api-versions", ".ApiKeys[ApiKey=24].MaxVersion", "AddPartitionsToTxn v4+ are broker-to-broker (KIP-890)"),
     ("describe-configs-broker-logger", "*", "Ketch has no log4j loggers to list (its level is ketch.log.level)"),
     ("describe-configs-broker-all", "*[Name=log.dir].Value", "Ketch's default data directory is ./data on purpose"),
     ("describe-configs-broker-all", "*[Name=socket.receive.buffer.bytes].Value",
