@@ -1,0 +1,112 @@
+//! The coordinator's I/O: transitions serialised per transactional id, and prepared
+//! transactions completed at start.
+
+use super::*;
+use crate::config::{BrokerConfig, Properties};
+use crate::group::{GroupConfig, GroupCoordinator};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+fn txn_batch(producer_id: i64) -> Vec<u8> {
+    let record = Record {
+        transactional: true,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: 0,
+        timestamp: now_ms(),
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    buf.to_vec()
+}
+
+/// Transitions of one transactional id wait for each other; other ids do not wait.
+#[tokio::test]
+async fn transitions_are_serialised_per_transactional_id_only() {
+    let config = TxnConfig {
+        partitions: 1,
+        max_timeout_ms: 900_000,
+        id_expiration_ms: 604_800_000,
+        replication_factor: 1,
+        min_isr: 1,
+        segment_bytes: 1 << 20,
+    };
+    let coordinator = TxnCoordinator::new(config);
+    let held = coordinator.op("a").await;
+    let soon = std::time::Duration::from_millis(50);
+    assert!(tokio::time::timeout(soon, coordinator.op("b")).await.is_ok(), "another id goes ahead");
+    assert!(tokio::time::timeout(soon, coordinator.op("a")).await.is_err(), "the same id waits");
+    drop(held);
+    assert!(tokio::time::timeout(soon, coordinator.op("a")).await.is_ok());
+    coordinator.forget_op("a");
+    coordinator.forget_op("b");
+    assert!(coordinator.ops.lock().unwrap().is_empty(), "idle locks are dropped");
+}
+
+/// A crash between PrepareCommit and the markers: the next start writes the markers, so the
+/// transaction's data becomes readable (LSO reaches the high watermark).
+#[tokio::test]
+async fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = Properties::new();
+    props.insert("log.dirs".into(), dir.path().display().to_string());
+    let config = BrokerConfig::from_properties(props).unwrap();
+    let topics = TopicRegistry::open(&config).unwrap();
+    let topic = topics.create("t", 1, Properties::new()).unwrap();
+    let partition = topic.partitions.get(0).unwrap().clone();
+    let (bytes, summary) = crate::log::batch::validate_produce(txn_batch(5), &topic.config, now_ms()).unwrap();
+    crate::replica::append_as_leader(&mut partition.log(), bytes, &summary, now_ms()).unwrap();
+    assert_eq!(partition.log().last_stable_offset(), 0, "the open transaction holds the LSO");
+
+    let flusher = Flusher::start();
+    let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
+    let producer_ids = ProducerIds::open(dir.path()).unwrap();
+    let features = Features::open(dir.path(), 1).unwrap();
+    let deps = Deps {
+        topics: &topics,
+        flusher: &flusher,
+        groups: &groups,
+        producer_ids: &producer_ids,
+        features: &features,
+        replicas: None,
+        link: None,
+    };
+    let txn_config = TxnConfig {
+        partitions: 3,
+        max_timeout_ms: 900_000,
+        id_expiration_ms: 604_800_000,
+        replication_factor: 1,
+        min_isr: 1,
+        segment_bytes: 1 << 20,
+    };
+    let before_crash = TxnCoordinator::new(txn_config.clone());
+    let prepared = TxnMeta {
+        epoch: 0,
+        state: TxnState::PrepareCommit,
+        partitions: [("t".to_string(), 0)].into_iter().collect(),
+        start_ms: now_ms(),
+        ..TxnMeta::new(5, 60_000, now_ms())
+    };
+    before_crash.persist(&deps, "tx", &prepared).await.unwrap();
+
+    let restarted = TxnCoordinator::new(txn_config);
+    restarted.load(&deps).await.unwrap();
+    assert_eq!(restarted.lock()["tx"].state, TxnState::CompleteCommit);
+    let log = partition.log();
+    assert_eq!(log.log_end_offset(), 2, "data plus the commit marker");
+    assert_eq!(log.last_stable_offset(), log.high_watermark());
+    assert!(log.aborted_txns(0, 2).is_empty());
+}
