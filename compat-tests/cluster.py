@@ -7,6 +7,16 @@
     ...
     b.close(); ctl.close()
 
+or, for a whole cluster in a test, the `start_cluster` fixture (a plugin of conftest.py: every test
+module has it):
+
+    c = start_cluster({1: ("kafka", {}), 2: ("ketch", {...})}, parallel=True)   # a started Cluster
+    c.ctl, c.brokers[2], c.bootstrap()
+
+with helpers to wait for the cluster's state: wait_for, partition_states / cluster_states (one
+Metadata request), wait_for_leader / wait_for_isr (polled until leaders / ISR reach a set),
+create_topic (asked again while the brokers are not all registered), group_offsets.
+
 A Ketch broker is formatted with `ketch format -t <the controller's cluster id>`, a Kafka broker
 with Kafka's StorageTool, as an operator would.
 """
@@ -16,10 +26,16 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import (REPO_ROOT, BrokerStartError, KafkaBroker, KetchBroker, free_port, kafka_libs_dir)
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import TARGET, BrokerStartError, KafkaBroker, KetchBroker, free_port
 
 CONTROLLER_ID = 3000
 
@@ -149,3 +165,252 @@ def broker_under(ctl: KafkaController, workdir: Path, node_id: int, kind: str, o
     if kind == "kafka":
         return KafkaBrokerUnder(workdir, ctl, node_id, overrides)
     return KetchBrokerUnder(workdir, ctl, node_id, overrides)
+
+
+# ---------------------------------------------------------------------------------------------
+# a controller and its brokers, started and stopped together
+# ---------------------------------------------------------------------------------------------
+
+
+def bootstrap(brokers) -> str:
+    """"host:port,host:port" of `brokers` (their current addresses)."""
+    return ",".join(b.bootstrap for b in brokers)
+
+
+class Cluster:
+    """A KafkaController and brokers under it: `nodes` is {node id: (kind, broker overrides)},
+    started in that order (`parallel=True`: all at once, about 15 s instead of 22 s for three on
+    2 cores). `brokers` is {node id: broker}; `processes` lists the controller and the brokers (their
+    logs go into a failing test's report: conftest's report hook reads `item._compat_brokers`)."""
+
+    def __init__(self, root: Path, nodes: dict, controller_overrides=None):
+        self.ctl = KafkaController(root / "controller", controller_overrides)
+        self.brokers = {n: broker_under(self.ctl, root / f"broker{n}", n, kind, overrides)
+                        for n, (kind, overrides) in nodes.items()}
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def processes(self) -> list:
+        return [self.ctl, *self.brokers.values()]
+
+    def bootstrap(self) -> str:
+        return bootstrap(self.brokers.values())
+
+    def start(self, parallel: bool = False) -> "Cluster":
+        self.ctl.start()
+        if parallel:
+            # By threads that live until stop(): conftest's children get SIGKILL when the THREAD that
+            # spawned them exits (PR_SET_PDEATHSIG).
+            self._pool = ThreadPoolExecutor(len(self.brokers))
+            list(self._pool.map(lambda b: b.start(), self.brokers.values()))
+        else:
+            for b in self.brokers.values():
+                b.start()
+        return self
+
+    def wait_registered(self, admin, timeout: float = 30) -> None:
+        """Until `admin`'s Metadata answer names every broker of the cluster (registered and unfenced)."""
+        nodes = sorted(self.brokers)
+        wait_for(lambda: sorted(admin.list_topics(timeout=10).brokers) == nodes,
+                 f"brokers {nodes} in the Metadata", timeout=timeout)
+
+    def stop(self, kill: bool = False) -> None:
+        """Brokers first, last started first (kill=True: kill -9, for a throwaway cluster; else a
+        graceful close), then the controller."""
+        try:
+            for b in reversed(list(self.brokers.values())):
+                if kill:
+                    b.kill9()
+                else:
+                    b.close()
+        finally:
+            self.ctl.close()
+            if self._pool is not None:
+                self._pool.shutdown()
+
+
+THREE_NODES = [1, 2, 3]
+# Three brokers with Kafka's replication-test settings: replication factor 3 for the topics,
+# `__consumer_offsets` (6 partitions) and the transaction log, min.insync.replicas=2.
+THREE_BROKER_SETTINGS = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "6",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "6",
+    "group.initial.rebalance.delay.ms": "0",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+}
+
+
+def three_broker_cluster(start_cluster) -> dict:
+    """Brokers 1, 2 and 3 of the target kind (THREE_BROKER_SETTINGS) under a fresh controller,
+    started in parallel and killed (-9, a throwaway cluster: no controlled shutdown to wait for) at
+    the test's end; returns {node id: broker} once all three are in the Metadata."""
+    c = start_cluster({n: (TARGET, THREE_BROKER_SETTINGS) for n in THREE_NODES}, parallel=True, kill=True)
+    c.wait_registered(AdminClient({"bootstrap.servers": c.bootstrap()}), timeout=60)
+    return c.brokers
+
+
+@pytest.fixture
+def start_cluster(request, tmp_path):
+    """Factory: start_cluster(nodes, controller_overrides=None, parallel=False, kill=False) -> a
+    started Cluster (see there), stopped at the test's end (kill: the brokers with kill -9)."""
+    started: list[tuple[Cluster, bool]] = []
+
+    def factory(nodes: dict, controller_overrides=None, parallel: bool = False, kill: bool = False) -> Cluster:
+        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides)
+        started.append((c, kill))
+        request.node._compat_brokers = [p for c_, _ in started for p in c_.processes]
+        return c.start(parallel)
+
+    yield factory
+    for c, kill in reversed(started):
+        c.stop(kill)
+
+
+# ---------------------------------------------------------------------------------------------
+# waiting for the cluster's state
+# ---------------------------------------------------------------------------------------------
+
+
+def wait_for(check, what: str, timeout: float = 30, interval: float = 0.5):
+    """Calls `check` every `interval` s until it returns something true, and returns that; fails the
+    test after `timeout` s with its last answer."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def partition_states(admin, topic: str):
+    """({partition: (leader, sorted ISR)} of `topic`, sorted ids of the brokers in the answer) from
+    one Metadata request for `topic`, or None while the topic or the answer is not there."""
+    try:
+        md = admin.list_topics(topic, timeout=5)
+    except KafkaException:
+        return None
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p: (pm.leader, sorted(pm.isrs)) for p, pm in t.partitions.items()}, sorted(md.brokers)
+
+
+def cluster_states(admin):
+    """({(topic, partition): (leader, sorted ISR)} of every topic answered without an error, sorted
+    ids of the brokers in the answer) from one Metadata request for every topic, or None."""
+    try:
+        md = admin.list_topics(timeout=5)
+    except KafkaException:
+        return None
+    parts = {}
+    for t, tm in md.topics.items():
+        if tm.error is None:  # a topic with an error (e.g. no leader yet) is left out
+            parts.update({(t, p): (pm.leader, sorted(pm.isrs)) for p, pm in tm.partitions.items()})
+    return parts, sorted(md.brokers)
+
+
+def describe_partitions(admin, topic):
+    """`topic` a name: partition_states (keys: partition numbers); a list of names: cluster_states
+    restricted to them, None unless each has a partition in the answer; None: cluster_states."""
+    if isinstance(topic, str):
+        return partition_states(admin, topic)
+    s = cluster_states(admin)
+    if s is None or topic is None:
+        return s
+    parts = {tp: st for tp, st in s[0].items() if tp[0] in topic}
+    if not all(any(t == name for t, _ in parts) for name in topic):
+        return None
+    return parts, s[1]
+
+
+def wait_for_partitions(admin, topic, *, leaders=None, isr=None, count=None, only=None, brokers=None,
+                        absent=(), what: str, timeout: float = 30):
+    """Polls describe_partitions(admin, topic) until its answer has: every partition considered (all,
+    or the keys in `only`) led by a broker in `leaders` and with the ISR `isr` (each when given),
+    `count` partitions (an int; for a list of topics {topic: partitions}), exactly the `brokers`
+    (sorted ids, when given) and none of `absent`. Returns that answer: (states, brokers)."""
+    leaders = None if leaders is None else set(leaders)
+    isr = None if isr is None else sorted(isr)
+
+    def ok():
+        s = describe_partitions(admin, topic)
+        if not s:
+            return None
+        states, ids = s
+        if brokers is not None and ids != sorted(brokers):
+            return None
+        if any(n in ids for n in absent):
+            return None
+        if isinstance(count, int) and len(states) != count:
+            return None
+        if isinstance(count, dict) and any(sum(t == name for t, _ in states) != n for name, n in count.items()):
+            return None
+        keys = list(states) if only is None else list(only)
+        if any(k not in states for k in keys):
+            return None
+        if leaders is not None and any(states[k][0] not in leaders for k in keys):
+            return None
+        if isr is not None and any(states[k][1] != isr for k in keys):
+            return None
+        return s
+
+    return wait_for(ok, what, timeout=timeout)
+
+
+def wait_for_leader(admin, topic, leaders, *, what: str | None = None, **kw):
+    """Until every partition of `topic` (or each key in `only`) is led by a broker in `leaders`
+    (see wait_for_partitions for the other conditions); returns (states, brokers)."""
+    return wait_for_partitions(admin, topic, leaders=leaders,
+                               what=what or f"{topic} led by one of {sorted(leaders)}", **kw)
+
+
+def wait_for_isr(admin, topic, isr, *, what: str | None = None, **kw):
+    """Until every partition of `topic` (or each key in `only`) has the ISR `isr` (see
+    wait_for_partitions for the other conditions); returns (states, brokers)."""
+    return wait_for_partitions(admin, topic, isr=isr, what=what or f"the ISR {sorted(isr)} of {topic}", **kw)
+
+
+def create_topic(admin, new, not_yet: int, what: str | None = None, timeout: float = 30) -> None:
+    """CreateTopics for `new` (a NewTopic), asked again while it fails with `not_yet` (right after the
+    brokers start the controller may not have them all registered and unfenced yet: Kafka answers
+    INVALID_REPLICA_ASSIGNMENT to an assignment naming one, INVALID_REPLICATION_FACTOR to a
+    replication factor above the brokers it has)."""
+    def created():
+        try:
+            admin.create_topics([new])[new.topic].result(timeout=30)
+            return True
+        except KafkaException as e:
+            if e.args[0].code() != not_yet:
+                raise
+            return False
+
+    wait_for(created, what or f"{new.topic} created", timeout=timeout)
+
+
+def create_three_way_topic(admin, topic: str, partitions: int) -> dict:
+    """`topic` with replication factor 3 and min.insync.replicas=2 on a three_broker_cluster; waits
+    until every partition has a leader and the ISR [1, 2, 3]. Returns {partition: (leader, ISR)}."""
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=3, config={"min.insync.replicas": "2"})
+    # INVALID_REPLICATION_FACTOR: a broker not unfenced yet
+    create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, f"{topic} created with replication factor 3")
+    return wait_for_isr(admin, topic, THREE_NODES, leaders=THREE_NODES, count=partitions,
+                        what=f"every partition of {topic} with ISR {THREE_NODES}", timeout=60)[0]
+
+
+def group_offsets(admin, group: str, timeout: float = 60) -> dict:
+    """{(topic, partition): committed offset} of `group` (ListConsumerGroupOffsets), asked again while
+    it fails (e.g. a new coordinator still loading the group's partition)."""
+    def ask():
+        try:
+            res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=15)
+            return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions}
+        except KafkaException as e:
+            print(f"list_consumer_group_offsets: {e}")
+            return None
+    return wait_for(ask, f"the committed offsets of {group}", timeout=timeout)

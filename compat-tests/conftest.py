@@ -51,6 +51,9 @@ from pathlib import Path
 
 import pytest
 
+# cluster.py's fixtures (start_cluster: a Kafka controller and brokers under it) for every test module
+pytest_plugins = ["cluster"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMPAT_DIR = Path(__file__).resolve().parent
 CACHE_DIR = COMPAT_DIR / ".cache"

@@ -2,8 +2,8 @@
 kind (`process.roles=broker`), the controller is a controller-only Kafka 4.1 node
 (cluster.KafkaController, broker.session.timeout.ms=3000: a killed broker is fenced about 3 s
 after its last heartbeat, and the controller then elects new leaders and drops it from every ISR).
-Every broker gets the same Kafka settings (BROKER_SETTINGS): replication factor 3 for the topics,
-`__consumer_offsets` (6 partitions) and the transaction log, min.insync.replicas=2.
+Every broker gets the same Kafka settings (cluster.THREE_BROKER_SETTINGS): replication factor 3 for
+the topics, `__consumer_offsets` (6 partitions) and the transaction log, min.insync.replicas=2.
 
 What the brokers must do together:
 
@@ -30,79 +30,23 @@ from __future__ import annotations
 import logging
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError,
-                             KafkaException, Producer, TopicPartition)
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from cluster import KafkaController, broker_under
-from conftest import TARGET
+from cluster import (bootstrap, create_three_way_topic, group_offsets, partition_states, three_broker_cluster,
+                     wait_for_isr, wait_for_leader)
 from kafka_tools import KafkaTools
-from test_kafka_controller import wait_for
-from test_kafka_controller_leader import partition_states
 
 pytestmark = pytest.mark.timeout(240)  # pytest-timeout; each test takes well under 2 minutes
 
-NODES = [1, 2, 3]
-BROKER_SETTINGS = {
-    "offsets.topic.replication.factor": "3",
-    "offsets.topic.num.partitions": "6",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": "6",
-    "group.initial.rebalance.delay.ms": "0",
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-}
-
-
-def bootstrap(brokers) -> str:
-    return ",".join(b.bootstrap for b in brokers)
-
 
 @pytest.fixture
-def cluster(tmp_path, request):
-    """{node id: started broker} of a fresh cluster, every broker unfenced (in the Metadata)."""
-    ctl = KafkaController(tmp_path / "controller")
-    brokers = {n: broker_under(ctl, tmp_path / f"broker{n}", n, TARGET, BROKER_SETTINGS) for n in NODES}
-    request.node._compat_brokers = [ctl, *brokers.values()]  # their logs go into a failure's report
-    # Started in parallel (about 15 s instead of 22 s on 2 cores) by threads that live until the
-    # teardown: conftest's children get SIGKILL when the THREAD that spawned them exits (PR_SET_PDEATHSIG).
-    pool = ThreadPoolExecutor(len(NODES))
-    try:
-        ctl.start()
-        list(pool.map(lambda b: b.start(), brokers.values()))
-        admin = AdminClient({"bootstrap.servers": bootstrap(brokers.values())})
-        wait_for(lambda: sorted(admin.list_topics(timeout=10).brokers) == NODES, "all three brokers in the Metadata",
-                 timeout=60)
-        yield brokers
-    finally:
-        for b in brokers.values():  # throwaway: no controlled shutdown to wait for
-            b.kill9()
-        ctl.close()
-        pool.shutdown()
-
-
-def create_topic(admin: AdminClient, topic: str, partitions: int) -> dict:
-    """`topic` with replication factor 3 and min.insync.replicas=2; waits until every partition has a
-    leader and the ISR [1, 2, 3]. Returns {partition: (leader, ISR)}."""
-    new = NewTopic(topic, num_partitions=partitions, replication_factor=3, config={"min.insync.replicas": "2"})
-
-    def created():
-        try:
-            admin.create_topics([new])[topic].result(timeout=30)
-            return True
-        except KafkaException as e:
-            if e.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR:  # a broker not unfenced yet
-                raise
-            return False
-
-    wait_for(created, f"{topic} created with replication factor 3")
-    return wait_for(lambda: (s := partition_states(admin, topic)) and len(s[0]) == partitions
-                    and all(leader in NODES and isr == NODES for leader, isr in s[0].values()) and s[0],
-                    f"every partition of {topic} with ISR {NODES}", timeout=60)
+def cluster(start_cluster):
+    """{node id: started broker} of a fresh 3-broker cluster (cluster.three_broker_cluster), every
+    broker unfenced (in the Metadata); the brokers are killed (-9) at the end."""
+    return three_broker_cluster(start_cluster)
 
 
 class Acks:
@@ -182,7 +126,7 @@ def test_replicated_topic_survives_kill_of_its_leader(cluster):
     topic, partitions = "survive", 3
     servers = bootstrap(cluster.values())
     admin = AdminClient({"bootstrap.servers": servers})
-    create_topic(admin, topic, partitions)
+    create_three_way_topic(admin, topic, partitions)
     first = produce_all(servers, topic, [f"a{i}".encode() for i in range(300)], partitions)
     victim = partition_states(admin, topic)[0][0][0]
     survivors = [b for n, b in cluster.items() if n != victim]
@@ -208,21 +152,8 @@ def test_replicated_topic_survives_kill_of_its_leader(cluster):
           f"all delivered {time.monotonic() - killed:.1f} s after the kill")
     assert acks.errors == [] and len(acks.acked) == 300, acks.errors
     # The fenced broker left the Metadata and every ISR.
-    assert wait_for(lambda: (s := partition_states(watcher, topic)) and s[1] == survivor_ids and
-                    all(isr == survivor_ids for _, isr in s[0].values()), f"broker {victim} out of every ISR")
+    wait_for_isr(watcher, topic, survivor_ids, brokers=survivor_ids, what=f"broker {victim} out of every ISR")
     assert_log_is(bootstrap(survivors), topic, first + acks.acked, partitions)
-
-
-def group_offsets(admin: AdminClient, group: str) -> dict:
-    """{(topic, partition): committed offset} of `group` (ListConsumerGroupOffsets)."""
-    def ask():
-        try:
-            res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=15)
-            return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions}
-        except KafkaException as e:  # e.g. the new coordinator still loading the partition
-            print(f"list_consumer_group_offsets: {e}")
-            return None
-    return wait_for(ask, f"the committed offsets of {group}", timeout=60)
 
 
 def consume(consumer: Consumer, n: int, timeout: float) -> list:
@@ -252,7 +183,7 @@ def test_consumer_group_continues_after_its_coordinator_is_killed(cluster):
     topic, partitions, group = "orders", 3, "g"
     servers = bootstrap(cluster.values())
     admin = AdminClient({"bootstrap.servers": servers})
-    create_topic(admin, topic, partitions)
+    create_three_way_topic(admin, topic, partitions)
     produced = produce_all(servers, topic, [f"o{i}".encode() for i in range(200)], partitions)
 
     settings = {"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
@@ -275,17 +206,9 @@ def test_consumer_group_continues_after_its_coordinator_is_killed(cluster):
     cluster[coordinator].kill9()
     killed = time.monotonic()
 
-    def moved():
-        try:
-            md = watcher.list_topics(timeout=5)
-        except KafkaException:
-            return None
-        leaders = {(t, p): pm.leader for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
-        ok = sorted(md.brokers) == survivor_ids and all(leader in survivor_ids for leader in leaders.values())
-        return ok and {t for t, _ in leaders}
-
-    topics = wait_for(moved, f"no partition led by the killed coordinator {coordinator}", timeout=60)
-    assert {topic, "__consumer_offsets"} <= topics, topics
+    # Every partition of both topics (each in the answer) led by a survivor, the killed one fenced.
+    wait_for_leader(watcher, [topic, "__consumer_offsets"], survivor_ids, brokers=survivor_ids,
+                    what=f"no partition led by the killed coordinator {coordinator}", timeout=60)
     print(f"coordinator {coordinator} killed; every leadership moved {time.monotonic() - killed:.1f} s later")
     assert group_offsets(watcher, group) == committed, "the committed offsets after the coordinator's kill"
     print(f"committed offsets served by the survivors {time.monotonic() - killed:.1f} s after the kill")
@@ -344,7 +267,7 @@ def test_idempotent_producers_on_different_brokers_get_distinct_producer_ids(clu
     acknowledged offsets."""
     topic = "pids"
     servers = bootstrap(cluster.values())
-    create_topic(AdminClient({"bootstrap.servers": servers}), topic, 1)
+    create_three_way_topic(AdminClient({"bootstrap.servers": servers}), topic, 1)
     producers, pids = {}, {}
     for n, b in cluster.items():
         producers[n], pids[n], dropped = producer_with_pid_from(b, n)

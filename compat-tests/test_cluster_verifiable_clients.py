@@ -1,6 +1,6 @@
 """Kafka's own replication system test (`tests/kafkatest/tests/core/replication_test.py`,
 `ReplicationTest` on `EndToEndTest`), with Kafka's own test clients, against a 3-broker cluster of
-the target kind under an Apache Kafka 4.1 controller (the `cluster` fixture and BROKER_SETTINGS of
+the target kind under an Apache Kafka 4.1 controller (cluster.three_broker_cluster, as in
 test_cluster_under_kafka_controller.py: replication factor 3 for `__consumer_offsets`,
 min.insync.replicas=2, the controller fences a dead broker ~3 s after its last heartbeat).
 
@@ -83,9 +83,10 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from cluster import THREE_NODES as NODES
+from cluster import (bootstrap, cluster_states, create_three_way_topic, group_offsets, three_broker_cluster,
+                     wait_for, wait_for_isr, wait_for_leader)
 from kafka_tools import BackgroundTool, KafkaTools
-from test_cluster_under_kafka_controller import NODES, bootstrap, cluster, create_topic, group_offsets  # noqa: F401
-from test_kafka_controller import wait_for
 
 pytestmark = pytest.mark.timeout(300)  # pytest-timeout; each test takes about a minute on Kafka
 
@@ -103,6 +104,12 @@ COORDINATOR_LOGGERS = {  # the consumer's group conversation, INFO, on its stder
     "org.apache.kafka.clients.consumer.internals.AbstractCoordinator": "INFO",
     "org.apache.kafka.clients.consumer.internals.ConsumerCoordinator": "INFO",
 }
+
+
+@pytest.fixture
+def cluster(start_cluster):
+    """{node id: started broker} of a fresh 3-broker cluster, every broker unfenced; killed at the end."""
+    return three_broker_cluster(start_cluster)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,33 +170,11 @@ def admin_of(cluster) -> AdminClient:
     return _ADMINS[servers]
 
 
-def snapshot(cluster):
-    """({(topic, partition): (leader, sorted ISR)} of every topic without an error, sorted broker
-    ids) from one Metadata request to a running broker, or None."""
-    try:
-        md = admin_of(cluster).list_topics(timeout=5)
-    except KafkaException:
-        return None
-    parts = {}
-    for t, tm in md.topics.items():
-        if tm.error is None:  # a topic with an error (e.g. no leader yet) is left out
-            parts.update({(t, p): (pm.leader, sorted(pm.isrs)) for p, pm in tm.partitions.items()})
-    return parts, sorted(md.brokers)
-
-
 def wait_full_isr(cluster, what: str, timeout: float = 90) -> dict:
     """Every partition of test_topic and __consumer_offsets led by a broker with ISR [1, 2, 3], and
-    every broker in the Metadata; returns the partition states."""
-    def full():
-        s = snapshot(cluster)
-        if not s or s[1] != NODES:
-            return None
-        parts = {tp: st for tp, st in s[0].items() if tp[0] in (TOPIC, "__consumer_offsets")}
-        if len([tp for tp in parts if tp[0] == TOPIC]) != PARTITIONS or \
-                not any(tp[0] == "__consumer_offsets" for tp in parts):
-            return None
-        return all(leader in NODES and isr == NODES for leader, isr in parts.values()) and parts
-    return wait_for(full, what, timeout=timeout)
+    every broker in the Metadata; returns the partition states {(topic, partition): (leader, ISR)}."""
+    return wait_for_isr(admin_of(cluster), [TOPIC, "__consumer_offsets"], NODES, leaders=NODES, brokers=NODES,
+                        count={TOPIC: PARTITIONS}, what=what, timeout=timeout)[0]
 
 
 def leaders(parts: dict) -> dict[int, int]:
@@ -279,7 +264,7 @@ def workload(cluster, kafka_libs, tmp_path):
     """(Workload, Phases) on test_topic, created with RF 3 / min ISR 2; started by the test."""
     phases = Phases()
     with phases("create test_topic (RF 3, ISR [1, 2, 3])"):
-        create_topic(admin_of(cluster), TOPIC, PARTITIONS)
+        create_three_way_topic(admin_of(cluster), TOPIC, PARTITIONS)
     w = Workload(cluster, kafka_libs, tmp_path, phases)
     try:
         yield w, phases
@@ -479,7 +464,7 @@ def test_clean_bounce_of_every_broker_loses_nothing(cluster, workload):
         with phases(f"broker {n}: SIGTERM until exit (controlled shutdown)"):
             cluster[n].stop(timeout=60)
         assert cluster[n].proc.returncode != -signal.SIGKILL, f"broker {n} did not stop within 60 s of SIGTERM"
-        s = snapshot(cluster)  # observed, not required: a broker that just exited would be fenced 3 s later
+        s = cluster_states(admin_of(cluster))  # observed, not required: a broker that just exited would be fenced 3 s later
         if s:
             led = sorted(f"{t}-{p}" for (t, p), (leader, _) in s[0].items() if leader == n)
             print(f"right after broker {n}'s exit: in the Metadata: {n in s[1]}, leader of {led or 'nothing'}, "
@@ -523,12 +508,9 @@ def test_hard_kill_of_the_leader_loses_no_acknowledged_message(cluster, workload
         survivors = [n for n in NODES if n != victim]
         with phases(f"round {round_}: kill -9 of broker {victim} until fenced and partition 0 led by a survivor"):
             cluster[victim].kill9()
-
-            def failed_over():
-                s = snapshot(cluster)
-                return s and victim not in s[1] and s[0].get((TOPIC, 0), (None,))[0] in survivors and s[0]
-            moved = wait_for(failed_over, f"broker {victim} fenced and partition 0 failed over", timeout=60)
-        print(f"round {round_}: after the failover: {TOPIC} {[moved[(TOPIC, p)] for p in range(PARTITIONS)]}")
+            moved, _ = wait_for_leader(admin_of(cluster), TOPIC, survivors, only=[0], absent=[victim],
+                                       what=f"broker {victim} fenced and partition 0 failed over", timeout=60)
+        print(f"round {round_}: after the failover: {TOPIC} {[moved.get(p) for p in range(PARTITIONS)]}")
         w.alive()
         with phases(f"round {round_}: broker {victim}: start"):
             cluster[victim].start()

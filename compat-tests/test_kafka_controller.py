@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from cluster import CONTROLLER_ID, KafkaController, broker_under
+from cluster import CONTROLLER_ID, KafkaController, broker_under, wait_for
 from conftest import TARGET
 from kafka_tools import KafkaTools
 
@@ -43,17 +43,6 @@ def replication_rows(kt: KafkaTools, ctl) -> dict[str, dict[str, str]]:
         cells = re.split(r"\s{2,}|\t", line.strip())
         rows[cells[0]] = dict(zip(header, cells))
     return rows
-
-
-def wait_for(check, what: str, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def test_broker_registers_replicates_metadata_and_is_unfenced(controller, kafka_libs, tmp_path):

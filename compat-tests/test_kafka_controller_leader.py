@@ -28,9 +28,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster import KafkaController, broker_under
+from cluster import create_topic, partition_states, wait_for, wait_for_isr, wait_for_leader
 from conftest import TARGET
-from test_kafka_controller import wait_for
 
 pytestmark = pytest.mark.timeout(240)  # pytest-timeout (requirements.txt)
 
@@ -43,58 +42,21 @@ LAG_MS = 5000
 LONG_SESSION_MS = 25000
 
 
-@pytest.fixture
-def controller(tmp_path):
-    # broker.session.timeout.ms=3000 (cluster.py): a killed broker is fenced ~3 s after its last
-    # heartbeat (brokers heartbeat every 500 ms).
-    ctl = KafkaController(tmp_path / "controller")
-    ctl.start()
-    yield ctl
-    ctl.close()
-
-
-def partition_states(admin: AdminClient, topic: str):
-    """({partition: (leader, sorted ISR)}, sorted ids of the brokers in the answer) from one
-    Metadata request, or None while the topic or the answer is not there."""
-    try:
-        md = admin.list_topics(topic, timeout=5)
-    except KafkaException:
-        return None
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return None
-    return {p: (pm.leader, sorted(pm.isrs)) for p, pm in t.partitions.items()}, sorted(md.brokers)
+def start_pair(start_cluster, leader_overrides=None, controller_overrides=None):
+    """The controller (broker.session.timeout.ms=3000 unless overridden, cluster.py: a killed broker
+    is fenced ~3 s after its last heartbeat, brokers heartbeat every 500 ms), the Kafka follower,
+    then the leader of the target kind; returns the started Cluster."""
+    # The Kafka follower writes its high watermarks to replication-offset-checkpoint every 200 ms
+    # (default 5000): the test reads there what the leader told it.
+    return start_cluster({FOLLOWER: ("kafka", {"replica.high.watermark.checkpoint.interval.ms": "200"}),
+                          LEADER: (TARGET, leader_overrides)}, controller_overrides)
 
 
 def create_led_topic(admin: AdminClient, topic: str, partitions: int) -> None:
     """`topic` with replicas [LEADER, FOLLOWER] for every partition and min.insync.replicas=2."""
     new = NewTopic(topic, num_partitions=partitions, replication_factor=-1,
                    replica_assignment=[[LEADER, FOLLOWER]] * partitions, config={"min.insync.replicas": "2"})
-
-    def created():
-        # Right after the brokers start, the controller may not have both registered yet.
-        try:
-            admin.create_topics([new])[topic].result(timeout=30)
-            return True
-        except KafkaException as e:
-            if e.args[0].code() != KafkaError.INVALID_REPLICA_ASSIGNMENT:
-                raise
-            return False
-
-    wait_for(created, f"{topic} created with its replica assignment")
-
-
-def start_pair(controller, tmp_path, request, leader_overrides=None):
-    # The Kafka follower writes its high watermarks to replication-offset-checkpoint every 200 ms
-    # (default 5000): the test reads there what the leader told it.
-    follower = broker_under(controller, tmp_path / "kafka1", FOLLOWER, "kafka",
-                            {"replica.high.watermark.checkpoint.interval.ms": "200"})
-    leader = broker_under(controller, tmp_path / "leader", LEADER, TARGET, leader_overrides)
-    # conftest's report hook attaches these logs to a failing test's report.
-    request.node._compat_brokers = [controller, leader, follower]
-    follower.start()
-    leader.start()
-    return leader, follower
+    create_topic(admin, new, KafkaError.INVALID_REPLICA_ASSIGNMENT, f"{topic} created with its replica assignment")
 
 
 def produce(bootstrap: str, topic: str, values, partition_of, **config) -> tuple[list, list]:
@@ -151,7 +113,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int, timeout: float 
         consumer.close()
 
 
-def test_a_target_kind_leader_replicates_to_a_kafka_follower_and_fails_over(controller, tmp_path, request):
+def test_a_target_kind_leader_replicates_to_a_kafka_follower_and_fails_over(start_cluster):
     """The target broker (2) leads both partitions of `lead` (replicas [2, 1],
     min.insync.replicas=2, ISR [1, 2]). 200 records produced to the target broker with acks=all
     and idempotence are all acknowledged: each one was on the Kafka follower before its answer. The
@@ -161,56 +123,50 @@ def test_a_target_kind_leader_replicates_to_a_kafka_follower_and_fails_over(cont
     other ISR member, leader of both partitions with ISR [1]; reading broker 1 from the beginning
     finds every acknowledged record exactly once, at the offset it was acknowledged at, in order:
     nothing acknowledged was lost."""
-    leader, follower = start_pair(controller, tmp_path, request)
-    try:
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, "both brokers in the target's Metadata")
-        create_led_topic(admin, "lead", 2)
-        in_sync = {0: (LEADER, [FOLLOWER, LEADER]), 1: (LEADER, [FOLLOWER, LEADER])}
-        wait_for(lambda: (s := partition_states(admin, "lead")) and s[0] == in_sync,
-                 "broker 2 leading both partitions with ISR [1, 2]", timeout=60)
+    c = start_pair(start_cluster)
+    leader, follower = c.brokers[LEADER], c.brokers[FOLLOWER]
+    admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+    c.wait_registered(admin)
+    create_led_topic(admin, "lead", 2)
+    in_sync = {0: (LEADER, [FOLLOWER, LEADER]), 1: (LEADER, [FOLLOWER, LEADER])}
+    wait_for_isr(admin, "lead", [FOLLOWER, LEADER], leaders=[LEADER], count=2,
+                 what="broker 2 leading both partitions with ISR [1, 2]", timeout=60)
 
-        values = [f"v{i}".encode() for i in range(200)]
-        acked, errors = produce(leader.bootstrap, "lead", values, lambda i: i % 2,
-                                acks="all", **{"enable.idempotence": True})
-        assert errors == [], errors
-        assert sorted(acked) == sorted((i % 2, i // 2, v) for i, v in enumerate(values)), acked
-        assert partition_states(admin, "lead")[0] == in_sync, "still in sync after the writes"
-        # The follower learns the leader's high watermark from the leader's next Fetch answers. It
-        # matters: with eligible.leader.replicas.version=1 (Kafka 4.1's default) a leader whose ISR
-        # is below min.insync.replicas does not advance its high watermark, so broker 1, leading
-        # alone after the failover, would keep acknowledged records past its last known high
-        # watermark unreadable until broker 2 is back (seen with a kill right after the flush).
-        wait_for(lambda: checkpointed_high_watermarks(follower, "lead") == {0: 100, 1: 100},
-                 "the leader's high watermark 100 of both partitions on the follower", timeout=10)
+    values = [f"v{i}".encode() for i in range(200)]
+    acked, errors = produce(leader.bootstrap, "lead", values, lambda i: i % 2,
+                            acks="all", **{"enable.idempotence": True})
+    assert errors == [], errors
+    assert sorted(acked) == sorted((i % 2, i // 2, v) for i, v in enumerate(values)), acked
+    assert partition_states(admin, "lead")[0] == in_sync, "still in sync after the writes"
+    # The follower learns the leader's high watermark from the leader's next Fetch answers. It
+    # matters: with eligible.leader.replicas.version=1 (Kafka 4.1's default) a leader whose ISR
+    # is below min.insync.replicas does not advance its high watermark, so broker 1, leading
+    # alone after the failover, would keep acknowledged records past its last known high
+    # watermark unreadable until broker 2 is back (seen with a kill right after the flush).
+    wait_for(lambda: checkpointed_high_watermarks(follower, "lead") == {0: 100, 1: 100},
+             "the leader's high watermark 100 of both partitions on the follower", timeout=10)
 
-        leader.kill9()
-        killed = time.monotonic()
-        survivor = AdminClient({"bootstrap.servers": follower.bootstrap})
-        failed_over = wait_for(lambda: (s := partition_states(survivor, "lead")) and
-                               all(leader_ == FOLLOWER for leader_, _ in s[0].values()) and s,
-                               "the controller electing broker 1 leader of both partitions", timeout=30)
-        print(f"failover {time.monotonic() - killed:.1f} s after the kill: {failed_over}")
-        # The fenced broker left the ISR (and the Metadata's brokers).
-        assert failed_over == ({0: (FOLLOWER, [FOLLOWER]), 1: (FOLLOWER, [FOLLOWER])}, [FOLLOWER]), failed_over
+    leader.kill9()
+    killed = time.monotonic()
+    survivor = AdminClient({"bootstrap.servers": follower.bootstrap})
+    failed_over = wait_for_leader(survivor, "lead", [FOLLOWER],
+                                  what="the controller electing broker 1 leader of both partitions", timeout=30)
+    print(f"failover {time.monotonic() - killed:.1f} s after the kill: {failed_over}")
+    # The fenced broker left the ISR (and the Metadata's brokers).
+    assert failed_over == ({0: (FOLLOWER, [FOLLOWER]), 1: (FOLLOWER, [FOLLOWER])}, [FOLLOWER]), failed_over
 
-        seen = read_partitions(follower.bootstrap, "lead", 2)
-        for p in (0, 1):
-            assert seen[p] == [(o, v) for (q, o, v) in sorted(acked) if q == p], (p, seen[p])
-    finally:
-        leader.close()
-        follower.close()
+    seen = read_partitions(follower.bootstrap, "lead", 2)
+    for p in (0, 1):
+        assert seen[p] == [(o, v) for (q, o, v) in sorted(acked) if q == p], (p, seen[p])
 
 
-@pytest.fixture
-def long_session_controller(tmp_path):
-    ctl = KafkaController(tmp_path / "controller", {"broker.session.timeout.ms": str(LONG_SESSION_MS)})
-    ctl.start()
-    yield ctl
-    ctl.close()
+def wait_whole(admin: AdminClient, what: str) -> None:
+    """`shrink` led by broker 2 with the ISR [1, 2], both brokers in the Metadata."""
+    wait_for_isr(admin, "shrink", [FOLLOWER, LEADER], leaders=[LEADER], count=1, brokers=[FOLLOWER, LEADER],
+                 what=what, timeout=60)
 
 
-def test_a_target_kind_leader_shrinks_the_isr_when_its_follower_stops(long_session_controller, tmp_path, request):
+def test_a_target_kind_leader_shrinks_the_isr_when_its_follower_stops(start_cluster):
     """The target broker (2) leads `shrink` (1 partition, replicas [2, 1], min.insync.replicas=2)
     with `replica.lag.time.max.ms=5000` (Kafka's default is 30000); acks=all writes succeed with the
     Kafka follower (1) in the ISR. The follower is then killed (-9) under a controller whose
@@ -236,54 +192,50 @@ def test_a_target_kind_leader_shrinks_the_isr_when_its_follower_stops(long_sessi
     partition from the leader finds exactly the acknowledged records (with the ISR below
     min.insync.replicas Kafka 4.1 does not advance the high watermark, so the acks=1 records become
     readable only once the ISR is whole again)."""
-    ctl = long_session_controller
-    leader, follower = start_pair(ctl, tmp_path, request, {"replica.lag.time.max.ms": str(LAG_MS)})
-    try:
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, "both brokers in the target's Metadata")
-        create_led_topic(admin, "shrink", 1)
-        whole = ({0: (LEADER, [FOLLOWER, LEADER])}, [FOLLOWER, LEADER])
-        wait_for(lambda: partition_states(admin, "shrink") == whole, "broker 2 leading with ISR [1, 2]", timeout=60)
-        all_acks = {"acks": "all", "enable.idempotence": False, "retries": 0, "message.timeout.ms": 10000}
-        one_ack = {"acks": "1", "enable.idempotence": False, "retries": 0, "message.timeout.ms": 10000}
-        acked, errors = produce(leader.bootstrap, "shrink", [f"a{i}".encode() for i in range(20)], lambda i: 0,
-                                **all_acks)
-        assert errors == [] and [o for _, o, _ in acked] == list(range(20)), (acked, errors)
+    c = start_pair(start_cluster, {"replica.lag.time.max.ms": str(LAG_MS)},
+                   {"broker.session.timeout.ms": str(LONG_SESSION_MS)})
+    leader, follower = c.brokers[LEADER], c.brokers[FOLLOWER]
+    admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+    c.wait_registered(admin)
+    create_led_topic(admin, "shrink", 1)
+    whole = ({0: (LEADER, [FOLLOWER, LEADER])}, [FOLLOWER, LEADER])
+    wait_whole(admin, "broker 2 leading with ISR [1, 2]")
+    all_acks = {"acks": "all", "enable.idempotence": False, "retries": 0, "message.timeout.ms": 10000}
+    one_ack = {"acks": "1", "enable.idempotence": False, "retries": 0, "message.timeout.ms": 10000}
+    acked, errors = produce(leader.bootstrap, "shrink", [f"a{i}".encode() for i in range(20)], lambda i: 0,
+                            **all_acks)
+    assert errors == [] and [o for _, o, _ in acked] == list(range(20)), (acked, errors)
 
-        follower.kill9()
-        killed = time.monotonic()
-        time.sleep(LAG_MS * 1.5 / 1000 + 0.5)
-        assert partition_states(admin, "shrink") == whole, "a caught-up follower stays in the ISR"
-        behind, errors = produce(leader.bootstrap, "shrink", [b"behind"], lambda i: 0, **one_ack)
-        assert errors == [] and [o for _, o, _ in behind] == [20], (behind, errors)
-        left_behind = time.monotonic()
-        shrunk = wait_for(lambda: (s := partition_states(admin, "shrink")) and s[0][0][1] == [LEADER] and s,
-                          "the leader dropping broker 1 from the ISR", timeout=LAG_MS * 2 / 1000)
-        shrink_s = time.monotonic() - left_behind
-        print(f"ISR shrunk {shrink_s:.1f} s after the follower fell behind "
-              f"({time.monotonic() - killed:.1f} s after the kill): {shrunk}")
-        assert shrunk == ({0: (LEADER, [LEADER])}, [FOLLOWER, LEADER]), \
-            f"the ISR shrank while broker 1 was still registered and unfenced: {shrunk}"
+    follower.kill9()
+    killed = time.monotonic()
+    time.sleep(LAG_MS * 1.5 / 1000 + 0.5)
+    assert partition_states(admin, "shrink") == whole, "a caught-up follower stays in the ISR"
+    behind, errors = produce(leader.bootstrap, "shrink", [b"behind"], lambda i: 0, **one_ack)
+    assert errors == [] and [o for _, o, _ in behind] == [20], (behind, errors)
+    left_behind = time.monotonic()
+    shrunk = wait_for_isr(admin, "shrink", [LEADER], only=[0], what="the leader dropping broker 1 from the ISR",
+                          timeout=LAG_MS * 2 / 1000)
+    shrink_s = time.monotonic() - left_behind
+    print(f"ISR shrunk {shrink_s:.1f} s after the follower fell behind "
+          f"({time.monotonic() - killed:.1f} s after the kill): {shrunk}")
+    assert shrunk == ({0: (LEADER, [LEADER])}, [FOLLOWER, LEADER]), \
+        f"the ISR shrank while broker 1 was still registered and unfenced: {shrunk}"
 
-        refused, errors = produce(leader.bootstrap, "shrink", [b"refused"], lambda i: 0, **all_acks)
-        assert refused == [] and [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS], errors
-        one, errors = produce(leader.bootstrap, "shrink", [b"acks1"], lambda i: 0, **one_ack)
-        assert errors == [] and [o for _, o, _ in one] == [21], (one, errors)
-        one = behind + one
+    refused, errors = produce(leader.bootstrap, "shrink", [b"refused"], lambda i: 0, **all_acks)
+    assert refused == [] and [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS], errors
+    one, errors = produce(leader.bootstrap, "shrink", [b"acks1"], lambda i: 0, **one_ack)
+    assert errors == [] and [o for _, o, _ in one] == [21], (one, errors)
+    one = behind + one
 
-        follower.start()  # waits out the killed broker's session (DuplicateBrokerRegistration) first
-        restarted = time.monotonic()
-        wait_for(lambda: partition_states(admin, "shrink") == whole, "the leader taking broker 1 back into the ISR",
-                 timeout=60)
-        print(f"follower back in the ISR {time.monotonic() - restarted:.1f} s after its start returned "
-              f"({time.monotonic() - killed:.1f} s after the kill)")
-        # Retried (idempotent) in case the leader's ISR is still [1] for a moment: see the docstring.
-        again, errors = produce(leader.bootstrap, "shrink", [f"b{i}".encode() for i in range(5)], lambda i: 0,
-                                acks="all", **{"enable.idempotence": True, "message.timeout.ms": 20000})
-        assert errors == [] and [o for _, o, _ in again] == list(range(22, 27)), (again, errors)
+    follower.start()  # waits out the killed broker's session (DuplicateBrokerRegistration) first
+    restarted = time.monotonic()
+    wait_whole(admin, "the leader taking broker 1 back into the ISR")
+    print(f"follower back in the ISR {time.monotonic() - restarted:.1f} s after its start returned "
+          f"({time.monotonic() - killed:.1f} s after the kill)")
+    # Retried (idempotent) in case the leader's ISR is still [1] for a moment: see the docstring.
+    again, errors = produce(leader.bootstrap, "shrink", [f"b{i}".encode() for i in range(5)], lambda i: 0,
+                            acks="all", **{"enable.idempotence": True, "message.timeout.ms": 20000})
+    assert errors == [] and [o for _, o, _ in again] == list(range(22, 27)), (again, errors)
 
-        expected = [(o, v) for _, o, v in acked + one + again]
-        assert read_partitions(leader.bootstrap, "shrink", 1)[0] == expected
-    finally:
-        leader.close()
-        follower.close()
+    expected = [(o, v) for _, o, v in acked + one + again]
+    assert read_partitions(leader.bootstrap, "shrink", 1)[0] == expected
