@@ -1,6 +1,6 @@
 """Losing the in-sync quorum of a replicated partition, and getting it back: a 3-broker cluster of the
-target kind under an Apache Kafka 4.1 controller (the `cluster` fixture and BROKER_SETTINGS of
-test_cluster_under_kafka_controller.py: broker.session.timeout.ms=3000 on the controller, so a dead
+target kind under an Apache Kafka 4.1 controller (the `cluster` fixture, cluster.py's
+three_broker_cluster with THREE_BROKER_SETTINGS: broker.session.timeout.ms=3000 on the controller, so a dead
 broker is fenced about 3 s after its last heartbeat), topic `quorum` with 3 partitions, replication
 factor 3, min.insync.replicas=2. Broker 1 survives throughout; broker 3 is killed (-9) first, then
 broker 2 is stopped (SIGTERM: a controlled shutdown), then both come back.
@@ -58,10 +58,10 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import TARGET
 from kafka_tools import KafkaTools
-from test_cluster_under_kafka_controller import (Acks, assert_log_is, bootstrap, cluster,  # noqa: F401 (fixture)
-                                                  create_topic, idempotent_producer, read_all)
-from test_kafka_controller import wait_for
-from test_kafka_controller_leader import partition_states
+from cluster import bootstrap, partition_states, wait_for
+from cluster import create_three_way_topic as create_topic
+from test_cluster_under_kafka_controller import (Acks, assert_log_is, cluster,  # noqa: F401 (fixture)
+                                                  idempotent_producer, read_all)
 
 pytestmark = pytest.mark.timeout(420)  # pytest-timeout; every wait below is bounded on its own
 

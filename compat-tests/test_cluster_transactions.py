@@ -1,7 +1,7 @@
 """Kafka's transactions system test (`tests/kafkatest/tests/core/transactions_test.py`,
 `TransactionsTest.test_transactions` with bounce_target="brokers", failure_mode="hard_bounce",
 use_group_metadata=True) against a 3-broker cluster of the target kind under an Apache Kafka 4.1
-controller (the `cluster` fixture and BROKER_SETTINGS of test_cluster_under_kafka_controller.py:
+controller (the `cluster` fixture, cluster.py's three_broker_cluster with THREE_BROKER_SETTINGS:
 replication factor 3 for `__consumer_offsets` and `__transaction_state`,
 transaction.state.log.min.isr=2, min.insync.replicas=2; the controller fences a dead broker about
 3 s after its last heartbeat).
@@ -83,8 +83,10 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import TARGET
 from kafka_tools import BackgroundTool, KafkaTools
-from test_cluster_under_kafka_controller import NODES, bootstrap, cluster, create_topic, produce_all  # noqa: F401
-from test_kafka_controller import wait_for
+from cluster import THREE_NODES as NODES
+from cluster import bootstrap, wait_for
+from cluster import create_three_way_topic as create_topic
+from test_cluster_under_kafka_controller import cluster, produce_all  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(330)  # pytest-timeout; 2 to 3.5 minutes on Kafka with the cluster's start
 
