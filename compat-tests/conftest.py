@@ -488,6 +488,15 @@ def _kafka_cds_archive(libs: Path) -> Path | None:
         return _CDS_STATE[key]
 
 
+def kafka_cds_options(libs: Path) -> list[str]:
+    """JVM options that map the Kafka broker's AppCDS archive (_kafka_cds_archive, made if needed)
+    into another JVM with the classpath `libs/*`: Kafka's tools, whose classes are mostly
+    kafka-clients classes the broker loads too, start in about half the time (TopicCommand --list
+    1.65 s -> 0.78 s on 2 cores). [] when there is no archive (the JVM's default one is used)."""
+    archive = _kafka_cds_archive(libs)
+    return [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=error,cds+dynamic=error"] if archive else []
+
+
 _TEMPLATE_LOCK = threading.Lock()
 _TEMPLATE: Path | None = None
 

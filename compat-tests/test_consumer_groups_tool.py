@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import run_logged
+from conftest import kafka_cds_options, run_logged
 
 TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 TOOL_TIMEOUT = 90
@@ -48,7 +48,8 @@ def consumer_groups_tool(broker, kafka_libs, tmp_path):
 
     def cgc(*args):
         # C1 only: the tool is short-lived, and this halves its start (~3 s -> ~1.3 s on 2 cores)
-        cmd = ["java", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}", "-cp",
+        cmd = ["java", "-XX:TieredStopAtLevel=1", *kafka_cds_options(kafka_libs),
+               f"-Dlog4j2.configurationFile={log4j}", "-cp",
                f"{kafka_libs}/*", TOOL, "--bootstrap-server", broker.bootstrap, *args]
         t0 = time.monotonic()
         r = run_logged(cmd, timeout=TOOL_TIMEOUT, what=f"kafka-consumer-groups {' '.join(args)}")

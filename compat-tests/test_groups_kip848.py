@@ -29,7 +29,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import _set_pdeathsig, go_build, run_logged
+from conftest import _set_pdeathsig, go_build, kafka_cds_options, run_logged
 
 SESSION_MS = 8000
 KIP848 = pytest.mark.broker_config(**{
@@ -113,7 +113,7 @@ def consumed(members):
 
 
 def cgc(kafka_libs, bootstrap, *args):
-    r = run_logged(["java", "-XX:TieredStopAtLevel=1", "-cp", f"{kafka_libs}/*", TOOL,
+    r = run_logged(["java", "-XX:TieredStopAtLevel=1", *kafka_cds_options(kafka_libs), "-cp", f"{kafka_libs}/*", TOOL,
                     "--bootstrap-server", bootstrap, *args], timeout=90, what=f"kafka-consumer-groups {args}")
     out = r.stdout + r.stderr
     print(f"$ kafka-consumer-groups {' '.join(args)}\n{out}")

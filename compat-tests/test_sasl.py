@@ -104,20 +104,27 @@ def rdkafka_round_trip(conf: dict, topic: str, count: int = 20) -> None:
     assert seen == set(range(count)), f"{topic}: consumed {len(seen)} of {count}"
 
 
-def rdkafka_auth_error(conf: dict) -> str | None:
-    """The authentication error librdkafka reports for `conf`, or None when it logs in."""
+def rdkafka_auth_error(conf: dict, timeout: float = 8) -> str | None:
+    """The authentication error librdkafka reports for `conf`, or None when it logs in (a Metadata
+    request is answered). librdkafka retries a refused login until the request times out, so the
+    answer is the first _AUTHENTICATION error its error callback gets (asked every 0.5 s) instead
+    of a Metadata request waited out."""
     import time
     errors = []
     p = ck.Producer({**conf, "error_cb": errors.append})
-    try:
-        p.list_topics(timeout=8)
-        return None
-    except ck.KafkaException as e:
-        deadline = time.monotonic() + 8
-        while not errors and time.monotonic() < deadline:
-            p.poll(0.2)
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            p.list_topics(timeout=0.5)
+            return None
+        except ck.KafkaException as e:
+            last = e
+        p.poll(0)  # serves the error callback
         found = [x for x in errors if x.code() == ck.KafkaError._AUTHENTICATION]
-        return str(found[0]) if found else f"not an authentication error: {e} {errors}"
+        if found:
+            return str(found[0])
+    return f"not an authentication error: {last} {errors}"
 
 
 def java_clients(kafka_libs, *cases) -> dict[str, str]:

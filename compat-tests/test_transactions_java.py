@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 
+from conftest import kafka_cds_options
 from txn_support import (
     TXN_PROTOCOLS,
     apply_txn_protocol,
@@ -69,7 +70,8 @@ def start_copiers(broker_bootstrap, kafka_libs, watched, src, dst, group, suffix
     """One TransactionalMessageCopier per input partition, all in one consumer group."""
     copiers = []
     for p in range(parts):
-        cmd = ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={kafka_libs / 'log4j2.properties'}",
+        cmd = ["java", "-Xmx256m", *kafka_cds_options(kafka_libs),
+               f"-Dlog4j2.configurationFile={kafka_libs / 'log4j2.properties'}",
                "-cp", f"{kafka_libs}/*", COPIER,
                "--broker-list", broker_bootstrap, "--input-topic", src, "--input-partition", str(p),
                "--output-topic", dst, "--transactional-id", f"copier-{suffix}-{p}", "--consumer-group", group,

@@ -10,14 +10,15 @@ to partition 0, then it waits for a release file and aborts.
 import time
 import uuid
 
-from conftest import run_logged
+from conftest import kafka_cds_options, run_logged
 from txn_support import java_cmd, watched  # noqa: F401  (fixture)
 
 TOOL = "org.apache.kafka.tools.TransactionsCommand"
 
 
 def tool(kafka_libs, broker, *args):
-    cmd = ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={kafka_libs / 'log4j2.properties'}",
+    cmd = ["java", "-Xmx256m", *kafka_cds_options(kafka_libs),
+           f"-Dlog4j2.configurationFile={kafka_libs / 'log4j2.properties'}",
            "-cp", f"{kafka_libs}/*", TOOL, "--bootstrap-server", broker.bootstrap, *args]
     t0 = time.monotonic()
     r = run_logged(cmd, timeout=90, what=f"kafka-transactions {' '.join(args)}")
