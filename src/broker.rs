@@ -66,6 +66,10 @@ impl Broker {
         // Whether the first log directory is being formatted now (LogDirs writes its meta.properties).
         let formatting = !config.log_dir().join("meta.properties").exists();
         let node = NodeConfig::from_properties(&config.properties, config.node_id)?;
+        anyhow::ensure!(
+            node.roles != Roles::Controller,
+            "process.roles=controller: a controller-only node runs server::controller, not a broker"
+        );
         if node.roles == Roles::Broker && formatting {
             anyhow::bail!(
                 "No meta.properties found in {}: a broker of a controller quorum (process.roles=broker) starts on a \
@@ -95,7 +99,7 @@ impl Broker {
         // Topics open with the topic defaults in force, dynamic ones included. The registry
         // keeps the directories (and their locks) for the broker's lifetime.
         let topics = match node.roles {
-            Roles::Combined => TopicRegistry::open_in(log_dirs, &dynamic.effective())?,
+            Roles::Combined | Roles::Controller => TopicRegistry::open_in(log_dirs, &dynamic.effective())?,
             Roles::Broker => TopicRegistry::open_detached(log_dirs, &dynamic.effective())?,
         };
         let cluster_id = topics.log_dirs().cluster_id().to_string();
@@ -105,7 +109,7 @@ impl Broker {
             Duration::from_millis(config.min_incremental_fetch_session_eviction_ms),
         );
         let producer_ids = match node.roles {
-            Roles::Combined => ProducerIds::open(config.log_dir())?,
+            Roles::Combined | Roles::Controller => ProducerIds::open(config.log_dir())?,
             Roles::Broker => ProducerIds::from_controller(),
         };
         let producer_ids = Arc::new(producer_ids);

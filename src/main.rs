@@ -123,6 +123,10 @@ fn main() -> anyhow::Result<()> {
             tracing::info!(addr = %listener.local_addr()?, "metrics endpoint up");
             metrics::http::spawn(listener, metrics.clone());
         }
+        let node = ketch::node::NodeConfig::from_properties(&config.properties, config.node_id)?;
+        if node.roles == ketch::node::Roles::Controller {
+            return ketch::server::controller::run(config, node).await;
+        }
         let broker = tokio::task::spawn_blocking(move || ketch::broker::Broker::open(config)).await??;
         ketch::server::run(broker, metrics).await
     })

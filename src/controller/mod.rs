@@ -10,6 +10,8 @@
 //! `ImageBuilder`); a topic never loses partitions; a topic keeps its id; no record is produced
 //! when nothing changes.
 
+pub mod quorum;
+
 use uuid::Uuid;
 
 use crate::config::Properties;

@@ -13,6 +13,7 @@ mod api_versions;
 mod cluster;
 mod configs;
 mod consumer_groups;
+pub mod controller_apis;
 mod create_topics;
 mod delete_topics;
 pub mod fetch;

@@ -179,6 +179,9 @@ pub enum Roles {
     Combined,
     /// A broker only; the controllers are other nodes.
     Broker,
+    /// A controller only (`process.roles=controller`), the only voter of its quorum: it serves
+    /// brokers on its controller listener (`server::controller`).
+    Controller,
 }
 
 /// A voter of `controller.quorum.voters` (`id@host:port`).
@@ -253,10 +256,16 @@ impl NodeConfig {
                 }
                 Roles::Combined
             }
-            _ => anyhow::bail!(
-                "process.roles=controller: a controller-only Ketch node is not supported yet (issue 15); use Kafka's \
-                 controllers, or process.roles=broker,controller on a single node"
-            ),
+            (false, false, true) => {
+                if voters.iter().any(|v| v.id != node_id) || voters.is_empty() || !bootstrap_servers.is_empty() {
+                    anyhow::bail!(
+                        "process.roles=controller: a Ketch controller is the only voter of its quorum for now (a \
+                         multi-voter quorum is issue 15): controller.quorum.voters must list this node ({node_id}) only"
+                    );
+                }
+                Roles::Controller
+            }
+            _ => anyhow::bail!("process.roles is empty"),
         };
         let controller_listener_names = list("controller.listener.names");
         if roles == Roles::Broker {
@@ -330,7 +339,12 @@ mod tests {
         assert_eq!(c.quorum_addrs(), vec!["127.0.0.1:9093".to_string(), "[::1]:9094".to_string()]);
         assert!(config(&[("process.roles", "broker")]).is_err(), "no quorum");
         assert!(config(&[("process.roles", "broker"), ("controller.quorum.bootstrap.servers", "h:1")]).is_err());
-        assert!(config(&[("process.roles", "controller")]).is_err(), "issue 15");
+        assert!(config(&[("process.roles", "controller")]).is_err(), "no voters");
+        assert!(config(&[("process.roles", "controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err());
+        assert_eq!(
+            config(&[("process.roles", "controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,
+            Roles::Controller
+        );
         assert!(config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err());
         assert_eq!(
             config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,

@@ -54,10 +54,19 @@ pub fn peek_header(frame: &[u8]) -> Result<(i16, i16, i32), ProtocolError> {
 }
 
 /// Decodes one request frame (without its length prefix).
-pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, ProtocolError> {
+pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, ProtocolError> {
+    decode_served_request(frame, crate::handlers::versions::is_served)
+}
+
+/// Decodes one request frame of an API and version `served` accepts (a controller's table
+/// differs from a broker's).
+pub fn decode_served_request(
+    mut frame: Bytes,
+    served: impl Fn(ApiKey, i16) -> bool,
+) -> Result<DecodedRequest, ProtocolError> {
     let (raw_key, version, correlation_id) = peek_header(&frame)?;
     let api_key = ApiKey::try_from(raw_key).map_err(|_| ProtocolError::UnknownApiKey(raw_key))?;
-    if !crate::handlers::versions::is_served(api_key, version) {
+    if !served(api_key, version) {
         return Err(ProtocolError::UnsupportedVersion { api_key, version, correlation_id });
     }
     guard::check_request(&frame).map_err(ProtocolError::Guard)?;

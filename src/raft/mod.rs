@@ -17,6 +17,7 @@
 //! before anything is appended in it, and every batch carries the epoch it was written in;
 //! replay yields the records of data batches in offset order and skips control batches.
 
+pub mod leader;
 pub mod observer;
 
 use std::path::{Path, PathBuf};

@@ -431,7 +431,7 @@ async fn read_frames(
 /// into it. Kept: at most `SPARE_BUFFERS`, each no bigger than twice a frame this connection
 /// sent, all released after `SPARE_IDLE` without a request.
 #[derive(Default)]
-struct Spares(Vec<BytesMut>);
+pub(crate) struct Spares(Vec<BytesMut>);
 
 impl Spares {
     /// An empty buffer with room for `len` bytes whose earlier frames are all gone, if any.
@@ -448,7 +448,7 @@ impl Spares {
 }
 
 /// One frame body; `None` at a clean end of stream between frames.
-async fn read_frame(
+pub(crate) async fn read_frame(
     reader: &mut (impl AsyncRead + Unpin),
     max_frame: usize,
     spares: &mut Spares,

@@ -14,6 +14,7 @@
 //! the shutdown signal arrives.
 
 mod connection;
+pub mod controller;
 mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,7 +117,7 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
             tracing::info!("caught up with the metadata log: serving requests");
             Some(membership)
         }
-        crate::node::Roles::Combined => None,
+        crate::node::Roles::Combined | crate::node::Roles::Controller => None,
     };
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);

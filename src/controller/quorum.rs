@@ -1,0 +1,183 @@
+//! The active controller of a single-voter Ketch quorum (`process.roles=controller`, Kafka's
+//! `QuorumController` with one voter): it owns the metadata log (`raft::MetadataLog`, this node
+//! leads it), the image replayed from it, the brokers' sessions and the observers' progress;
+//! every change is decided by the pure functions of this module's siblings, appended as one
+//! batch (durable before anything is answered), applied to the image and published, and held
+//! fetches are woken.
+//!
+//! On disk: the metadata log in the first log directory (`raft`). A new log starts with the
+//! bootstrap records (`bootstrap_records`: the finalized feature levels of a new cluster).
+//! Invariants: one change at a time (the state's lock is held from deciding to applying); the
+//! image is the replay of the log, and a change is visible (image, fetches) only once durable;
+//! records that would not apply to the image are never written (checked before the append).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use tokio::sync::watch;
+
+use crate::metadata::image::{ImageBuilder, MetadataImage};
+use crate::metadata::records::{FeatureLevelRecord, MetadataRecord};
+use crate::raft::leader::{self, Answer, LeaderEndpoint, ObserverState};
+use crate::raft::MetadataLog;
+
+/// Kafka 4.1's `MetadataVersion.IBP_4_1_IV1`, the level a new Kafka 4.1 cluster finalizes.
+pub const METADATA_VERSION_4_1: i16 = 27;
+
+/// Feature levels a new Ketch cluster finalizes, as `kafka-storage format` does for Kafka 4.1
+/// except `eligible.leader.replicas.version`, left at 0: this controller elects leaders without
+/// ELR (KIP-966) for now.
+pub const BOOTSTRAP_FEATURES: &[(&str, i16)] =
+    &[("metadata.version", METADATA_VERSION_4_1), ("transaction.version", 2), ("group.version", 1)];
+
+/// The settings the controller decides with (Kafka's names).
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    pub node_id: i32,
+    pub cluster_id: String,
+    /// `broker.session.timeout.ms`.
+    pub session_timeout_ms: i64,
+}
+
+struct State {
+    log: MetadataLog,
+    builder: ImageBuilder,
+    image: Arc<MetadataImage>,
+    observers: BTreeMap<i32, ObserverState>,
+}
+
+pub struct QuorumController {
+    pub settings: ControllerSettings,
+    state: Mutex<State>,
+    /// The log end offset after every append (held fetches wait on it).
+    appended: watch::Sender<i64>,
+}
+
+/// The bootstrap records of a new cluster's metadata log.
+pub fn bootstrap_records() -> Vec<MetadataRecord> {
+    BOOTSTRAP_FEATURES
+        .iter()
+        .map(|(name, level)| {
+            MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                name: name.to_string(),
+                feature_level: *level,
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+impl QuorumController {
+    /// Opens (or creates, with the bootstrap records) the metadata log in `metadata_dir` and
+    /// replays it.
+    pub fn open(metadata_dir: &std::path::Path, settings: ControllerSettings) -> anyhow::Result<QuorumController> {
+        let mut builder = ImageBuilder::new();
+        let mut replayed = 0u64;
+        let log = MetadataLog::open(metadata_dir, settings.node_id, crate::log::now_ms(), |offset, record| {
+            replayed += 1;
+            builder.apply(offset, &record)?;
+            Ok(())
+        })?;
+        let image = builder.publish();
+        let (appended, _) = watch::channel(log.end_offset());
+        let state = State { log, builder, image, observers: BTreeMap::new() };
+        let controller = QuorumController { settings, state: Mutex::new(state), appended };
+        if replayed == 0 {
+            let mut state = controller.lock();
+            controller.write(&mut state, bootstrap_records())?;
+            tracing::info!("new metadata log: bootstrap feature levels written");
+        }
+        Ok(controller)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The image as of the last durable change.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.lock().image.clone()
+    }
+
+    /// Checks `records` against the image, appends them (durable on return), applies them and
+    /// publishes the image. Returns the offset of the last record (the one before the end for
+    /// no records).
+    fn write(&self, state: &mut State, records: Vec<MetadataRecord>) -> anyhow::Result<i64> {
+        if records.is_empty() {
+            return Ok(state.log.end_offset() - 1);
+        }
+        // Dry run on a copy first: a record the image refuses is never written.
+        let mut trial = state.builder.clone();
+        let first = state.log.end_offset();
+        for (i, record) in records.iter().enumerate() {
+            trial.apply(first + i as i64, record)?;
+        }
+        let last = state.log.append(&records, crate::log::now_ms())?;
+        assert_eq!(last, first + records.len() as i64 - 1, "one batch, contiguous offsets");
+        state.builder = trial;
+        state.image = state.builder.publish();
+        debug_assert_eq!(state.image.offset, last);
+        self.appended.send_replace(state.log.end_offset());
+        Ok(last)
+    }
+
+    /// Runs `decide` on the current state and writes the records it returns; returns its answer.
+    pub fn change<T>(
+        &self,
+        decide: impl FnOnce(&Arc<MetadataImage>, i64) -> (Vec<MetadataRecord>, T),
+    ) -> anyhow::Result<(T, i64)> {
+        let mut state = self.lock();
+        let (records, answer) = decide(&state.image, state.log.end_offset());
+        let last = self.write(&mut state, records)?;
+        Ok((answer, last))
+    }
+
+    /// Answers an observer's Fetch, holding it up to its `max_wait_ms` while there is nothing new.
+    pub async fn fetch(&self, request: &FetchRequest, endpoint: &LeaderEndpoint) -> FetchResponse {
+        let wait = Duration::from_millis(request.max_wait_ms.clamp(0, 60_000) as u64);
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut appended = self.appended.subscribe();
+        loop {
+            let may_wait = tokio::time::Instant::now() < deadline;
+            // Seen before reading: an append after this read wakes the wait below.
+            appended.borrow_and_update();
+            let answer = {
+                let mut state = self.lock();
+                let state = &mut *state;
+                leader::answer(
+                    &state.log,
+                    &self.settings.cluster_id,
+                    endpoint,
+                    request,
+                    may_wait,
+                    &mut state.observers,
+                    crate::log::now_ms(),
+                )
+            };
+            match answer {
+                Answer::Now(response) => return *response,
+                Answer::Wait => {
+                    tokio::select! {
+                        _ = appended.changed() => {}
+                        _ = tokio::time::sleep_until(deadline) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The leader epoch, end offset and observers' progress (DescribeQuorum).
+    pub fn quorum(&self) -> (i32, i64, BTreeMap<i32, ObserverState>) {
+        let state = self.lock();
+        (state.log.epoch(), state.log.high_watermark(), state.observers.clone())
+    }
+
+    /// Flushes and closes the metadata log.
+    pub fn close(&self) {
+        if let Err(e) = self.lock().log.close() {
+            tracing::warn!(error = %e, "closing the metadata log");
+        }
+    }
+}

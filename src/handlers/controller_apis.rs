@@ -1,0 +1,162 @@
+//! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
+//! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
+//! ApiVersions, and the brokers' own requests to the active controller. Thin: each request goes
+//! to `controller::quorum::QuorumController` and the decision functions it writes with.
+//!
+//! Invariants: versions outside `SERVED` never reach a handler (the decoder refuses them); a
+//! request the controller cannot serve yet gets Kafka's error for it, never a dropped
+//! connection.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse, FinalizedFeatureKey};
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_quorum_response::{
+    DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeClusterResponse, RequestKind, ResponseKind};
+
+use super::str_bytes;
+use crate::controller::quorum::QuorumController;
+use crate::protocol::DecodedRequest;
+use crate::raft::leader::LeaderEndpoint;
+use crate::raft::METADATA_TOPIC_NAME;
+
+/// (API, lowest, highest version) a controller serves.
+pub const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Fetch, 13, 17),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::DescribeCluster, 1, 2),
+];
+
+pub fn is_served(api_key: ApiKey, version: i16) -> bool {
+    SERVED.iter().any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+}
+
+/// The listener a request came in on, as the controller names itself there.
+#[derive(Debug, Clone)]
+pub struct ControllerListener {
+    pub name: String,
+    pub endpoint: LeaderEndpoint,
+}
+
+/// Serves one request.
+pub async fn handle(
+    controller: &QuorumController,
+    listener: &ControllerListener,
+    request: DecodedRequest,
+) -> ResponseKind {
+    let version = request.version;
+    match request.body {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(controller)),
+        RequestKind::Fetch(fetch) => ResponseKind::Fetch(controller.fetch(&fetch, &listener.endpoint).await),
+        RequestKind::DescribeQuorum(_) => ResponseKind::DescribeQuorum(describe_quorum(controller, listener, version)),
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster(controller, listener, &r)),
+        other => unreachable!("the decoder only passes served APIs, not {:?}", other),
+    }
+}
+
+/// ApiVersions: the controller's table and the finalized features of its image.
+pub fn api_versions(controller: &QuorumController) -> ApiVersionsResponse {
+    let image = controller.image();
+    let keys = SERVED
+        .iter()
+        .map(|(key, min, max)| {
+            ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
+        })
+        .collect();
+    let finalized = image
+        .features
+        .iter()
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(str_bytes(name))
+                .with_min_version_level(*level)
+                .with_max_version_level(*level)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_api_keys(keys)
+        .with_finalized_features_epoch(image.offset.max(0))
+        .with_finalized_features(finalized)
+}
+
+/// KIP-511: an ApiVersions at a version this controller does not know.
+pub fn unsupported_api_versions() -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(ResponseError::UnsupportedVersion.code())
+        .with_api_keys(vec![ApiVersion::default().with_api_key(ApiKey::ApiVersions as i16).with_max_version(4)])
+}
+
+/// DescribeQuorum: this node is the only voter and the leader; observers as last fetched.
+fn describe_quorum(
+    controller: &QuorumController,
+    listener: &ControllerListener,
+    version: i16,
+) -> DescribeQuorumResponse {
+    let (epoch, high_watermark, observers) = controller.quorum();
+    let node_id = controller.settings.node_id;
+    let now_ms = crate::log::now_ms();
+    let leader = ReplicaState::default()
+        .with_replica_id(node_id.into())
+        .with_log_end_offset(high_watermark)
+        .with_last_fetch_timestamp(now_ms)
+        .with_last_caught_up_timestamp(now_ms);
+    let observers = observers
+        .iter()
+        .map(|(id, s)| {
+            ReplicaState::default()
+                .with_replica_id((*id).into())
+                .with_replica_directory_id(s.directory_id)
+                .with_log_end_offset(s.log_end_offset)
+                .with_last_fetch_timestamp(s.last_fetch_ms)
+                .with_last_caught_up_timestamp(s.last_caught_up_ms)
+        })
+        .collect();
+    let partition = PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(node_id.into())
+        .with_leader_epoch(epoch)
+        .with_high_watermark(high_watermark)
+        .with_current_voters(vec![leader])
+        .with_observers(observers);
+    let mut response = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+        .with_topic_name(str_bytes(METADATA_TOPIC_NAME).into())
+        .with_partitions(vec![partition])]);
+    if version >= 2 {
+        response.nodes = vec![Node::default().with_node_id(node_id.into()).with_listeners(vec![Listener::default()
+            .with_name(str_bytes(&listener.name))
+            .with_host(str_bytes(&listener.endpoint.host))
+            .with_port(listener.endpoint.port)])];
+    }
+    response
+}
+
+/// Kafka's `DescribeClusterRequest` endpoint type for controllers.
+const CONTROLLER_ENDPOINT: i8 = 2;
+
+/// DescribeCluster on a controller (`bootstrap.controllers` admin clients): the controller
+/// quorum's nodes, this one.
+fn describe_cluster(
+    controller: &QuorumController,
+    listener: &ControllerListener,
+    request: &DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let node_id = controller.settings.node_id;
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(CONTROLLER_ENDPOINT)
+        .with_cluster_id(str_bytes(&controller.settings.cluster_id))
+        .with_controller_id(node_id.into())
+        .with_cluster_authorized_operations(i32::MIN);
+    if request.endpoint_type != CONTROLLER_ENDPOINT {
+        return response.with_error_code(ResponseError::MismatchedEndpointType.code()).with_error_message(Some(
+            str_bytes(
+                "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER",
+            ),
+        ));
+    }
+    response.with_brokers(vec![DescribeClusterBroker::default()
+        .with_broker_id(node_id.into())
+        .with_host(str_bytes(&listener.endpoint.host))
+        .with_port(listener.endpoint.port as i32)])
+}

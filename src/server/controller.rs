@@ -1,0 +1,124 @@
+//! A controller-only node's network side (`process.roles=controller`): binds its controller
+//! listeners, reads request frames, and answers each through `handlers::controller_apis`, one
+//! request at a time per connection (as Kafka's channel muting does); a held Fetch holds only
+//! its own connection. Plaintext listeners only for now (SSL and SASL controller listeners come
+//! with the security issue).
+//!
+//! Invariants: as the broker's connections (`connection.rs`): a frame over
+//! `socket.request.max.bytes` or one the guard refuses closes that connection only, and memory
+//! grows with bytes received, never with a claimed length; a request at a version the
+//! controller does not serve closes the connection (ApiVersions gets KIP-511's answer).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::connection::{read_frame, Spares};
+use crate::config::BrokerConfig;
+use crate::controller::quorum::{ControllerSettings, QuorumController};
+use crate::handlers::controller_apis::{self, ControllerListener};
+use crate::metadata::log_dirs::LogDirs;
+use crate::node::NodeConfig;
+use crate::protocol::{self, ProtocolError};
+use crate::raft::leader::LeaderEndpoint;
+
+/// Runs a controller-only node until SIGTERM / ctrl-c.
+pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
+    let log_dirs = LogDirs::open(&config)?;
+    let settings = ControllerSettings {
+        node_id: node.node_id,
+        cluster_id: log_dirs.cluster_id().to_string(),
+        session_timeout_ms: node.session_timeout_ms as i64,
+    };
+    let metadata_dir = log_dirs.first().to_path_buf();
+    let controller =
+        Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??);
+    let mut tasks = Vec::new();
+    let mut lines = String::new();
+    for listener in &config.listeners {
+        let host = if listener.host.is_empty() { "0.0.0.0" } else { listener.host.as_str() };
+        let bound = TcpListener::bind((host, listener.port)).await?;
+        let addr = bound.local_addr()?;
+        lines.push_str(&format!("ketch listening on {addr}\n"));
+        tracing::info!(listener = %listener.name, %addr, "controller listening");
+        let advertised = config.advertised_listeners.iter().find(|l| l.name == listener.name);
+        let endpoint = LeaderEndpoint {
+            host: advertised.map_or_else(|| addr.ip().to_string(), |l| l.host.clone()),
+            port: advertised.map_or(addr.port(), |l| l.port),
+        };
+        let named = Arc::new(ControllerListener { name: listener.name.clone(), endpoint });
+        tasks.push(tokio::spawn(accept_loop(bound, named, controller.clone(), config.socket_request_max_bytes)));
+    }
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
+    }
+    super::shutdown_signal().await;
+    tracing::info!("controller shutting down");
+    for task in tasks {
+        task.abort();
+    }
+    tokio::task::spawn_blocking(move || controller.close()).await?;
+    Ok(())
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    named: Arc<ControllerListener>,
+    controller: Arc<QuorumController>,
+    max_frame: usize,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let (named, controller) = (named.clone(), controller.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = serve(stream, &named, &controller, max_frame).await {
+                        tracing::debug!(%peer, error = %e, "controller connection closed");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on the controller listener");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve(
+    stream: TcpStream,
+    named: &ControllerListener,
+    controller: &QuorumController,
+    max_frame: usize,
+) -> anyhow::Result<()> {
+    stream.set_nodelay(true)?;
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut spares = Spares::default();
+    while let Some(frame) = read_frame(&mut reader, max_frame, &mut spares).await? {
+        let out = answer(frame, named, controller).await?;
+        write.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+/// The response frame for one request frame (an error closes the connection).
+async fn answer(frame: Bytes, named: &ControllerListener, controller: &QuorumController) -> anyhow::Result<Bytes> {
+    match protocol::decode_served_request(frame, controller_apis::is_served) {
+        Ok(request) => {
+            let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
+            let body = controller_apis::handle(controller, named, request).await;
+            Ok(protocol::encode_response(api_key, version, correlation_id, &body)?.freeze())
+        }
+        Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {
+            let body = ResponseKind::ApiVersions(controller_apis::unsupported_api_versions());
+            Ok(protocol::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)?.freeze())
+        }
+        Err(e) => anyhow::bail!("{e}"),
+    }
+}
