@@ -78,7 +78,8 @@ impl Cluster {
         self.apply(&[MetadataRecord::BrokerRegistrationChange(change)]);
     }
 
-    /// A topic whose partition `p` has replicas `assignments[p]`, all in the ISR, led by the first.
+    /// A topic whose partition `p` has replicas `assignments[p]`, all in the ISR, led by the first,
+    /// each in its broker's first log directory.
     pub fn add_topic(&mut self, name: &str, id: u128, assignments: &[&[i32]]) -> Uuid {
         let topic_id = Uuid::from_u128(id);
         let mut records =
@@ -92,7 +93,10 @@ impl Cluster {
                 leader: replicas[0],
                 leader_epoch: 0,
                 partition_epoch: 0,
-                directories: replicas.iter().map(|&b| Uuid::from_u128(5000 + b as u128)).collect(),
+                directories: replicas
+                    .iter()
+                    .map(|b| self.image.brokers.get(b).and_then(|b| b.log_dirs.first()).copied().unwrap_or(Uuid::nil()))
+                    .collect(),
                 ..Default::default()
             }));
         }
