@@ -10,6 +10,10 @@
 //! `ImageBuilder`); a topic never loses partitions; a topic keeps its id; no record is produced
 //! when nothing changes.
 
+pub mod alter_partition;
+pub mod brokers;
+pub mod partition_change;
+pub mod placement;
 pub mod quorum;
 
 use uuid::Uuid;
@@ -29,6 +33,17 @@ pub struct TopicSpec<'a> {
     /// Per partition, the log directory holding it (shorter when unknown).
     pub directories: &'a [Uuid],
     pub overrides: &'a Properties,
+}
+
+/// The controller's settings its decisions depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// This controller's `node.id` (its dynamic broker configs count for its decisions).
+    pub node_id: i32,
+    /// `broker.session.timeout.ms`.
+    pub session_timeout_ms: i64,
+    /// The static `unclean.leader.election.enable`.
+    pub unclean_leader_election_enable: bool,
 }
 
 /// A change the controller refuses (the image disagrees with the request).
@@ -119,5 +134,7 @@ pub fn remove_topic_records(image: &MetadataImage, name: &str) -> Vec<MetadataRe
         .unwrap_or_default()
 }
 
+#[cfg(test)]
+mod test_cluster;
 #[cfg(test)]
 mod tests;

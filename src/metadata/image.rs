@@ -63,7 +63,7 @@ impl PartitionImage {
     }
 
     /// Kafka's `PartitionRegistration.merge`.
-    fn merge(&self, c: &PartitionChangeRecord) -> PartitionImage {
+    pub fn merge(&self, c: &PartitionChangeRecord) -> PartitionImage {
         let (leader, leader_epoch) = if c.leader == NO_LEADER_CHANGE {
             (self.leader, self.leader_epoch)
         } else {

@@ -1,0 +1,271 @@
+//! Partition changes: Kafka's `PartitionChangeBuilder` (leader election, ISR changes, leader
+//! recovery state) and `ReplicationControlManager.generateLeaderAndIsrUpdates` (the changes a
+//! broker's fencing, unfencing or shutdown makes to every partition it is in).
+//!
+//! Without ELR: Ketch clusters are formatted with `eligible.leader.replicas.version=0`, so the
+//! ELR is never grown (a non-empty one left by an earlier version is cleared, as Kafka clears it
+//! when ELR is disabled) and the last known ELR is left alone. Without reassignment: replicas,
+//! adding and removing replicas and directories are never changed here (Kafka completes or
+//! cancels a reassignment in this builder; Ketch does not reassign yet).
+//!
+//! Metadata version 4.1 (at least 3.6): an ISR shrink does not bump the leader epoch, only a
+//! leader change does.
+//!
+//! Invariants of every record built: it changes something (none otherwise); the new leader is
+//! -1 or a member of the new ISR; the ISR is never emptied (when no acceptable member is left,
+//! the leader becomes -1 and the ISR keeps its last members, as Kafka's does without ELR); the
+//! ISR only names replicas.
+
+use uuid::Uuid;
+
+use super::ControllerConfig;
+use crate::metadata::image::{MetadataImage, PartitionImage, NO_LEADER_CHANGE, TOPIC_RESOURCE};
+use crate::metadata::records::{MetadataRecord, PartitionChangeRecord};
+
+/// `PartitionChangeRecord.leader` / `PartitionRecord.leader`: no leader.
+pub const NO_LEADER: i32 = -1;
+/// `LeaderRecoveryState.RECOVERED`.
+pub const RECOVERED: i8 = 0;
+/// `LeaderRecoveryState.RECOVERING`: the leader was elected uncleanly and has not yet recovered.
+pub const RECOVERING: i8 = 1;
+/// `ConfigResource.Type.BROKER` (name "" for the cluster default, the node id otherwise).
+pub const BROKER_RESOURCE: i8 = 4;
+
+/// How the leader is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Election {
+    /// Keep the current leader while it stays acceptable and in the ISR, else the first
+    /// acceptable ISR member in replica order (Kafka's `ONLINE`).
+    Default,
+    /// Move leadership to the first replica when it is an acceptable ISR member.
+    Preferred,
+    /// As `Default`, then, when no ISR member is acceptable, any acceptable replica: the ISR
+    /// becomes that replica alone and the leader RECOVERING (only with
+    /// `unclean.leader.election.enable`).
+    Unclean,
+}
+
+/// A change of one partition, built from its current state and the wanted ISR.
+pub struct PartitionChange<'a, F: Fn(i32) -> bool> {
+    topic_id: Uuid,
+    partition_id: i32,
+    partition: &'a PartitionImage,
+    acceptable_leader: F,
+    target_isr: Vec<i32>,
+    election: Election,
+    target_recovery_state: i8,
+}
+
+impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
+    /// A change that keeps the ISR, elects with `Election::Default` and keeps the leader
+    /// recovery state; `acceptable_leader` says which brokers may lead (see `leader_acceptor`).
+    pub fn new(topic_id: Uuid, partition_id: i32, partition: &'a PartitionImage, acceptable_leader: F) -> Self {
+        PartitionChange {
+            topic_id,
+            partition_id,
+            partition,
+            acceptable_leader,
+            target_isr: partition.isr.clone(),
+            election: Election::Default,
+            target_recovery_state: partition.leader_recovery_state,
+        }
+    }
+
+    pub fn target_isr(mut self, isr: Vec<i32>) -> Self {
+        debug_assert!(isr.iter().all(|r| self.partition.replicas.contains(r)), "ISR {isr:?} names a non-replica");
+        self.target_isr = isr;
+        self
+    }
+
+    pub fn election(mut self, election: Election) -> Self {
+        self.election = election;
+        self
+    }
+
+    pub fn target_recovery_state(mut self, state: i8) -> Self {
+        debug_assert!(state == RECOVERED || state == RECOVERING);
+        self.target_recovery_state = state;
+        self
+    }
+
+    fn valid_leader(&self, replica: i32) -> bool {
+        self.target_isr.contains(&replica) && (self.acceptable_leader)(replica)
+    }
+
+    /// The leader to have, and whether it was elected uncleanly.
+    fn elect(&self) -> (i32, bool) {
+        let replicas = &self.partition.replicas;
+        let current = self.partition.leader;
+        if self.election == Election::Preferred {
+            if let Some(&preferred) = replicas.first().filter(|&&r| self.valid_leader(r)) {
+                return (preferred, false);
+            }
+        }
+        if self.valid_leader(current) {
+            return (current, false);
+        }
+        if let Some(&leader) = replicas.iter().find(|&&r| self.valid_leader(r)) {
+            return (leader, false);
+        }
+        if self.election == Election::Unclean {
+            if let Some(&leader) = replicas.iter().find(|&&r| (self.acceptable_leader)(r)) {
+                return (leader, true);
+            }
+        }
+        (NO_LEADER, false)
+    }
+
+    /// The record taking the partition to the target, or none when nothing would change.
+    pub fn build(&self) -> Option<PartitionChangeRecord> {
+        let partition = self.partition;
+        let mut record =
+            PartitionChangeRecord { topic_id: self.topic_id, partition_id: self.partition_id, ..Default::default() };
+        let (leader, unclean) = self.elect();
+        if leader != partition.leader {
+            record.leader = leader;
+            if unclean {
+                // Data loss is possible: the ISR becomes the new leader alone.
+                record.isr = Some(vec![leader]);
+                if partition.leader_recovery_state != RECOVERING {
+                    record.leader_recovery_state = RECOVERING;
+                }
+            }
+        }
+        if !partition.eligible_leader_replicas.is_empty() {
+            record.eligible_leader_replicas = Some(Vec::new());
+        }
+        // Without ELR the ISR never empties: the last members stay.
+        if record.isr.is_none() && !self.target_isr.is_empty() && self.target_isr != partition.isr {
+            record.isr = Some(self.target_isr.clone());
+        }
+        if self.target_recovery_state != partition.leader_recovery_state {
+            record.leader_recovery_state = self.target_recovery_state;
+        }
+        if is_no_op(&record) {
+            return None;
+        }
+        check_change(partition, &record);
+        Some(record)
+    }
+}
+
+fn is_no_op(r: &PartitionChangeRecord) -> bool {
+    r.isr.is_none()
+        && r.leader == NO_LEADER_CHANGE
+        && r.replicas.is_none()
+        && r.removing_replicas.is_none()
+        && r.adding_replicas.is_none()
+        && r.leader_recovery_state == -1
+        && r.directories.is_none()
+        && r.eligible_leader_replicas.is_none()
+        && r.last_known_elr.is_none()
+}
+
+/// The partition after `change` satisfies the invariants (a bug otherwise).
+fn check_change(partition: &PartitionImage, change: &PartitionChangeRecord) {
+    let isr = change.isr.as_ref().unwrap_or(&partition.isr);
+    let leader = if change.leader == NO_LEADER_CHANGE { partition.leader } else { change.leader };
+    assert!(!isr.is_empty(), "a change empties the ISR: {change:?}");
+    assert!(leader == NO_LEADER || isr.contains(&leader), "leader {leader} outside the ISR {isr:?}");
+    debug_assert!(isr.iter().all(|r| partition.replicas.contains(r)), "ISR {isr:?} names a non-replica");
+}
+
+/// Registered, unfenced and not in controlled shutdown (Kafka's `ClusterControlManager.isActive`).
+pub fn is_active(image: &MetadataImage, broker: i32) -> bool {
+    image.brokers.get(&broker).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+}
+
+/// Whether `broker`'s copy of `partition` is in one of its online log directories (Kafka's
+/// `DirectoryId.isOnline`: unassigned and migrating copies count as online, lost ones not; a
+/// broker that registered no directory counts as online).
+pub fn has_online_dir(image: &MetadataImage, partition: &PartitionImage, broker: i32) -> bool {
+    let Some(b) = image.brokers.get(&broker) else { return false };
+    let at = partition.replicas.iter().position(|&r| r == broker);
+    let dir = at.and_then(|i| partition.directories.get(i)).copied().unwrap_or(Uuid::nil());
+    match dir.as_u128() {
+        // Kafka's MIGRATING and UNASSIGNED.
+        0 | 1 => true,
+        // Kafka's LOST.
+        2 => false,
+        _ => b.log_dirs.is_empty() || b.log_dirs.contains(&dir),
+    }
+}
+
+/// Kafka's `LeaderAcceptor`: an active broker whose copy of the partition is online.
+pub fn leader_acceptor<'a>(image: &'a MetadataImage, partition: &'a PartitionImage) -> impl Fn(i32) -> bool + 'a {
+    move |r| is_active(image, r) && has_online_dir(image, partition, r)
+}
+
+/// `unclean.leader.election.enable` for `topic`: the topic's config, else the controller node's
+/// dynamic broker config, else the cluster default, else the static config (Kafka's
+/// `ConfigurationControlManager.uncleanLeaderElectionEnabledForTopic`).
+pub fn unclean_enabled(image: &MetadataImage, config: &ControllerConfig, topic: &str) -> bool {
+    const KEY: &str = "unclean.leader.election.enable";
+    let lookup = |resource: (i8, String)| image.configs.get(&resource).and_then(|c| c.get(KEY)).cloned();
+    lookup((TOPIC_RESOURCE, topic.to_string()))
+        .or_else(|| lookup((BROKER_RESOURCE, config.node_id.to_string())))
+        .or_else(|| lookup((BROKER_RESOURCE, String::new())))
+        .map(|v| v.eq_ignore_ascii_case("true"))
+        .unwrap_or(config.unclean_leader_election_enable)
+}
+
+/// Which broker a set of leader and ISR updates is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerEvent {
+    /// The broker leaves every ISR and leadership (fenced, in controlled shutdown, or restarted
+    /// as a new incarnation): every partition with it in its ISR.
+    Leaves(i32),
+    /// The broker is being unfenced: it may lead (though the image still shows it fenced), and
+    /// every leaderless partition gets an election.
+    Joins(i32),
+}
+
+/// Kafka's `generateLeaderAndIsrUpdates`: the partition changes `event` causes, in the order of
+/// topic names then partition ids (deterministic).
+pub fn leader_and_isr_updates(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    event: BrokerEvent,
+) -> Vec<MetadataRecord> {
+    let mut topics: Vec<_> = image.topics.values().collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut records = Vec::new();
+    for topic in topics {
+        let election = if unclean_enabled(image, config, &topic.name) { Election::Unclean } else { Election::Default };
+        for (&partition_id, partition) in &topic.partitions {
+            let concerned = match event {
+                BrokerEvent::Leaves(b) => partition.isr.contains(&b),
+                BrokerEvent::Joins(_) => partition.leader == NO_LEADER,
+            };
+            if !concerned {
+                continue;
+            }
+            let acceptable = |r: i32| {
+                let allowed = match event {
+                    BrokerEvent::Leaves(b) => r != b && is_active(image, r),
+                    BrokerEvent::Joins(b) => r == b || is_active(image, r),
+                };
+                allowed && has_online_dir(image, partition, r)
+            };
+            let target_isr = match event {
+                BrokerEvent::Leaves(b) => partition.isr.iter().copied().filter(|&r| r != b).collect(),
+                BrokerEvent::Joins(_) => partition.isr.clone(),
+            };
+            let change = PartitionChange::new(topic.id, partition_id, partition, acceptable)
+                .target_isr(target_isr)
+                .election(election)
+                .build();
+            records.extend(change.map(MetadataRecord::PartitionChange));
+        }
+    }
+    records
+}
+
+/// Whether `broker` leads any partition.
+pub fn leads_any(image: &MetadataImage, broker: i32) -> bool {
+    image.topics.values().any(|t| t.partitions.values().any(|p| p.leader == broker))
+}
+
+#[cfg(test)]
+#[path = "partition_change_tests.rs"]
+mod partition_change_tests;
