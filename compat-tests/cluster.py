@@ -93,6 +93,57 @@ class KafkaController(KafkaBroker):
         pass  # the port chosen at creation: brokers are configured with it
 
 
+class KetchController(KetchBroker):
+    """A controller-only Ketch node (`process.roles=controller`, the only voter of its quorum),
+    formatted with `ketch format -t <cluster id>` as an operator would."""
+
+    def __init__(self, workdir: Path, overrides=None):
+        super().__init__(workdir, overrides)
+        self.cluster_id = new_cluster_id()
+        # Fixed for the controller's life: brokers are configured with it.
+        self.port = free_port()
+        self.formatted = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def settings(self) -> dict[str, str]:
+        props = {
+            "process.roles": "controller",
+            "node.id": str(CONTROLLER_ID),
+            "controller.quorum.voters": f"{CONTROLLER_ID}@127.0.0.1:{self.port}",
+            "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "broker.session.timeout.ms": "3000",
+        }
+        props.update(self.overrides)
+        return props
+
+    def command(self) -> list[str]:
+        return [str(self.binary), *(a for k, v in self.settings().items() for a in ("--override", f"{k}={v}"))]
+
+    def start(self) -> "KetchController":
+        if not self.formatted:
+            cmd = [str(self.binary), "format", "-t", self.cluster_id]
+            cmd += [a for k, v in self.settings().items() for a in ("--override", f"{k}={v}")]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                raise BrokerStartError(f"ketch format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+            self.formatted = True
+        super().start()
+        return self
+
+
+def new_controller(workdir: Path, kind: str, overrides=None):
+    """A controller of `kind` ("kafka" or "ketch")."""
+    if kind == "ketch":
+        return KetchController(workdir, overrides)
+    return KafkaController(workdir, overrides)
+
+
 def controller_settings(ctl: KafkaController, node_id: int) -> dict[str, str]:
     """What a broker of either kind needs to join `ctl`'s cluster (Kafka's names)."""
     return {
@@ -183,8 +234,9 @@ class Cluster:
     2 cores). `brokers` is {node id: broker}; `processes` lists the controller and the brokers (their
     logs go into a failing test's report: conftest's report hook reads `item._compat_brokers`)."""
 
-    def __init__(self, root: Path, nodes: dict, controller_overrides=None):
-        self.ctl = KafkaController(root / "controller", controller_overrides)
+    def __init__(self, root: Path, nodes: dict, controller_overrides=None, controller: str = "kafka"):
+        (root / "controller").mkdir(parents=True, exist_ok=True)
+        self.ctl = new_controller(root / "controller", controller, controller_overrides)
         self.brokers = {n: broker_under(self.ctl, root / f"broker{n}", n, kind, overrides)
                         for n, (kind, overrides) in nodes.items()}
         self._pool: ThreadPoolExecutor | None = None
@@ -255,12 +307,14 @@ def three_broker_cluster(start_cluster) -> dict:
 
 @pytest.fixture
 def start_cluster(request, tmp_path):
-    """Factory: start_cluster(nodes, controller_overrides=None, parallel=False, kill=False) -> a
-    started Cluster (see there), stopped at the test's end (kill: the brokers with kill -9)."""
+    """Factory: start_cluster(nodes, controller_overrides=None, parallel=False, kill=False,
+    controller="kafka") -> a started Cluster (see there) under a controller of that kind, stopped at
+    the test's end (kill: the brokers with kill -9)."""
     started: list[tuple[Cluster, bool]] = []
 
-    def factory(nodes: dict, controller_overrides=None, parallel: bool = False, kill: bool = False) -> Cluster:
-        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides)
+    def factory(nodes: dict, controller_overrides=None, parallel: bool = False, kill: bool = False,
+                controller: str = "kafka") -> Cluster:
+        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides, controller)
         started.append((c, kill))
         request.node._compat_brokers = [p for c_, _ in started for p in c_.processes]
         return c.start(parallel)

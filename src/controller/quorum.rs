@@ -18,6 +18,8 @@ use std::time::Duration;
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use tokio::sync::watch;
 
+use super::brokers::BrokerSessions;
+use super::ControllerConfig;
 use crate::metadata::image::{ImageBuilder, MetadataImage};
 use crate::metadata::records::{FeatureLevelRecord, MetadataRecord};
 use crate::raft::leader::{self, Answer, LeaderEndpoint, ObserverState};
@@ -32,13 +34,11 @@ pub const METADATA_VERSION_4_1: i16 = 27;
 pub const BOOTSTRAP_FEATURES: &[(&str, i16)] =
     &[("metadata.version", METADATA_VERSION_4_1), ("transaction.version", 2), ("group.version", 1)];
 
-/// The settings the controller decides with (Kafka's names).
+/// The settings the controller decides with.
 #[derive(Debug, Clone)]
 pub struct ControllerSettings {
-    pub node_id: i32,
+    pub config: ControllerConfig,
     pub cluster_id: String,
-    /// `broker.session.timeout.ms`.
-    pub session_timeout_ms: i64,
 }
 
 struct State {
@@ -46,6 +46,16 @@ struct State {
     builder: ImageBuilder,
     image: Arc<MetadataImage>,
     observers: BTreeMap<i32, ObserverState>,
+    sessions: BrokerSessions,
+}
+
+/// What a decision is made from: the image, the brokers' sessions, where its records will be
+/// appended, and the time.
+pub struct Decide<'a> {
+    pub image: &'a Arc<MetadataImage>,
+    pub sessions: &'a mut BrokerSessions,
+    pub next_offset: i64,
+    pub now_ms: i64,
 }
 
 pub struct QuorumController {
@@ -75,14 +85,17 @@ impl QuorumController {
     pub fn open(metadata_dir: &std::path::Path, settings: ControllerSettings) -> anyhow::Result<QuorumController> {
         let mut builder = ImageBuilder::new();
         let mut replayed = 0u64;
-        let log = MetadataLog::open(metadata_dir, settings.node_id, crate::log::now_ms(), |offset, record| {
+        let log = MetadataLog::open(metadata_dir, settings.config.node_id, crate::log::now_ms(), |offset, record| {
             replayed += 1;
             builder.apply(offset, &record)?;
             Ok(())
         })?;
         let image = builder.publish();
         let (appended, _) = watch::channel(log.end_offset());
-        let state = State { log, builder, image, observers: BTreeMap::new() };
+        // A new active controller gives every registered broker a full session.
+        let mut sessions = BrokerSessions::new(settings.config);
+        sessions.touch_all(&image, crate::log::now_ms());
+        let state = State { log, builder, image, observers: BTreeMap::new(), sessions };
         let controller = QuorumController { settings, state: Mutex::new(state), appended };
         if replayed == 0 {
             let mut state = controller.lock();
@@ -123,15 +136,33 @@ impl QuorumController {
         Ok(last)
     }
 
-    /// Runs `decide` on the current state and writes the records it returns; returns its answer.
-    pub fn change<T>(
-        &self,
-        decide: impl FnOnce(&Arc<MetadataImage>, i64) -> (Vec<MetadataRecord>, T),
-    ) -> anyhow::Result<(T, i64)> {
+    /// Runs `decide` on the current state and writes the records it returns; returns its answer
+    /// once they are durable and applied.
+    pub fn change<T>(&self, decide: impl FnOnce(&mut Decide) -> (Vec<MetadataRecord>, T)) -> anyhow::Result<T> {
         let mut state = self.lock();
-        let (records, answer) = decide(&state.image, state.log.end_offset());
-        let last = self.write(&mut state, records)?;
-        Ok((answer, last))
+        let state = &mut *state;
+        let mut input = Decide {
+            image: &state.image,
+            sessions: &mut state.sessions,
+            next_offset: state.log.end_offset(),
+            now_ms: crate::log::now_ms(),
+        };
+        let (records, answer) = decide(&mut input);
+        self.write(state, records)?;
+        Ok(answer)
+    }
+
+    /// Fences brokers whose session lapsed (one change each, as Kafka); returns how many.
+    pub fn expire_sessions(&self) -> anyhow::Result<usize> {
+        let mut fenced = 0;
+        while self.change(|d| {
+            let records = d.sessions.expire(d.image, d.now_ms);
+            let any = !records.is_empty();
+            (records, any)
+        })? {
+            fenced += 1;
+        }
+        Ok(fenced)
     }
 
     /// Answers an observer's Fetch, holding it up to its `max_wait_ms` while there is nothing new.

@@ -13,11 +13,16 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{
     DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
 };
-use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeClusterResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, DescribeClusterRequest, DescribeClusterResponse, EnvelopeRequest, EnvelopeResponse,
+    RequestKind, ResponseKind,
+};
 
 use super::str_bytes;
+use crate::controller::alter_partition;
 use crate::controller::quorum::QuorumController;
-use crate::protocol::DecodedRequest;
+use crate::protocol::{self, DecodedRequest, ProtocolError};
 use crate::raft::leader::LeaderEndpoint;
 use crate::raft::METADATA_TOPIC_NAME;
 
@@ -27,6 +32,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 1, 2),
+    (ApiKey::Envelope, 0, 0),
+    (ApiKey::BrokerRegistration, 0, 4),
+    (ApiKey::BrokerHeartbeat, 0, 1),
+    (ApiKey::AlterPartition, alter_partition::LOWEST_VERSION, 3),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -46,12 +55,65 @@ pub async fn handle(
     listener: &ControllerListener,
     request: DecodedRequest,
 ) -> ResponseKind {
+    match request.body {
+        RequestKind::Envelope(envelope) => ResponseKind::Envelope(forwarded(controller, listener, envelope).await),
+        _ => handle_direct(controller, listener, request).await,
+    }
+}
+
+/// A request a broker forwarded (Kafka's `ForwardingManager`): the inner request, whole with
+/// its header, is decoded as if it came in directly (guard first) and answered whole with its
+/// header inside the EnvelopeResponse. A nested Envelope, or an inner request this controller
+/// does not serve, is INVALID_REQUEST / UNSUPPORTED_VERSION on the envelope.
+async fn forwarded(
+    controller: &QuorumController,
+    listener: &ControllerListener,
+    envelope: EnvelopeRequest,
+) -> EnvelopeResponse {
+    let inner = match protocol::decode_served_request(envelope.request_data, is_served) {
+        Ok(inner) if inner.api_key != ApiKey::Envelope => inner,
+        Ok(_) => return EnvelopeResponse::default().with_error_code(ResponseError::InvalidRequest.code()),
+        Err(ProtocolError::UnsupportedVersion { .. } | ProtocolError::UnknownApiKey(_)) => {
+            return EnvelopeResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "forwarded request refused");
+            return EnvelopeResponse::default().with_error_code(ResponseError::InvalidRequest.code());
+        }
+    };
+    let (api_key, version, correlation_id) = (inner.api_key, inner.version, inner.header.correlation_id);
+    let body = handle_direct(controller, listener, inner).await;
+    match protocol::encode_response(api_key, version, correlation_id, &body) {
+        // Without the length prefix: the envelope's bytes field has its own length.
+        Ok(frame) => EnvelopeResponse::default().with_response_data(Some(frame.freeze().slice(4..))),
+        Err(e) => {
+            tracing::warn!(error = %e, ?api_key, "encoding a forwarded request's response");
+            EnvelopeResponse::default().with_error_code(ResponseError::UnknownServerError.code())
+        }
+    }
+}
+
+async fn handle_direct(
+    controller: &QuorumController,
+    listener: &ControllerListener,
+    request: DecodedRequest,
+) -> ResponseKind {
     let version = request.version;
     match request.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(controller)),
         RequestKind::Fetch(fetch) => ResponseKind::Fetch(controller.fetch(&fetch, &listener.endpoint).await),
         RequestKind::DescribeQuorum(_) => ResponseKind::DescribeQuorum(describe_quorum(controller, listener, version)),
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster(controller, listener, &r)),
+        RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(register(controller, &r)),
+        RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(heartbeat(controller, &r)),
+        RequestKind::AlterPartition(r) => {
+            let config = controller.settings.config;
+            let answer = controller.change(|d| alter_partition::alter_partition(d.image, &config, &r, version));
+            ResponseKind::AlterPartition(answer.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "AlterPartition not written");
+                AlterPartitionResponse::default().with_error_code(ResponseError::UnknownServerError.code())
+            }))
+        }
         other => unreachable!("the decoder only passes served APIs, not {:?}", other),
     }
 }
@@ -95,7 +157,7 @@ fn describe_quorum(
     version: i16,
 ) -> DescribeQuorumResponse {
     let (epoch, high_watermark, observers) = controller.quorum();
-    let node_id = controller.settings.node_id;
+    let node_id = controller.settings.config.node_id;
     let now_ms = crate::log::now_ms();
     let leader = ReplicaState::default()
         .with_replica_id(node_id.into())
@@ -142,7 +204,7 @@ fn describe_cluster(
     listener: &ControllerListener,
     request: &DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let node_id = controller.settings.node_id;
+    let node_id = controller.settings.config.node_id;
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(CONTROLLER_ENDPOINT)
         .with_cluster_id(str_bytes(&controller.settings.cluster_id))
@@ -159,4 +221,47 @@ fn describe_cluster(
         .with_broker_id(node_id.into())
         .with_host(str_bytes(&listener.endpoint.host))
         .with_port(listener.endpoint.port as i32)])
+}
+
+/// BrokerRegistration: a fenced registration whose broker epoch is its record's offset.
+fn register(controller: &QuorumController, request: &BrokerRegistrationRequest) -> BrokerRegistrationResponse {
+    let cluster_id = controller.settings.cluster_id.clone();
+    let decided = controller.change(|d| match d.sessions.register(d.image, &cluster_id, request, d.next_offset, d.now_ms) {
+        Ok((records, epoch)) => (records, Ok(epoch)),
+        Err(refusal) => (Vec::new(), Err(refusal)),
+    });
+    match decided {
+        Ok(Ok(epoch)) => {
+            tracing::info!(broker = request.broker_id.0, epoch, "broker registered");
+            BrokerRegistrationResponse::default().with_broker_epoch(epoch)
+        }
+        Ok(Err((error, message))) => {
+            tracing::info!(broker = request.broker_id.0, ?error, %message, "broker registration refused");
+            BrokerRegistrationResponse::default().with_error_code(error.code()).with_broker_epoch(-1)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "broker registration not written");
+            BrokerRegistrationResponse::default().with_error_code(ResponseError::UnknownServerError.code())
+        }
+    }
+}
+
+/// BrokerHeartbeat: the broker's session, and the fencing, unfencing or controlled shutdown it
+/// moves the broker to.
+fn heartbeat(controller: &QuorumController, request: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
+    let decided = controller.change(|d| match d.sessions.heartbeat(d.image, request, d.next_offset, d.now_ms) {
+        Ok((records, answer)) => (records, Ok(answer)),
+        Err(error) => (Vec::new(), Err(error)),
+    });
+    match decided {
+        Ok(Ok(answer)) => BrokerHeartbeatResponse::default()
+            .with_is_caught_up(answer.is_caught_up)
+            .with_is_fenced(answer.is_fenced)
+            .with_should_shut_down(answer.should_shut_down),
+        Ok(Err(error)) => BrokerHeartbeatResponse::default().with_error_code(error.code()).with_is_fenced(true),
+        Err(e) => {
+            tracing::error!(error = %e, "broker heartbeat not written");
+            BrokerHeartbeatResponse::default().with_error_code(ResponseError::UnknownServerError.code()).with_is_fenced(true)
+        }
+    }
 }

@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::connection::{read_frame, Spares};
 use crate::config::BrokerConfig;
 use crate::controller::quorum::{ControllerSettings, QuorumController};
+use crate::controller::ControllerConfig;
 use crate::handlers::controller_apis::{self, ControllerListener};
 use crate::metadata::log_dirs::LogDirs;
 use crate::node::NodeConfig;
@@ -29,9 +30,15 @@ use crate::raft::leader::LeaderEndpoint;
 pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
     let log_dirs = LogDirs::open(&config)?;
     let settings = ControllerSettings {
-        node_id: node.node_id,
+        config: ControllerConfig {
+            node_id: node.node_id,
+            session_timeout_ms: node.session_timeout_ms as i64,
+            unclean_leader_election_enable: config
+                .properties
+                .get("unclean.leader.election.enable")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+        },
         cluster_id: log_dirs.cluster_id().to_string(),
-        session_timeout_ms: node.session_timeout_ms as i64,
     };
     let metadata_dir = log_dirs.first().to_path_buf();
     let controller =
@@ -52,6 +59,7 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
         let named = Arc::new(ControllerListener { name: listener.name.clone(), endpoint });
         tasks.push(tokio::spawn(accept_loop(bound, named, controller.clone(), config.socket_request_max_bytes)));
     }
+    tasks.push(tokio::spawn(expire_sessions(controller.clone())));
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -120,5 +128,21 @@ async fn answer(frame: Bytes, named: &ControllerListener, controller: &QuorumCon
             Ok(protocol::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)?.freeze())
         }
         Err(e) => anyhow::bail!("{e}"),
+    }
+}
+
+/// How often lapsed broker sessions are looked for (Kafka checks on a timer too).
+const SESSION_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Fences brokers whose `broker.session.timeout.ms` lapsed without a heartbeat.
+async fn expire_sessions(controller: Arc<QuorumController>) {
+    let mut ticks = tokio::time::interval(SESSION_CHECK_INTERVAL);
+    loop {
+        ticks.tick().await;
+        match controller.expire_sessions() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(fenced = n, "broker sessions lapsed: fenced"),
+            Err(e) => tracing::error!(error = %e, "fencing lapsed brokers not written"),
+        }
     }
 }
