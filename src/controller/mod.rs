@@ -14,6 +14,7 @@ pub mod alter_partition;
 pub mod brokers;
 pub mod partition_change;
 pub mod placement;
+pub mod producer_ids;
 pub mod quorum;
 
 use uuid::Uuid;
