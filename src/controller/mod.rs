@@ -15,6 +15,7 @@ pub mod brokers;
 pub mod partition_change;
 pub mod placement;
 pub mod producer_ids;
+pub mod topic_changes;
 
 use uuid::Uuid;
 
