@@ -1,0 +1,267 @@
+//! Replicated topics: creating a topic and adding partitions with placed replicas (Kafka's
+//! `ReplicationControlManager.createTopic` / `createPartitions` without manual assignments), and
+//! ElectLeaders (`electLeaders`, preferred and unclean).
+//!
+//! A new partition's ISR is its active replicas (unfenced, not in controlled shutdown), led by the
+//! first of them, at leader and partition epoch 0; each replica's directory is its broker's only
+//! log directory, Kafka's UNASSIGNED when it has several (the broker picks one) and MIGRATING
+//! (nil) when it registered none, as Kafka's `defaultDir`.
+//!
+//! Invariants: the records apply to the image; a refused request writes nothing; an election
+//! writes one record per partition whose leader changed, none otherwise.
+
+use kafka_protocol::error::ResponseError;
+use uuid::Uuid;
+
+use super::partition_change::{is_active, leader_acceptor, Election, PartitionChange, NO_LEADER};
+use super::placement::{place, placement_brokers};
+use crate::config::Properties;
+use crate::metadata::image::{MetadataImage, PartitionImage, TOPIC_RESOURCE};
+use crate::metadata::records::{ConfigRecord, MetadataRecord, PartitionRecord, TopicRecord};
+
+/// Kafka's `DirectoryId.UNASSIGNED`.
+pub const UNASSIGNED_DIRECTORY: Uuid = Uuid::from_u128(1);
+
+type Refusal = (ResponseError, String);
+
+/// A topic to create (`partitions` and `replication_factor` resolved: no -1 defaults).
+#[derive(Debug, Clone)]
+pub struct NewTopic<'a> {
+    pub name: &'a str,
+    pub id: Uuid,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub overrides: &'a Properties,
+}
+
+/// The records creating `topic` with replicas placed over the usable brokers (`seed` for the
+/// placement).
+pub fn create_topic_records(
+    image: &MetadataImage,
+    topic: &NewTopic,
+    seed: u64,
+) -> Result<Vec<MetadataRecord>, Refusal> {
+    if image.topic(topic.name).is_some() || image.topics.contains_key(&topic.id) {
+        return Err((ResponseError::TopicAlreadyExists, format!("Topic '{}' already exists.", topic.name)));
+    }
+    if topic.replication_factor <= 0 {
+        return Err((
+            ResponseError::InvalidReplicationFactor,
+            "Replication factor must be larger than 0, or -1 to use the default value.".to_string(),
+        ));
+    }
+    if topic.partitions <= 0 {
+        return Err((
+            ResponseError::InvalidPartitions,
+            "Number of partitions was set to an invalid non-positive value.".to_string(),
+        ));
+    }
+    let assignments = place(&placement_brokers(image), topic.partitions, topic.replication_factor, seed)
+        .map_err(|refused| (ResponseError::InvalidReplicationFactor, refused.0))?;
+    let mut records = vec![MetadataRecord::Topic(TopicRecord {
+        name: topic.name.to_string(),
+        topic_id: topic.id,
+        ..Default::default()
+    })];
+    records.extend(partition_records(image, topic.id, 0, assignments, topic.replication_factor)?);
+    for (name, value) in topic.overrides {
+        records.push(MetadataRecord::Config(ConfigRecord {
+            resource_type: TOPIC_RESOURCE,
+            resource_name: topic.name.to_string(),
+            name: name.clone(),
+            value: Some(value.clone()),
+            ..Default::default()
+        }));
+    }
+    Ok(records)
+}
+
+/// CreatePartitions: the records growing topic `name` to `count` partitions, with the
+/// replication factor of its partition 0.
+pub fn create_partitions_records(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+    seed: u64,
+) -> Result<Vec<MetadataRecord>, (ResponseError, Option<String>)> {
+    let Some(topic) = image.topic(name) else {
+        // Kafka's UnknownTopicOrPartitionException carries no message: null in the answer.
+        return Err((ResponseError::UnknownTopicOrPartition, None));
+    };
+    let have = topic.partitions.len() as i32;
+    if count == have {
+        return Err((ResponseError::InvalidPartitions, Some(format!("Topic already has {have} partition(s)."))));
+    }
+    if count < have {
+        return Err((
+            ResponseError::InvalidPartitions,
+            Some(format!("The topic {name} currently has {have} partition(s); {count} would not be an increase.")),
+        ));
+    }
+    let Some(first) = topic.partitions.values().next() else {
+        // Kafka never sends the text of an UNKNOWN_SERVER_ERROR.
+        return Err((ResponseError::UnknownServerError, None));
+    };
+    let replication_factor = first.replicas.len() as i16;
+    let assignments = place(&placement_brokers(image), count - have, replication_factor, seed).map_err(|refused| {
+        // Kafka answers the placer's reason alone here.
+        let prefix = format!("Unable to replicate the partition {replication_factor} time(s): ");
+        (ResponseError::InvalidReplicationFactor, refused.0.trim_start_matches(&prefix).to_string())
+    });
+    let assignments = assignments.map_err(|(code, message)| (code, Some(message)))?;
+    partition_records(image, topic.id, have, assignments, replication_factor).map_err(|(code, m)| (code, Some(m)))
+}
+
+fn partition_records(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    first_partition: i32,
+    assignments: Vec<Vec<i32>>,
+    replication_factor: i16,
+) -> Result<Vec<MetadataRecord>, Refusal> {
+    let mut records = Vec::with_capacity(assignments.len());
+    for (i, replicas) in assignments.into_iter().enumerate() {
+        let isr: Vec<i32> = replicas.iter().copied().filter(|&r| is_active(image, r)).collect();
+        let Some(&leader) = isr.first() else {
+            return Err((
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "Unable to replicate the partition {replication_factor} time(s): All brokers are currently \
+                     fenced or in controlled shutdown."
+                ),
+            ));
+        };
+        let directories = replicas.iter().map(|&r| default_directory(image, r)).collect();
+        records.push(MetadataRecord::Partition(PartitionRecord {
+            partition_id: first_partition + i as i32,
+            topic_id,
+            replicas,
+            isr,
+            leader,
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories,
+            ..Default::default()
+        }));
+    }
+    Ok(records)
+}
+
+/// Kafka's `ClusterControlManager.defaultDir`.
+fn default_directory(image: &MetadataImage, broker: i32) -> Uuid {
+    match image.brokers.get(&broker).map(|b| b.log_dirs.as_slice()) {
+        None => UNASSIGNED_DIRECTORY,
+        Some([]) => Uuid::nil(),
+        Some([only]) => *only,
+        Some(_) => UNASSIGNED_DIRECTORY,
+    }
+}
+
+/// ElectLeaders' `election_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    Preferred,
+    Unclean,
+}
+
+impl ElectionType {
+    /// From the request's byte (INVALID_REQUEST otherwise, as Kafka).
+    pub fn from_code(code: i8) -> Result<ElectionType, Refusal> {
+        match code {
+            0 => Ok(ElectionType::Preferred),
+            1 => Ok(ElectionType::Unclean),
+            other => Err((ResponseError::InvalidRequest, format!("Unknown election type {other}"))),
+        }
+    }
+}
+
+/// One partition's answer to ElectLeaders: `None` when a leader was elected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionResult {
+    pub topic: String,
+    pub partition: i32,
+    pub error: Option<(ResponseError, String)>,
+}
+
+/// ElectLeaders: the records and each partition's result. `partitions` none: every partition
+/// of every topic, leaving out those needing no election (as Kafka).
+pub fn elect_leaders(
+    image: &MetadataImage,
+    election: ElectionType,
+    partitions: Option<&[(String, i32)]>,
+) -> (Vec<MetadataRecord>, Vec<ElectionResult>) {
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    let everything;
+    let wanted = match partitions {
+        Some(wanted) => wanted,
+        None => {
+            let mut topics: Vec<_> = image.topics.values().collect();
+            topics.sort_by(|a, b| a.name.cmp(&b.name));
+            everything =
+                topics.iter().flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p))).collect::<Vec<_>>();
+            &everything
+        }
+    };
+    for (topic, partition) in wanted {
+        let error = match elect_one(image, election, topic, *partition) {
+            Ok(record) => {
+                records.push(record);
+                None
+            }
+            Err((ResponseError::ElectionNotNeeded, _)) if partitions.is_none() => continue,
+            Err(e) => Some(e),
+        };
+        results.push(ElectionResult { topic: topic.clone(), partition: *partition, error });
+    }
+    (records, results)
+}
+
+fn elect_one(
+    image: &MetadataImage,
+    election: ElectionType,
+    topic_name: &str,
+    partition_id: i32,
+) -> Result<MetadataRecord, Refusal> {
+    let unknown = |message: String| (ResponseError::UnknownTopicOrPartition, message);
+    let topic = image.topic(topic_name).ok_or_else(|| unknown(format!("No such topic as {topic_name}")))?;
+    let partition: &PartitionImage = topic
+        .partitions
+        .get(&partition_id)
+        .ok_or_else(|| unknown(format!("No such partition as {topic_name}-{partition_id}")))?;
+    let not_needed = match election {
+        ElectionType::Preferred => partition.replicas.first() == Some(&partition.leader),
+        ElectionType::Unclean => partition.leader != NO_LEADER,
+    };
+    if not_needed {
+        return Err(error(ResponseError::ElectionNotNeeded));
+    }
+    let kind = match election {
+        ElectionType::Preferred => Election::Preferred,
+        ElectionType::Unclean => Election::Unclean,
+    };
+    let change = PartitionChange::new(topic.id, partition_id, partition, leader_acceptor(image, partition))
+        .election(kind)
+        .build();
+    match (change, election) {
+        (Some(record), _) => Ok(MetadataRecord::PartitionChange(record)),
+        (None, ElectionType::Preferred) => Err(error(ResponseError::PreferredLeaderNotAvailable)),
+        (None, ElectionType::Unclean) => Err(error(ResponseError::EligibleLeadersNotAvailable)),
+    }
+}
+
+/// An error with Kafka's default message for it.
+fn error(code: ResponseError) -> Refusal {
+    let message = match code {
+        ResponseError::ElectionNotNeeded => "Leader election not needed for topic partition.",
+        ResponseError::PreferredLeaderNotAvailable => "The preferred leader was not available.",
+        ResponseError::EligibleLeadersNotAvailable => "Eligible topic partition leaders are not available.",
+        _ => unreachable!("no default message kept for {code:?}"),
+    };
+    (code, message.to_string())
+}
+
+#[cfg(test)]
+#[path = "topic_changes_tests.rs"]
+mod topic_changes_tests;
