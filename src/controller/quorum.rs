@@ -39,6 +39,13 @@ pub const BOOTSTRAP_FEATURES: &[(&str, i16)] =
 pub struct ControllerSettings {
     pub config: ControllerConfig,
     pub cluster_id: String,
+    /// `num.partitions` and `default.replication.factor`: CreateTopics' -1.
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    /// The topic configs' defaults (this node's static broker configs over Kafka's defaults).
+    pub topic_defaults: crate::config::TopicConfig,
+    /// Topic configs whose broker-level synonym this node's configuration sets.
+    pub static_config_keys: std::collections::HashSet<String>,
 }
 
 struct State {

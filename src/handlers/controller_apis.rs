@@ -14,14 +14,15 @@ use kafka_protocol::messages::describe_quorum_response::{
     DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
 };
 use kafka_protocol::messages::{
-    AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
-    BrokerRegistrationResponse, DescribeClusterRequest, DescribeClusterResponse, EnvelopeRequest, EnvelopeResponse,
-    RequestKind, ResponseKind,
+    AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
+    BrokerRegistrationRequest, BrokerRegistrationResponse, DescribeClusterRequest, DescribeClusterResponse,
+    EnvelopeRequest, EnvelopeResponse, RequestKind, ResponseKind,
 };
 
+use super::controller_topics::create_topics;
 use super::str_bytes;
-use crate::controller::alter_partition;
 use crate::controller::quorum::QuorumController;
+use crate::controller::{alter_partition, producer_ids};
 use crate::protocol::{self, DecodedRequest, ProtocolError};
 use crate::raft::leader::LeaderEndpoint;
 use crate::raft::METADATA_TOPIC_NAME;
@@ -36,6 +37,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::BrokerRegistration, 0, 4),
     (ApiKey::BrokerHeartbeat, 0, 1),
     (ApiKey::AlterPartition, alter_partition::LOWEST_VERSION, 3),
+    (ApiKey::AllocateProducerIds, 0, 0),
+    (ApiKey::CreateTopics, 2, 7),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -109,9 +112,15 @@ async fn handle_direct(
         RequestKind::AlterPartition(r) => {
             let config = controller.settings.config;
             let answer = controller.change(|d| alter_partition::alter_partition(d.image, &config, &r, version));
-            ResponseKind::AlterPartition(answer.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "AlterPartition not written");
-                AlterPartitionResponse::default().with_error_code(ResponseError::UnknownServerError.code())
+            ResponseKind::AlterPartition(written("AlterPartition", answer, |error| {
+                AlterPartitionResponse::default().with_error_code(error.code())
+            }))
+        }
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics(controller, r, version)),
+        RequestKind::AllocateProducerIds(r) => {
+            let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
+            ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
+                AllocateProducerIdsResponse::default().with_error_code(error.code())
             }))
         }
         other => unreachable!("the decoder only passes served APIs, not {:?}", other),
@@ -226,10 +235,11 @@ fn describe_cluster(
 /// BrokerRegistration: a fenced registration whose broker epoch is its record's offset.
 fn register(controller: &QuorumController, request: &BrokerRegistrationRequest) -> BrokerRegistrationResponse {
     let cluster_id = controller.settings.cluster_id.clone();
-    let decided = controller.change(|d| match d.sessions.register(d.image, &cluster_id, request, d.next_offset, d.now_ms) {
-        Ok((records, epoch)) => (records, Ok(epoch)),
-        Err(refusal) => (Vec::new(), Err(refusal)),
-    });
+    let decided =
+        controller.change(|d| match d.sessions.register(d.image, &cluster_id, request, d.next_offset, d.now_ms) {
+            Ok((records, epoch)) => (records, Ok(epoch)),
+            Err(refusal) => (Vec::new(), Err(refusal)),
+        });
     match decided {
         Ok(Ok(epoch)) => {
             tracing::info!(broker = request.broker_id.0, epoch, "broker registered");
@@ -239,10 +249,9 @@ fn register(controller: &QuorumController, request: &BrokerRegistrationRequest) 
             tracing::info!(broker = request.broker_id.0, ?error, %message, "broker registration refused");
             BrokerRegistrationResponse::default().with_error_code(error.code()).with_broker_epoch(-1)
         }
-        Err(e) => {
-            tracing::error!(error = %e, "broker registration not written");
-            BrokerRegistrationResponse::default().with_error_code(ResponseError::UnknownServerError.code())
-        }
+        Err(e) => written("BrokerRegistration", Err(e), |error| {
+            BrokerRegistrationResponse::default().with_error_code(error.code()).with_broker_epoch(-1)
+        }),
     }
 }
 
@@ -259,9 +268,17 @@ fn heartbeat(controller: &QuorumController, request: &BrokerHeartbeatRequest) ->
             .with_is_fenced(answer.is_fenced)
             .with_should_shut_down(answer.should_shut_down),
         Ok(Err(error)) => BrokerHeartbeatResponse::default().with_error_code(error.code()).with_is_fenced(true),
-        Err(e) => {
-            tracing::error!(error = %e, "broker heartbeat not written");
-            BrokerHeartbeatResponse::default().with_error_code(ResponseError::UnknownServerError.code()).with_is_fenced(true)
-        }
+        Err(e) => written("BrokerHeartbeat", Err(e), |error| {
+            BrokerHeartbeatResponse::default().with_error_code(error.code()).with_is_fenced(true)
+        }),
     }
+}
+
+/// The answer of a change, or `failed`'s (UNKNOWN_SERVER_ERROR) when its records could not be
+/// written (the metadata log's directory failed).
+fn written<T>(what: &str, answer: anyhow::Result<T>, failed: impl FnOnce(ResponseError) -> T) -> T {
+    answer.unwrap_or_else(|e| {
+        tracing::error!(error = %e, request = what, "metadata records not written");
+        failed(ResponseError::UnknownServerError)
+    })
 }

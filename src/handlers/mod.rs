@@ -14,6 +14,7 @@ mod cluster;
 mod configs;
 mod consumer_groups;
 pub mod controller_apis;
+mod controller_topics;
 mod create_topics;
 mod delete_topics;
 pub mod fetch;

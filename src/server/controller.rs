@@ -39,6 +39,14 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         },
         cluster_id: log_dirs.cluster_id().to_string(),
+        num_partitions: config.num_partitions,
+        default_replication_factor: config.default_replication_factor,
+        topic_defaults: config.topic_defaults.clone(),
+        static_config_keys: crate::config::TOPIC_CONFIG_KEYS
+            .iter()
+            .filter(|(_, broker_key)| config.properties.contains_key(*broker_key))
+            .map(|(key, _)| key.to_string())
+            .collect(),
     };
     let metadata_dir = log_dirs.first().to_path_buf();
     let controller =
