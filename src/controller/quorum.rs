@@ -44,6 +44,8 @@ pub struct ControllerSettings {
     pub default_replication_factor: i16,
     /// The topic configs' defaults (this node's static broker configs over Kafka's defaults).
     pub topic_defaults: crate::config::TopicConfig,
+    /// `delete.topic.enable`.
+    pub delete_topic_enable: bool,
     /// Topic configs whose broker-level synonym this node's configuration sets.
     pub static_config_keys: std::collections::HashSet<String>,
 }

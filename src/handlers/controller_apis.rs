@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
     EnvelopeRequest, EnvelopeResponse, RequestKind, ResponseKind,
 };
 
+use super::controller_admin;
 use super::controller_topics::create_topics;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
@@ -39,6 +40,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartition, alter_partition::LOWEST_VERSION, 3),
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::ElectLeaders, 0, 2),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -117,6 +121,13 @@ async fn handle_direct(
             }))
         }
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics(controller, r, version)),
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(controller_admin::delete_topics(controller, r, version))
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(controller_admin::create_partitions(controller, r))
+        }
+        RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(controller_admin::elect_leaders(controller, r)),
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {

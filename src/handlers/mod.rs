@@ -13,12 +13,14 @@ mod api_versions;
 mod cluster;
 mod configs;
 mod consumer_groups;
+mod controller_admin;
 pub mod controller_apis;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;
 pub mod fetch;
 mod find_coordinator;
+mod forward;
 mod groups;
 mod list_config_resources;
 mod list_offsets;
@@ -158,7 +160,10 @@ pub async fn dispatch(
         RequestKind::OffsetForLeaderEpoch(req) => {
             ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, ctx, req))
         }
-        RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, ctx, req)),
+        RequestKind::ElectLeaders(req) => match broker.controller.get() {
+            Some(link) => ResponseKind::ElectLeaders(forward::elect_leaders(link, req, version).await),
+            None => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, ctx, req)),
+        },
         RequestKind::AlterPartitionReassignments(req) => {
             ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, ctx, req))
         }
@@ -173,9 +178,10 @@ pub async fn dispatch(
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, ctx, req))
         }
         RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, ctx, req)),
-        RequestKind::CreatePartitions(req) => {
-            ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req))
-        }
+        RequestKind::CreatePartitions(req) => match broker.controller.get() {
+            Some(link) => ResponseKind::CreatePartitions(forward::create_partitions(link, req, version).await),
+            None => ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req)),
+        },
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version))
         }
@@ -205,7 +211,10 @@ pub async fn dispatch(
         RequestKind::DescribeProducers(req) => {
             ResponseKind::DescribeProducers(txn::describe_producers(broker, ctx, req))
         }
-        RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version)),
+        RequestKind::DeleteTopics(req) => match broker.controller.get() {
+            Some(link) => ResponseKind::DeleteTopics(forward::delete_topics(link, req, version).await),
+            None => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version)),
+        },
         RequestKind::UpdateFeatures(req) => {
             ResponseKind::UpdateFeatures(update_features::handle(broker, ctx, req, version))
         }

@@ -42,6 +42,7 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
         num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
         topic_defaults: config.topic_defaults.clone(),
+        delete_topic_enable: config.delete_topic_enable,
         static_config_keys: crate::config::TOPIC_CONFIG_KEYS
             .iter()
             .filter(|(_, broker_key)| config.properties.contains_key(*broker_key))

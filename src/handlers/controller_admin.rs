@@ -1,0 +1,175 @@
+//! DeleteTopics, CreatePartitions and ElectLeaders on a Ketch controller (brokers forward them,
+//! Kafka's `ControllerApis`): each topic or partition checked against the metadata image, its
+//! records (`controller::topic_changes`, RemoveTopicRecord) written as one change, answered once
+//! durable.
+//!
+//! Not yet: ACLs on the controller (it trusts the brokers that forward), manual assignments in
+//! CreatePartitions (refused with INVALID_REQUEST), CreateTopicPolicy.
+//! Invariants: a refused topic or partition writes nothing.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, TopicName,
+};
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::controller::quorum::QuorumController;
+use crate::controller::topic_changes::{create_partitions_records, elect_leaders as elect, ElectionType};
+use crate::metadata::records::{MetadataRecord, RemoveTopicRecord};
+
+fn unwritten(e: anyhow::Error) -> (ResponseError, Option<String>) {
+    tracing::error!(error = %e, "metadata records not written");
+    (ResponseError::UnknownServerError, None)
+}
+
+/// DeleteTopics, by name (v0-5) or by name or id (v6+). Not yet: Kafka's "Duplicate topic
+/// name/id" answers (a topic named twice is deleted once, the second answer is
+/// UNKNOWN_TOPIC_OR_PARTITION).
+pub fn delete_topics(
+    controller: &QuorumController,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    if !controller.settings.delete_topic_enable {
+        let error = if version < 3 { ResponseError::InvalidRequest } else { ResponseError::TopicDeletionDisabled };
+        let refused = |name: Option<TopicName>, id: Uuid| {
+            DeletableTopicResult::default().with_name(name).with_topic_id(id).with_error_code(error.code())
+        };
+        let responses = if version >= 6 {
+            request.topics.into_iter().map(|t| refused(t.name, t.topic_id)).collect()
+        } else {
+            request.topic_names.into_iter().map(|n| refused(Some(n), Uuid::nil())).collect()
+        };
+        return DeleteTopicsResponse::default().with_responses(responses);
+    }
+    let mut refused = Vec::new();
+    let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
+        let mut wanted = Vec::new();
+        for t in &request.topics {
+            let message = match (&t.name, t.topic_id.is_nil()) {
+                (None, true) => "Neither topic name nor id were specified.",
+                (Some(_), false) => "You may not specify both topic name and topic id.",
+                (name, _) => {
+                    wanted.push((name.as_ref().map(|n| n.0.to_string()), t.topic_id));
+                    continue;
+                }
+            };
+            refused.push(
+                DeletableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(str_bytes(message))),
+            );
+        }
+        wanted
+    } else {
+        request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+    };
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let decided = controller.change(|d| {
+                let topic = match &name {
+                    Some(n) => d.image.topic(n).cloned(),
+                    None => d.image.topics.get(&id).cloned(),
+                };
+                let Some(topic) = topic else {
+                    let error = if name.is_some() {
+                        ResponseError::UnknownTopicOrPartition
+                    } else {
+                        ResponseError::UnknownTopicId
+                    };
+                    return (Vec::new(), Err((error, None)));
+                };
+                let record =
+                    MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: topic.id, ..Default::default() });
+                (vec![record], Ok((topic.name.clone(), topic.id)))
+            });
+            let result = DeletableTopicResult::default()
+                .with_name(name.as_deref().map(|n| TopicName(str_bytes(n))))
+                .with_topic_id(id);
+            match decided.map_err(unwritten).and_then(|r| r) {
+                Ok((name, id)) => {
+                    tracing::info!(topic = %name, "topic deleted");
+                    result.with_name(Some(TopicName(str_bytes(&name)))).with_topic_id(id)
+                }
+                Err((error, message)) => {
+                    result.with_error_code(error.code()).with_error_message(message.map(|m| str_bytes(&m)))
+                }
+            }
+        })
+        .collect::<Vec<_>>();
+    DeleteTopicsResponse::default().with_responses(refused.into_iter().chain(responses).collect())
+}
+
+/// CreatePartitions: new partitions placed over the usable brokers.
+pub fn create_partitions(controller: &QuorumController, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let results = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str();
+            let seed = u64::from_le_bytes(crate::metadata::random_bytes()[..8].try_into().expect("8 bytes"));
+            let decided = if topic.assignments.is_some() {
+                let message = "Manual partition assignments are not supported by this controller yet.";
+                Ok(Err((ResponseError::InvalidRequest, Some(message.to_string()))))
+            } else {
+                controller.change(|d| match create_partitions_records(d.image, name, topic.count, seed) {
+                    Ok(records) if !request.validate_only => (records, Ok(())),
+                    Ok(_) => (Vec::new(), Ok(())),
+                    Err(refusal) => (Vec::new(), Err(refusal)),
+                })
+            };
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            match decided.map_err(unwritten).and_then(|r| r) {
+                Ok(()) => result,
+                Err((error, message)) => {
+                    result.with_error_code(error.code()).with_error_message(message.map(|m| str_bytes(&m)))
+                }
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+/// ElectLeaders (preferred or unclean), for the partitions named or all of them.
+pub fn elect_leaders(controller: &QuorumController, request: ElectLeadersRequest) -> ElectLeadersResponse {
+    let election = match ElectionType::from_code(request.election_type) {
+        Ok(e) => e,
+        Err((error, _)) => return ElectLeadersResponse::default().with_error_code(error.code()),
+    };
+    let wanted: Option<Vec<(String, i32)>> = request
+        .topic_partitions
+        .as_ref()
+        .map(|topics| topics.iter().flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p))).collect());
+    let decided = controller.change(|d| elect(d.image, election, wanted.as_deref()));
+    let results = match decided {
+        Ok(results) => results,
+        Err(e) => {
+            let (error, _) = unwritten(e);
+            return ElectLeadersResponse::default().with_error_code(error.code());
+        }
+    };
+    let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
+    for r in results {
+        let (code, message) = r.error.map_or((0, None), |(e, m)| (e.code(), Some(str_bytes(&m))));
+        by_topic.entry(r.topic).or_default().push(
+            PartitionResult::default().with_partition_id(r.partition).with_error_code(code).with_error_message(message),
+        );
+    }
+    let results = by_topic
+        .into_iter()
+        .map(|(topic, partitions)| {
+            ReplicaElectionResult::default().with_topic(TopicName(str_bytes(&topic))).with_partition_result(partitions)
+        })
+        .collect();
+    ElectLeadersResponse::default().with_replica_election_results(results)
+}
