@@ -282,11 +282,7 @@ impl TxnCoordinator {
         for partition in topic.partitions.iter() {
             loaded.extend(super::ownership::replay(partition)?);
         }
-        let pending: Vec<(String, TxnMeta)> = loaded
-            .iter()
-            .filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let pending = super::ownership::prepared(&loaded);
         tracing::info!(
             transactional_ids = loaded.len(),
             completing = pending.len(),
