@@ -100,21 +100,9 @@ impl Replica {
         now_ms: i64,
         acks_all: bool,
     ) -> Result<Result<AppendInfo, LogError>, ResponseError> {
-        let mut role = self.role();
-        let Role::Leader(state) = &mut *role else { return Err(ResponseError::NotLeaderOrFollower) };
-        if acks_all && state.check_append_acks_all().is_err() {
-            return Err(ResponseError::NotEnoughReplicas);
-        }
-        let info = match log.append(batch, summary, state.leader_epoch, now_ms) {
-            Ok(info) => info,
-            Err(e) => return Ok(Err(e)),
-        };
-        if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
-            log.advance_high_watermark(state.high_watermark);
-        }
-        drop(role);
-        self.bump();
-        Ok(Ok(info))
+        self.append_as_leader(log, now_ms, acks_all, |log, leader_epoch| {
+            log.append(batch, summary, leader_epoch, now_ms)
+        })
     }
 
     /// Appends a transaction marker as leader (WriteTxnMarkers, or this broker's transaction
@@ -127,20 +115,35 @@ impl Replica {
         coordinator_epoch: i32,
         now_ms: i64,
     ) -> Result<Result<i64, LogError>, ResponseError> {
+        self.append_as_leader(log, now_ms, false, |log, leader_epoch| {
+            log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch, now_ms)
+        })
+    }
+
+    /// `append` (given the leader epoch) done as leader: refused when this broker does not lead
+    /// (or, with `acks_all`, while the ISR is too small); the high watermark follows the log end.
+    fn append_as_leader<T>(
+        &self,
+        log: &mut PartitionLog,
+        now_ms: i64,
+        acks_all: bool,
+        append: impl FnOnce(&mut PartitionLog, i32) -> Result<T, LogError>,
+    ) -> Result<Result<T, LogError>, ResponseError> {
         let mut role = self.role();
         let Role::Leader(state) = &mut *role else { return Err(ResponseError::NotLeaderOrFollower) };
-        let offset =
-            match log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, state.leader_epoch, now_ms)
-            {
-                Ok(offset) => offset,
-                Err(e) => return Ok(Err(e)),
-            };
+        if acks_all && state.check_append_acks_all().is_err() {
+            return Err(ResponseError::NotEnoughReplicas);
+        }
+        let appended = match append(log, state.leader_epoch) {
+            Ok(appended) => appended,
+            Err(e) => return Ok(Err(e)),
+        };
         if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
             log.advance_high_watermark(state.high_watermark);
         }
         drop(role);
         self.bump();
-        Ok(Ok(offset))
+        Ok(Ok(appended))
     }
 
     /// A follower fetched at `fetch_offset`: its state, the high watermark, and an ISR
