@@ -149,8 +149,8 @@ pub struct TxnCoordinator {
     /// leader epoch it was loaded at (its coordinator epoch); `None` on a single node, which
     /// owns them all (`ownership.rs`).
     owned: Mutex<Option<BTreeMap<i32, i32>>>,
-    /// Set once in a cluster: the replicas coordinator writes go through, and the way to
-    /// partition leaders on other brokers.
+    /// Set once in a cluster: the way to partition leaders on other brokers (the replicas
+    /// coordinator writes go through are `Deps::replicas`).
     pub(super) cluster: OnceLock<Cluster>,
 }
 
@@ -344,7 +344,7 @@ impl TxnCoordinator {
         coordinator_epoch: i32,
         mut pending: Vec<(String, i32)>,
     ) -> Result<(), ResponseError> {
-        let me = cluster.replicas.node_id();
+        let me = cluster.node_id;
         while !pending.is_empty() {
             if !self.still_owns(id, coordinator_epoch) {
                 return Err(ResponseError::NotCoordinator);

@@ -22,11 +22,13 @@ use crate::replica::manager::ReplicaManager;
 
 impl TxnCoordinator {
     /// From now on transactional ids are coordinated only on `__transaction_state` partitions
-    /// this broker leads; markers for partitions led elsewhere go out on `listener`.
+    /// this broker leads; markers for partitions led elsewhere go out on `listener`. The
+    /// coordinator's writes go through `replicas` as its `Deps` give them; it keeps only their
+    /// node id.
     pub fn set_cluster_mode(&self, replicas: Arc<ReplicaManager>, listener: String) {
         *self.owned() = Some(BTreeMap::new());
         self.lock().clear();
-        let _ = self.cluster.set(Cluster::new(replicas, listener));
+        let _ = self.cluster.set(Cluster::new(replicas.node_id(), listener));
     }
 
     pub fn is_cluster(&self) -> bool {

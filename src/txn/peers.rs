@@ -25,7 +25,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::markers::MarkerResult;
 use crate::node::client::Connection;
-use crate::replica::manager::ReplicaManager;
 
 /// Bounds every request to another broker (Kafka's `request.timeout.ms`).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -73,7 +72,8 @@ fn answers<'r>(partitions: &[(String, i32)], entries: impl Iterator<Item = (&'r 
 
 /// The coordinator's side of a cluster: how to reach partition leaders on other brokers.
 pub struct Cluster {
-    pub replicas: Arc<ReplicaManager>,
+    /// This broker's id (in its requests' client id).
+    pub node_id: i32,
     /// `inter.broker.listener.name`.
     pub listener: String,
     /// One connection per broker, each used by one request at a time.
@@ -81,8 +81,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(replicas: Arc<ReplicaManager>, listener: String) -> Cluster {
-        Cluster { replicas, listener, conns: Mutex::new(HashMap::new()) }
+    pub fn new(node_id: i32, listener: String) -> Cluster {
+        Cluster { node_id, listener, conns: Mutex::new(HashMap::new()) }
     }
 
     fn conn(&self, broker: i32) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
@@ -101,7 +101,7 @@ impl Cluster {
         let slot = self.conn(broker);
         let mut conn = slot.lock().await;
         if conn.as_ref().is_none_or(|c| c.addr() != addr) {
-            let client_id = format!("broker-{}-txn", self.replicas.node_id());
+            let client_id = format!("broker-{}-txn", self.node_id);
             *conn = Some(Connection::connect(addr, &client_id, PEER_TIMEOUT).await?);
         }
         let sent = conn.as_mut().expect("connected").send(version, request, PEER_TIMEOUT).await;
