@@ -258,20 +258,7 @@ impl TxnCoordinator {
                 }
             },
         )?;
-        if let Some(rm) = deps.replicas {
-            let deadline = tokio::time::Instant::now() + super::markers::MARKER_TIMEOUT;
-            match rm.wait_replicated(TXN_TOPIC, partition.index, end, deadline).await {
-                Ok(()) => {}
-                Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
-                    return Err(ResponseError::NotCoordinator)
-                }
-                Err(e) => {
-                    tracing::warn!(error = ?e, "a write to {TXN_TOPIC} was not replicated");
-                    return Err(ResponseError::CoordinatorNotAvailable);
-                }
-            }
-        }
-        deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::CoordinatorNotAvailable)
+        crate::group::await_durable(deps.replicas, deps.flusher, partition, end, super::markers::MARKER_TIMEOUT).await
     }
 
     /// Rebuilds state from `__transaction_state`; completes transactions caught mid-commit.
