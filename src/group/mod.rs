@@ -256,12 +256,7 @@ impl GroupCoordinator {
         if offsets.is_empty() {
             return Ok(None);
         }
-        let topic = self.offsets_topic(topics)?;
-        let partition = topic
-            .partitions
-            .get(self.partition_for(group) as usize)
-            .cloned()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let partition = self.group_partition(topics, group)?;
         let mut inner = self.lock();
         let entries = offsets
             .iter()
@@ -293,18 +288,28 @@ impl GroupCoordinator {
         if entries.is_empty() {
             return Ok(None);
         }
+        self.append_encoded(topics, group, entries.into_iter().map(|(k, v)| (k.encode(), v)).collect())
+    }
+
+    /// `group`'s partition of the offsets topic (the topic created on first use).
+    fn group_partition(
+        &self,
+        topics: &TopicRegistry,
+        group: &str,
+    ) -> Result<Arc<crate::log::Partition>, ResponseError> {
         let topic = self.offsets_topic(topics)?;
-        let partition = topic
-            .partitions
-            .get(self.partition_for(group) as usize)
-            .cloned()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let end = append_records(
-            self.replicas.get().map(|r| &**r),
-            &partition,
-            entries.into_iter().map(|(k, v)| (k.encode(), v)).collect(),
-        )
-        .map_err(|e| {
+        topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// `append` of records already encoded (key, value).
+    fn append_encoded(
+        &self,
+        topics: &TopicRegistry,
+        group: &str,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
+        let partition = self.group_partition(topics, group)?;
+        let end = append_records(self.replicas.get().map(|r| &**r), &partition, records).map_err(|e| {
             tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
             ResponseError::CoordinatorNotAvailable
         })?;
