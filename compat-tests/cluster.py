@@ -15,7 +15,8 @@ module has it):
 
 with helpers to wait for the cluster's state: wait_for, partition_states / cluster_states (one
 Metadata request), wait_for_leader / wait_for_isr (polled until leaders / ISR reach a set),
-create_topic (asked again while the brokers are not all registered), group_offsets.
+create_topic (asked again while the brokers are not all registered), group_offsets, and to read a
+topic back: read_all (every record up to given ends, at a chosen isolation level).
 
 A Ketch broker is formatted with `ketch format -t <the controller's cluster id>`, a Kafka broker
 with Kafka's StorageTool, as an operator would.
@@ -32,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import TARGET, BrokerStartError, KafkaBroker, KetchBroker, free_port
@@ -455,6 +457,40 @@ def create_three_way_topic(admin, topic: str, partitions: int) -> dict:
     create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, f"{topic} created with replication factor 3")
     return wait_for_isr(admin, topic, THREE_NODES, leaders=THREE_NODES, count=partitions,
                         what=f"every partition of {topic} with ISR {THREE_NODES}", timeout=60)[0]
+
+
+def read_all(servers: str, topic: str, ends: dict[int, int], isolation: str | None = None,
+             timeout: float = 30) -> dict[int, list]:
+    """Every record a consumer at `isolation` (isolation.level; None: librdkafka's default) reads
+    from the beginning of each partition until its position reaches ends[partition] (for
+    read_committed: until the last stable offset has reached it): {partition: [(offset, value)]}.
+    Fetch only: confluent-kafka wants a group.id, but nothing is committed or fetched from the
+    group."""
+    config = {"bootstrap.servers": servers, "group.id": "cluster-check", "enable.auto.commit": False,
+              "enable.partition.eof": True}
+    if isolation is not None:
+        config["isolation.level"] = isolation
+    consumer = Consumer(config)
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        seen: dict[int, list] = {p: [] for p in ends}
+        at_end: dict[int, int] = {}
+        deadline = time.monotonic() + timeout
+        while any(at_end.get(p, -1) < end for p, end in ends.items()):
+            assert time.monotonic() < deadline, \
+                f"{isolation or 'default isolation'}: reading {topic} timed out at {at_end}, want {ends}"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(msg.error())
+                at_end[msg.partition()] = msg.offset()
+                continue
+            seen[msg.partition()].append((msg.offset(), msg.value()))
+        return seen
+    finally:
+        consumer.close()
 
 
 def group_offsets(admin, group: str, timeout: float = 60) -> dict:

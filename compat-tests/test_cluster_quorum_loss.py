@@ -58,10 +58,10 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import TARGET
 from kafka_tools import KafkaTools
-from cluster import bootstrap, partition_states, wait_for
+from cluster import bootstrap, partition_states, read_all, wait_for
 from cluster import create_three_way_topic as create_topic
 from test_cluster_under_kafka_controller import (Acks, assert_log_is, cluster,  # noqa: F401 (fixture)
-                                                  idempotent_producer, read_all)
+                                                  idempotent_producer)
 
 pytestmark = pytest.mark.timeout(420)  # pytest-timeout; every wait below is bounded on its own
 

@@ -78,13 +78,13 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from conftest import TARGET
 from kafka_tools import BackgroundTool, KafkaTools
 from cluster import THREE_NODES as NODES
-from cluster import bootstrap, wait_for
+from cluster import bootstrap, read_all, wait_for
 from cluster import create_three_way_topic as create_topic
 from test_cluster_under_kafka_controller import cluster, produce_all  # noqa: F401 (fixture)
 
@@ -250,35 +250,6 @@ def high_watermarks(servers: str, topic: str, partitions: int) -> dict[int, int]
         c.close()
 
 
-def read_to(servers: str, topic: str, ends: dict[int, int], isolation: str, timeout: float = 60) -> dict[int, list]:
-    """{partition: [(offset, value)]} of every record `isolation` lets a consumer read, from the
-    beginning of each partition until its position reaches ends[partition] (for read_committed:
-    until the last stable offset has reached it)."""
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"txn-check-{isolation}",
-                         "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        seen: dict[int, list] = {p: [] for p in ends}
-        at: dict[int, int] = {p: 0 for p in ends}
-        deadline = time.monotonic() + timeout
-        while any(at[p] < end for p, end in ends.items()):
-            assert time.monotonic() < deadline, \
-                f"{isolation}: reading {topic} timed out at positions {at}, high watermarks {ends}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(msg.error())
-                at[msg.partition()] = msg.offset()
-                continue
-            seen[msg.partition()].append((msg.offset(), msg.value().decode()))
-            at[msg.partition()] = max(at[msg.partition()], msg.offset() + 1)
-        return seen
-    finally:
-        consumer.close()
-
-
 # ---------------------------------------------------------------------------------------------
 # the test
 # ---------------------------------------------------------------------------------------------
@@ -369,8 +340,11 @@ def test_transactional_copy_is_exactly_once_across_broker_kills(cluster, kafka_l
 
         # ---- read the output back
         hw = high_watermarks(servers, OUTPUT, OUTPUT_PARTITIONS)
-        uncommitted = read_to(servers, OUTPUT, hw, "read_uncommitted")
-        committed = read_to(servers, OUTPUT, hw, "read_committed")
+        def read_back(isolation: str) -> dict[int, list]:
+            rows = read_all(servers, OUTPUT, hw, isolation, timeout=60)
+            return {p: [(o, v.decode()) for o, v in records] for p, records in rows.items()}
+        uncommitted = read_back("read_uncommitted")
+        committed = read_back("read_committed")
         print(f"{OUTPUT}: high watermarks {hw}; read_committed {[len(v) for v in committed.values()]} records, "
               f"read_uncommitted {[len(v) for v in uncommitted.values()]}")
 

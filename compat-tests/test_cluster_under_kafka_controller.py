@@ -32,11 +32,11 @@ import re
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster import (bootstrap, create_three_way_topic, group_offsets, partition_states, three_broker_cluster,
-                     wait_for_isr, wait_for_leader)
+from cluster import (bootstrap, create_three_way_topic, group_offsets, partition_states, read_all,
+                     three_broker_cluster, wait_for_isr, wait_for_leader)
 from kafka_tools import KafkaTools
 
 pytestmark = pytest.mark.timeout(240)  # pytest-timeout; each test takes well under 2 minutes
@@ -76,33 +76,6 @@ def produce_all(servers: str, topic: str, values, partitions: int) -> list:
     assert producer.flush(60) == 0, "records neither delivered nor failed"
     assert acks.errors == [] and len(acks.acked) == len(values), acks.errors
     return acks.acked
-
-
-def read_all(servers: str, topic: str, ends: dict[int, int], timeout: float = 30) -> dict[int, list]:
-    """Every record of each partition from its beginning until its high watermark reaches
-    ends[partition] (nothing past it): {partition: [(offset, value)]}. Fetch only: confluent-kafka
-    wants a group.id, but nothing is committed or fetched from the group."""
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": "cluster-check", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        seen: dict[int, list] = {p: [] for p in ends}
-        at_end: dict[int, int] = {}
-        deadline = time.monotonic() + timeout
-        while any(at_end.get(p, -1) < end for p, end in ends.items()):
-            assert time.monotonic() < deadline, f"reading {topic} timed out at {at_end}, want {ends}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(msg.error())
-                at_end[msg.partition()] = msg.offset()
-                continue
-            seen[msg.partition()].append((msg.offset(), msg.value()))
-        return seen
-    finally:
-        consumer.close()
 
 
 def assert_log_is(servers: str, topic: str, acked: list, partitions: int) -> None:

@@ -5,7 +5,8 @@
 //! (`log.*` names) and the topic's overrides (topic-level names such as `retention.ms`).
 //! Invariants: every value is validated at parse time (a bad value is an error naming the key,
 //! never a silent default); unknown broker keys are kept and logged, unknown topic keys are
-//! rejected (Kafka answers INVALID_CONFIG for them).
+//! rejected (Kafka answers INVALID_CONFIG for them). `int_property` reads the whole-number
+//! settings that other parts read for themselves (the node's, the replica fetcher's).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +15,19 @@ use crate::error::ConfigError;
 
 /// Ordered `key -> value` pairs, as read from a properties file or a topic's overrides.
 pub type Properties = BTreeMap<String, String>;
+
+/// A whole-number property outside `BrokerConfig` (the node's quorum and replication
+/// settings): `default` when missing or blank, else its value, which must lie from `min` to
+/// `max`.
+pub fn int_property(props: &Properties, key: &str, default: i64, min: i64, max: i64) -> anyhow::Result<i64> {
+    match props.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        None => Ok(default),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => anyhow::bail!("{key}={v}: expected a number from {min} to {max}"),
+        },
+    }
+}
 
 /// Parses Java `.properties` text: `key=value` or `key: value`, `#`/`!` comments, blank lines and
 /// trailing-backslash line continuations.

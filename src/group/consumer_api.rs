@@ -160,17 +160,7 @@ impl GroupCoordinator {
         if recs.is_empty() {
             return Ok(None);
         }
-        let topic = self.offsets_topic(topics)?;
-        let partition = topic
-            .partitions
-            .get(self.partition_for(group) as usize)
-            .cloned()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let end = super::append_records(self.replicas.get().map(|r| &**r), &partition, recs).map_err(|e| {
-            tracing::error!(error = %e, "cannot write to {}", super::OFFSETS_TOPIC);
-            ResponseError::CoordinatorNotAvailable
-        })?;
-        Ok(Some((partition, end)))
+        self.append_encoded(topics, group, recs)
     }
 
     /// ConsumerGroupHeartbeat (after `validate`).

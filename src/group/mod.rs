@@ -6,6 +6,8 @@
 //! by what is replayed from that topic at start (`load`) plus what this process appended, so a
 //! restart rebuilds it. Invariants: an OffsetCommit is acknowledged only after its records are
 //! fsynced; the cache never holds an offset the log does not.
+//! The internal-topic I/O here (`append_records`, `await_durable`, `replay`) serves the
+//! transaction coordinator's `__transaction_state` too.
 
 pub mod api;
 pub mod consumer;
@@ -254,12 +256,7 @@ impl GroupCoordinator {
         if offsets.is_empty() {
             return Ok(None);
         }
-        let topic = self.offsets_topic(topics)?;
-        let partition = topic
-            .partitions
-            .get(self.partition_for(group) as usize)
-            .cloned()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let partition = self.group_partition(topics, group)?;
         let mut inner = self.lock();
         let entries = offsets
             .iter()
@@ -291,49 +288,44 @@ impl GroupCoordinator {
         if entries.is_empty() {
             return Ok(None);
         }
+        self.append_encoded(topics, group, entries.into_iter().map(|(k, v)| (k.encode(), v)).collect())
+    }
+
+    /// `group`'s partition of the offsets topic (the topic created on first use).
+    fn group_partition(
+        &self,
+        topics: &TopicRegistry,
+        group: &str,
+    ) -> Result<Arc<crate::log::Partition>, ResponseError> {
         let topic = self.offsets_topic(topics)?;
-        let partition = topic
-            .partitions
-            .get(self.partition_for(group) as usize)
-            .cloned()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let end = append_records(
-            self.replicas.get().map(|r| &**r),
-            &partition,
-            entries.into_iter().map(|(k, v)| (k.encode(), v)).collect(),
-        )
-        .map_err(|e| {
+        topic.partitions.get(self.partition_for(group) as usize).cloned().ok_or(ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// `append` of records already encoded (key, value).
+    fn append_encoded(
+        &self,
+        topics: &TopicRegistry,
+        group: &str,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
+        let partition = self.group_partition(topics, group)?;
+        let end = append_records(self.replicas.get().map(|r| &**r), &partition, records).map_err(|e| {
             tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
             ResponseError::CoordinatorNotAvailable
         })?;
         Ok(Some((partition, end)))
     }
 
-    /// Waits for an append to be durable: fsynced here and, in a cluster, replicated to the
-    /// in-sync replicas (Kafka's coordinator writes are acks=all). Errors as Kafka maps a failed
-    /// coordinator write: NOT_COORDINATOR once leadership moved, else COORDINATOR_NOT_AVAILABLE.
+    /// Waits for an append to be durable (`await_durable`), within `offsets.commit.timeout.ms`
+    /// in a cluster.
     pub async fn sync_to_disk(
         &self,
         flusher: &Flusher,
         written: Option<(Arc<crate::log::Partition>, i64)>,
     ) -> Result<(), ResponseError> {
         let Some((partition, end)) = written else { return Ok(()) };
-        if let Some(rm) = self.replicas.get() {
-            let deadline = tokio::time::Instant::now() + self.config.offsets_commit_timeout;
-            match rm.wait_replicated(&partition.topic, partition.index, end, deadline).await {
-                Ok(()) => {}
-                Err(ResponseError::NotLeaderOrFollower) => return Err(ResponseError::NotCoordinator),
-                Err(e) => {
-                    tracing::warn!(error = ?e, "a write to {OFFSETS_TOPIC} was not replicated");
-                    return Err(ResponseError::CoordinatorNotAvailable);
-                }
-            }
-        }
-        flusher.flush(partition, end).await.map_err(|e| {
-            tracing::error!(error = %e, "fsync of {OFFSETS_TOPIC} failed");
-            ResponseError::CoordinatorNotAvailable
-        })?;
-        Ok(())
+        let replicas = self.replicas.get().map(|r| &**r);
+        await_durable(replicas, flusher, partition, end, self.config.offsets_commit_timeout).await
     }
 
     /// Persists the metadata of every group marked dirty (after a rebalance step).
@@ -425,6 +417,37 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// Waits until a coordinator's append to an internal topic's `partition`, ending before `end`,
+/// is durable: in a cluster committed by the in-sync replicas within `timeout` (Kafka's
+/// coordinator writes are acks=all), then fsynced here. Errors as Kafka maps a failed
+/// coordinator write: NOT_COORDINATOR once leadership moved, else COORDINATOR_NOT_AVAILABLE.
+pub async fn await_durable(
+    replicas: Option<&crate::replica::manager::ReplicaManager>,
+    flusher: &Flusher,
+    partition: Arc<crate::log::Partition>,
+    end: i64,
+    timeout: Duration,
+) -> Result<(), ResponseError> {
+    if let Some(rm) = replicas {
+        let deadline = tokio::time::Instant::now() + timeout;
+        match rm.wait_replicated(&partition.topic, partition.index, end, deadline).await {
+            Ok(()) => {}
+            Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
+                return Err(ResponseError::NotCoordinator)
+            }
+            Err(e) => {
+                tracing::warn!(error = ?e, "a write to {} was not replicated", partition.topic);
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+        }
+    }
+    let topic = partition.topic.clone();
+    flusher.flush(partition, end).await.map_err(|e| {
+        tracing::error!(error = %e, "fsync of {topic} failed");
+        ResponseError::CoordinatorNotAvailable
+    })
 }
 
 /// Appends (key, value) records as one batch to an internal topic's partition; returns the

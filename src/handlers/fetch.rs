@@ -146,6 +146,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
             let elsewhere = replicas.is_some()
                 && topic.as_ref().is_some_and(|t| key.2 >= 0 && (key.2 as usize) < t.partitions.len());
             let requested_epoch = current_epochs.get(&key).copied().unwrap_or(-1);
+            // In a cluster, the partition's replica here (looked up once: its role, its followers).
+            let replica = replicas.zip(partition.as_ref()).and_then(|(rm, p)| rm.get(&p.topic, p.index));
             let allowed = match &readable {
                 _ if follower => follower_allowed,
                 Some(readable) => readable.contains(&key.0),
@@ -157,7 +159,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
                 _ if !allowed => Some(ResponseError::TopicAuthorizationFailed),
                 None if elsewhere => Some(ResponseError::NotLeaderOrFollower),
                 None => Some(unknown),
-                Some(p) if replicas.is_some() => match replicas.and_then(|r| r.get(&p.topic, p.index)) {
+                Some(_) if replicas.is_some() => match &replica {
                     Some(replica) => replica.check_leader(requested_epoch).err(),
                     None => Some(ResponseError::NotLeaderOrFollower),
                 },
@@ -176,9 +178,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
                 replica_read: false,
                 diverging: None,
             };
-            if let (Some(rm), Some(p), None, true) = (replicas, wanted.partition.clone(), error, follower) {
+            if let (Some(rm), Some(p), Some(replica), None, true) =
+                (replicas, wanted.partition.clone(), replica, error, follower)
+            {
                 let last_fetched_epoch = last_fetched_epochs.get(&wanted.key).copied().unwrap_or(-1);
-                high_watermark_moved |= follower_fetched(rm, &p, follower_id, &mut wanted, last_fetched_epoch);
+                high_watermark_moved |=
+                    follower_fetched(rm, &p, &replica, follower_id, &mut wanted, last_fetched_epoch);
             }
             wanted
         })
@@ -350,11 +355,11 @@ fn read_partition(
 fn follower_fetched(
     rm: &ReplicaManager,
     partition: &Partition,
+    replica: &Replica,
     follower_id: i32,
     w: &mut Wanted,
     last_fetched_epoch: i32,
 ) -> bool {
-    let Some(replica) = rm.get(&partition.topic, partition.index) else { return false };
     w.replica_read = true;
     let mut log = partition.log();
     if let Some(diverging) = Replica::diverging_epoch(&log, last_fetched_epoch, w.fetch_offset) {

@@ -14,6 +14,7 @@ use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
 
 use super::metadata::advertised_endpoint;
+use super::metadata_image::endpoint;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
@@ -114,12 +115,7 @@ fn coordinator_in_cluster(
         return Err(ResponseError::CoordinatorNotAvailable);
     };
     let leader = found.partitions.get(&partition).map_or(-1, |p| p.leader);
-    let endpoint = image
-        .brokers
-        .get(&leader)
-        .filter(|b| !b.fenced)
-        .and_then(|b| b.endpoints.iter().find(|e| e.listener.eq_ignore_ascii_case(&ctx.listener)));
-    match endpoint {
+    match image.brokers.get(&leader).filter(|b| !b.fenced).and_then(|b| endpoint(b, &ctx.listener)) {
         Some(e) => Ok((leader, e.host.clone(), i32::from(e.port))),
         None => Err(ResponseError::CoordinatorNotAvailable),
     }

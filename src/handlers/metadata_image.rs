@@ -10,7 +10,7 @@
 //!
 //! Also owns how the image's brokers and partitions are shown to a client, as Kafka's
 //! `KRaftMetadataCache` does: the brokers with an endpoint on the client's listener (DescribeCluster
-//! in `admin.rs` lists them too), and for DescribeTopicPartitions (`topic_partitions_image`) a
+//! in `admin.rs` lists them too; FindCoordinator answers a coordinator's `endpoint`), and for DescribeTopicPartitions (`topic_partitions_image`) a
 //! partition's leader (known only when registered with such an endpoint) and offline replicas.
 
 use std::sync::Arc;
@@ -158,7 +158,7 @@ fn nodes<'a>(
 }
 
 /// The broker's endpoint on `listener` (Kafka's `BrokerRegistration.node`).
-fn endpoint<'a>(broker: &'a BrokerImage, listener: &str) -> Option<&'a EndpointImage> {
+pub(super) fn endpoint<'a>(broker: &'a BrokerImage, listener: &str) -> Option<&'a EndpointImage> {
     broker.endpoints.iter().find(|e| e.listener.eq_ignore_ascii_case(listener))
 }
 

@@ -21,22 +21,11 @@ use kafka_protocol::messages::TopicName;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::security::acl;
+use crate::txn::peers::by_topic;
 use crate::txn::transitions::TV_2;
 
 fn cluster_action(broker: &Arc<Broker>, ctx: &RequestContext) -> bool {
     ctx.authz(broker).allows(acl::CLUSTER_ACTION, acl::CLUSTER, acl::CLUSTER_NAME)
-}
-
-/// Groups (topic, partition, error code) answers by topic, in first-seen order.
-fn by_topic(answers: Vec<((String, i32), i16)>) -> Vec<(String, Vec<(i32, i16)>)> {
-    let mut topics: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
-    for ((topic, p), code) in answers {
-        match topics.iter_mut().find(|(t, _)| *t == topic) {
-            Some((_, ps)) => ps.push((p, code)),
-            None => topics.push((topic, vec![(p, code)])),
-        }
-    }
-    topics
 }
 
 pub async fn write_txn_markers(
@@ -116,7 +105,7 @@ pub async fn add_partitions_batched(
             Err(ResponseError::TransactionAbortable) if version < 5 => ResponseError::InvalidTxnState.code(),
             Err(e) => e.code(),
         };
-        let topics = by_topic(answers.into_iter().map(|(k, r)| (k, code(r))).collect())
+        let topics = by_topic(answers.into_iter().map(|(k, r)| (k, code(r))))
             .into_iter()
             .map(|(t, ps)| {
                 AddPartitionsToTxnTopicResult::default().with_name(TopicName(str_bytes(&t))).with_results_by_partition(

@@ -4,7 +4,8 @@
 //! `DefaultRecordBatch` layout), walking the records inside a batch (through a bounded,
 //! streaming decompressor) to validate them, and the checks Kafka's `LogValidator` makes.
 //! Record contents are never materialised here: whole-batch decoding and re-encoding, which only
-//! broker-side recompression needs, goes through `kafka_protocol::records` (see `recompress.rs`).
+//! broker-side recompression needs, goes through `kafka_protocol::records` (see `recompress.rs`),
+//! as do the markers and the one-record batches tests use that are encoded here.
 //!
 //! Header layout (big-endian): base offset i64 @0, batch length i32 @8 (bytes after this field),
 //! partition leader epoch i32 @12, magic i8 @16, CRC-32C u32 @17 (covers bytes 21..end),
@@ -478,6 +479,34 @@ pub fn encode_marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epo
     )
     .expect("a marker always encodes");
     buf.to_vec()
+}
+
+/// For tests: a batch of one record (value "v") at `timestamp`; transactional (sequence 0) for
+/// `Some((producer id, epoch))`.
+#[cfg(test)]
+pub(crate) fn one_record_batch(txn: Option<(i64, i16)>, timestamp: i64) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType as RecordTimestampType,
+    };
+    let record = Record {
+        transactional: txn.is_some(),
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: txn.map_or(-1, |t| t.0),
+        producer_epoch: txn.map_or(-1, |t| t.1),
+        timestamp_type: RecordTimestampType::Creation,
+        offset: 0,
+        sequence: if txn.is_some() { 0 } else { -1 },
+        timestamp,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: Default::default(),
+    };
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
+    buf.freeze()
 }
 
 /// Offset (delta) and timestamp of the first record in `batch` whose timestamp is >= `target`.

@@ -91,13 +91,29 @@ impl Segment {
     pub fn create(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> io::Result<Segment> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let file = OpenOptions::new().create(true).read(true).write(true).truncate(true).open(&log_path)?;
-        Ok(Segment {
+        let index = IndexFile::create(&dir.join(file_name(base_offset, "index")))?;
+        let time_index = IndexFile::create(&dir.join(file_name(base_offset, "timeindex")))?;
+        Ok(Segment::new(base_offset, log_path, file, 0, index, time_index, index_interval_bytes))
+    }
+
+    /// A segment over `file` (`size` bytes) and its indexes, with the bookkeeping of one that
+    /// holds nothing yet (`open` restores an existing one's).
+    fn new(
+        base_offset: i64,
+        log_path: PathBuf,
+        file: File,
+        size: u64,
+        index: IndexFile<OffsetEntry>,
+        time_index: IndexFile<TimeEntry>,
+        index_interval_bytes: u64,
+    ) -> Segment {
+        Segment {
             base_offset,
             log_path,
             file: Arc::new(file),
-            size: 0,
-            index: IndexFile::create(&dir.join(file_name(base_offset, "index")))?,
-            time_index: IndexFile::create(&dir.join(file_name(base_offset, "timeindex")))?,
+            size,
+            index,
+            time_index,
             index_interval_bytes,
             bytes_since_index_entry: 0,
             next_offset: base_offset,
@@ -107,7 +123,7 @@ impl Segment {
             created_ms: crate::log::now_ms(),
             recent: VecDeque::new(),
             preallocated: false,
-        })
+        }
     }
 
     /// Opens an existing segment. With `full_recovery` every batch is CRC-checked and a torn or
@@ -131,23 +147,9 @@ impl Segment {
                 IndexFile::<TimeEntry>::load(&time_path, |_| true)?,
             )
         };
-        let mut segment = Segment {
-            base_offset,
-            log_path,
-            file: Arc::new(file),
-            size,
-            index: IndexFile::unopened(&index_path),
-            time_index: IndexFile::unopened(&time_path),
-            index_interval_bytes,
-            bytes_since_index_entry: 0,
-            next_offset: base_offset,
-            max_timestamp: -1,
-            offset_of_max_timestamp: base_offset,
-            first_batch_timestamp: None,
-            created_ms: crate::log::now_ms(),
-            recent: VecDeque::new(),
-            preallocated: false,
-        };
+        let (index_unopened, time_unopened) = (IndexFile::unopened(&index_path), IndexFile::unopened(&time_path));
+        let mut segment =
+            Segment::new(base_offset, log_path, file, size, index_unopened, time_unopened, index_interval_bytes);
         if let (Some(index), Some(time_index)) = (index, time_index) {
             segment.index = index;
             segment.time_index = time_index;

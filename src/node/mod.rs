@@ -227,7 +227,7 @@ impl NodeConfig {
     pub fn from_properties(props: &Properties, node_id: i32) -> anyhow::Result<NodeConfig> {
         let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
         let ms = |k: &str, default: u64| -> anyhow::Result<u64> {
-            get(k).map_or(Ok(default), |v| v.parse().map_err(|_| anyhow::anyhow!("{k}={v} is not a number")))
+            Ok(crate::config::int_property(props, k, default as i64, 0, i64::MAX)? as u64)
         };
         let list = |k: &str| -> Vec<String> {
             get(k)

@@ -61,15 +61,8 @@ impl FetcherSetup {
         node_id: i32,
         request_timeout: Duration,
     ) -> anyhow::Result<FetcherSetup> {
-        let int = |k: &str, default: i64, min: i64| -> anyhow::Result<i64> {
-            match props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-                None => Ok(default),
-                Some(v) => match v.parse::<i64>() {
-                    Ok(n) if n >= min && n <= i32::MAX as i64 => Ok(n),
-                    _ => anyhow::bail!("{k}={v}: expected a number from {min} to {}", i32::MAX),
-                },
-            }
-        };
+        let int =
+            |k: &str, default: i64, min: i64| crate::config::int_property(props, k, default, min, i32::MAX as i64);
         Ok(FetcherSetup {
             node_id,
             listener: props.get("inter.broker.listener.name").cloned().unwrap_or_else(|| "PLAINTEXT".to_string()),

@@ -100,21 +100,9 @@ impl Replica {
         now_ms: i64,
         acks_all: bool,
     ) -> Result<Result<AppendInfo, LogError>, ResponseError> {
-        let mut role = self.role();
-        let Role::Leader(state) = &mut *role else { return Err(ResponseError::NotLeaderOrFollower) };
-        if acks_all && state.check_append_acks_all().is_err() {
-            return Err(ResponseError::NotEnoughReplicas);
-        }
-        let info = match log.append(batch, summary, state.leader_epoch, now_ms) {
-            Ok(info) => info,
-            Err(e) => return Ok(Err(e)),
-        };
-        if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
-            log.advance_high_watermark(state.high_watermark);
-        }
-        drop(role);
-        self.bump();
-        Ok(Ok(info))
+        self.append_as_leader(log, now_ms, acks_all, |log, leader_epoch| {
+            log.append(batch, summary, leader_epoch, now_ms)
+        })
     }
 
     /// Appends a transaction marker as leader (WriteTxnMarkers, or this broker's transaction
@@ -127,20 +115,35 @@ impl Replica {
         coordinator_epoch: i32,
         now_ms: i64,
     ) -> Result<Result<i64, LogError>, ResponseError> {
+        self.append_as_leader(log, now_ms, false, |log, leader_epoch| {
+            log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch, now_ms)
+        })
+    }
+
+    /// `append` (given the leader epoch) done as leader: refused when this broker does not lead
+    /// (or, with `acks_all`, while the ISR is too small); the high watermark follows the log end.
+    fn append_as_leader<T>(
+        &self,
+        log: &mut PartitionLog,
+        now_ms: i64,
+        acks_all: bool,
+        append: impl FnOnce(&mut PartitionLog, i32) -> Result<T, LogError>,
+    ) -> Result<Result<T, LogError>, ResponseError> {
         let mut role = self.role();
         let Role::Leader(state) = &mut *role else { return Err(ResponseError::NotLeaderOrFollower) };
-        let offset =
-            match log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, state.leader_epoch, now_ms)
-            {
-                Ok(offset) => offset,
-                Err(e) => return Ok(Err(e)),
-            };
+        if acks_all && state.check_append_acks_all().is_err() {
+            return Err(ResponseError::NotEnoughReplicas);
+        }
+        let appended = match append(log, state.leader_epoch) {
+            Ok(appended) => appended,
+            Err(e) => return Ok(Err(e)),
+        };
         if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
             log.advance_high_watermark(state.high_watermark);
         }
         drop(role);
         self.bump();
-        Ok(Ok(offset))
+        Ok(Ok(appended))
     }
 
     /// A follower fetched at `fetch_offset`: its state, the high watermark, and an ISR
@@ -239,9 +242,35 @@ pub struct ReplicaSetup {
     pub replica_lag_time_max_ms: i64,
 }
 
+/// The replicas hosted here, by (topic, partition) and by (topic id, partition).
+#[derive(Default)]
+struct Hosted {
+    by_name: HashMap<(String, i32), Arc<Replica>>,
+    by_id: HashMap<(Uuid, i32), Arc<Replica>>,
+}
+
+impl Hosted {
+    /// The replica of `key`, made by `new` if not hosted yet.
+    fn get_or_insert(&mut self, key: (String, i32), new: impl FnOnce() -> Replica) -> Arc<Replica> {
+        let partition = key.1;
+        let replica = self.by_name.entry(key).or_insert_with(|| Arc::new(new()));
+        self.by_id.entry((replica.topic_id, partition)).or_insert_with(|| replica.clone());
+        replica.clone()
+    }
+
+    fn remove(&mut self, key: &(String, i32)) -> Option<Arc<Replica>> {
+        let removed = self.by_name.remove(key)?;
+        let id = (removed.topic_id, key.1);
+        if self.by_id.get(&id).is_some_and(|r| Arc::ptr_eq(r, &removed)) {
+            self.by_id.remove(&id);
+        }
+        Some(removed)
+    }
+}
+
 pub struct ReplicaManager {
     setup: ReplicaSetup,
-    replicas: RwLock<HashMap<(String, i32), Arc<Replica>>>,
+    replicas: RwLock<Hosted>,
     /// ISR changes to send to the controller: (topic id, partition, proposal).
     proposals: Mutex<Vec<(Uuid, i32, IsrProposal)>>,
     pub proposed: Notify,
@@ -258,7 +287,7 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     pub fn new(setup: ReplicaSetup, appended: watch::Sender<u64>) -> ReplicaManager {
         ReplicaManager {
-            replicas: RwLock::new(HashMap::new()),
+            replicas: RwLock::new(Hosted::default()),
             proposals: Mutex::new(Vec::new()),
             proposed: Notify::new(),
             generation: watch::channel(0).0,
@@ -274,7 +303,7 @@ impl ReplicaManager {
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
-        self.replicas.read().unwrap_or_else(|p| p.into_inner()).get(&(topic.to_string(), partition)).cloned()
+        self.hosted().by_name.get(&(topic.to_string(), partition)).cloned()
     }
 
     /// Waits until this broker's write to `topic`/`partition` ending before `end` is committed
@@ -295,8 +324,9 @@ impl ReplicaManager {
 
     /// The partitions this broker follows: (topic id, partition, leader, leader epoch, replica).
     pub fn followers(&self) -> Vec<(Uuid, i32, i32, i32, Arc<Replica>)> {
-        let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
+        let replicas = self.hosted();
         let mut out: Vec<_> = replicas
+            .by_name
             .iter()
             .filter_map(|((_, p), r)| match &*r.role() {
                 Role::Follower { leader, leader_epoch } => Some((r.topic_id, *p, *leader, *leader_epoch, r.clone())),
@@ -338,14 +368,16 @@ impl ReplicaManager {
 
     /// The replica of (topic id, partition), if hosted here.
     pub fn by_id(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Replica>> {
-        let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
-        replicas.iter().find(|((_, p), r)| r.topic_id == topic_id && *p == partition).map(|(_, r)| r.clone())
+        self.hosted().by_id.get(&(topic_id, partition)).cloned()
+    }
+
+    fn hosted(&self) -> std::sync::RwLockReadGuard<'_, Hosted> {
+        self.replicas.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Writes every hosted partition's high watermark to the checkpoint file.
     pub fn checkpoint(&self) {
-        let replicas: Vec<Arc<Replica>> =
-            self.replicas.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let replicas: Vec<Arc<Replica>> = self.hosted().by_name.values().cloned().collect();
         let mut entries: Vec<(String, i32, i64)> = replicas
             .iter()
             .map(|r| (r.partition.topic.clone(), r.partition.index, r.partition.log().high_watermark()))
@@ -358,13 +390,8 @@ impl ReplicaManager {
 
     /// ISR shrink checks of every partition led here.
     pub fn tick(&self, now_ms: i64) {
-        let replicas: Vec<((String, i32), Arc<Replica>)> = self
-            .replicas
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, r)| (k.clone(), r.clone()))
-            .collect();
+        let replicas: Vec<((String, i32), Arc<Replica>)> =
+            self.hosted().by_name.iter().map(|(k, r)| (k.clone(), r.clone())).collect();
         for ((_, p), r) in replicas {
             if let Some(proposal) = r.maybe_shrink_isr(now_ms) {
                 tracing::info!(topic = %r.partition.topic, partition = p, isr = ?proposal.isr, "shrinking the ISR");
@@ -499,21 +526,13 @@ impl ReplicaManager {
         let ineligible: BTreeSet<i32> =
             image.replicas.iter().filter(|r| **r != me && ineligible_brokers.contains(r)).copied().collect();
         let key = (partition.topic.clone(), partition.index);
-        let replica = {
-            let mut replicas = self.replicas.write().unwrap_or_else(|p| p.into_inner());
-            replicas
-                .entry(key)
-                .or_insert_with(|| {
-                    Arc::new(Replica {
-                        topic_id,
-                        partition: partition.clone(),
-                        role: Mutex::new(Role::Follower { leader: -1, leader_epoch: -1 }),
-                        changed: watch::channel(0).0,
-                        appended: self.appended.clone(),
-                    })
-                })
-                .clone()
-        };
+        let replica = self.replicas.write().unwrap_or_else(|p| p.into_inner()).get_or_insert(key, || Replica {
+            topic_id,
+            partition: partition.clone(),
+            role: Mutex::new(Role::Follower { leader: -1, leader_epoch: -1 }),
+            changed: watch::channel(0).0,
+            appended: self.appended.clone(),
+        });
         let mut log = partition.log();
         let mut role = replica.role();
         let was_leader = matches!(&*role, Role::Leader(_));

@@ -83,36 +83,8 @@ fn topic() -> MetadataRecord {
     MetadataRecord::Topic(TopicRecord { name: "t".to_string(), topic_id: TOPIC_ID, ..Default::default() })
 }
 
-fn one_record_batch() -> bytes::Bytes {
-    record_batch(None)
-}
-
-/// One record; transactional for `Some((producer id, epoch))`.
-fn record_batch(txn: Option<(i64, i16)>) -> bytes::Bytes {
-    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-    let record = Record {
-        transactional: txn.is_some(),
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: txn.map_or(-1, |t| t.0),
-        producer_epoch: txn.map_or(-1, |t| t.1),
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: if txn.is_some() { 0 } else { -1 },
-        timestamp: 0,
-        key: None,
-        value: Some(bytes::Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
-    let mut buf = bytes::BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
-    buf.freeze()
-}
-
 fn append(replica: &Replica, acks_all: bool) -> Result<i64, ResponseError> {
-    let records = one_record_batch();
+    let records = batch::one_record_batch(None, 0);
     let mut log = replica.partition.log();
     let (bytes, summary) = batch::validate_produce(records, log.config(), 0).unwrap();
     let info = replica.append(&mut log, bytes, &summary, 0, acks_all)?.unwrap();
@@ -216,7 +188,7 @@ async fn a_follower_ends_transactions_with_the_markers_it_fetches() {
     node.apply(vec![topic(), partition(0, &[ME], &[ME], ME, 1, 1)], 0);
     let led = node.manager.get("t", 0).unwrap();
     let mut log = led.partition.log();
-    let (bytes, summary) = batch::validate_produce(record_batch(Some((7, 0))), log.config(), 0).unwrap();
+    let (bytes, summary) = batch::validate_produce(batch::one_record_batch(Some((7, 0)), 0), log.config(), 0).unwrap();
     led.append(&mut log, bytes, &summary, 0, false).unwrap().unwrap();
     assert_eq!(log.producer_state().first_unstable_offset(), Some(0));
     let marker = led.append_marker(&mut log, (7, 0), false, 0, 0).unwrap().unwrap();

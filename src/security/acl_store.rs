@@ -4,18 +4,17 @@
 //! (`acl.rs`).
 //!
 //! On disk: `<first log dir>/.ketch/acls.records`: the ACLs as Kafka's own metadata records
-//! (`AccessControlEntryRecord`, framed as in Kafka's metadata log: `records::ApiMessageAndVersion`),
-//! each preceded by its length (u32, big-endian). Replaced atomically on every change; read at
-//! start. (With the metadata log of issue 14 these records move into `__cluster_metadata`.)
-//! Invariants: every stored ACL is valid and has a unique id; a change is acknowledged only once
+//! (`AccessControlEntryRecord`, in the file format of `records_file.rs`). Replaced atomically on
+//! every change; read at start. (With the metadata log of issue 14 these records move into
+//! `__cluster_metadata`.) Invariants: every stored ACL is valid and has a unique id; a change is acknowledged only once
 //! the file holding it is durable.
 
 use std::path::PathBuf;
 use std::sync::RwLock;
 
 use super::acl::{self, AclBinding, AclFilter, AuthorizerConfig};
+use super::records_file;
 use crate::config::Properties;
-use crate::log::partition_log::write_atomically;
 use crate::metadata::records::{AccessControlEntryRecord, MetadataRecord};
 
 /// Kafka's authorizer class: configuring it turns ACLs on.
@@ -114,12 +113,8 @@ impl AclStore {
     }
 
     fn save(&self, acls: &[AclBinding]) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut out = Vec::new();
-        for a in acls {
-            let record = MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+        let records = acls.iter().map(|a| {
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
                 id: a.id,
                 resource_type: a.resource_type,
                 resource_name: a.resource_name.clone(),
@@ -129,25 +124,17 @@ impl AclStore {
                 operation: a.operation,
                 permission_type: a.permission,
                 ..Default::default()
-            });
-            let framed = record.encode_framed(0).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-            out.extend_from_slice(&(framed.len() as u32).to_be_bytes());
-            out.extend_from_slice(&framed);
-        }
-        write_atomically(&self.path, &out)
+            })
+        });
+        records_file::write(&self.path, records)
     }
 }
 
-fn decode_file(mut bytes: &[u8]) -> Result<Vec<AclBinding>, String> {
+fn decode_file(bytes: &[u8]) -> Result<Vec<AclBinding>, String> {
     let mut acls = Vec::new();
-    while !bytes.is_empty() {
-        if bytes.len() < 4 {
-            return Err("truncated length".into());
-        }
-        let len = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
-        let Some(framed) = bytes.get(4..4 + len) else { return Err("truncated record".into()) };
-        match MetadataRecord::decode_framed(framed).map_err(|e| format!("{e:?}"))?.record {
-            MetadataRecord::AccessControlEntry(r) => acls.push(AclBinding {
+    records_file::read(bytes, |record| match record {
+        MetadataRecord::AccessControlEntry(r) => {
+            acls.push(AclBinding {
                 id: r.id,
                 resource_type: r.resource_type,
                 resource_name: r.resource_name,
@@ -156,11 +143,11 @@ fn decode_file(mut bytes: &[u8]) -> Result<Vec<AclBinding>, String> {
                 host: r.host,
                 operation: r.operation,
                 permission: r.permission_type,
-            }),
-            other => return Err(format!("unexpected record {:?}", other.api_key())),
+            });
+            Ok(())
         }
-        bytes = &bytes[4 + len..];
-    }
+        other => Err(format!("unexpected record {:?}", other.api_key())),
+    })?;
     Ok(acls)
 }
 

@@ -3,18 +3,17 @@
 //! logins (`sasl.rs`, `scram.rs`) look them up, `ketch format --add-scram` seeds them.
 //!
 //! On disk: `<first log dir>/.ketch/scram.records`: one Kafka `UserScramCredentialRecord` per
-//! (user, mechanism), framed as in Kafka's metadata log (`records::ApiMessageAndVersion`), each
-//! preceded by its length (u32, big-endian), as `acl_store.rs` keeps ACLs. Replaced atomically on
-//! every change; read at start. Invariants: only salts, stored keys and server keys are stored
-//! (never a password or salted password); a change is acknowledged only once durable; the
-//! validation and error texts are Kafka's `ScramControlManager`'s.
+//! (user, mechanism), in the file format of `records_file.rs`, as `acl_store.rs` keeps ACLs.
+//! Replaced atomically on every change; read at start. Invariants: only salts, stored keys and
+//! server keys are stored (never a password or salted password); a change is acknowledged only
+//! once durable; the validation and error texts are Kafka's `ScramControlManager`'s.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+use super::records_file;
 use super::scram::{Credential, Mechanism, MAX_ITERATIONS, MIN_ITERATIONS};
-use crate::log::partition_log::write_atomically;
 use crate::metadata::records::{MetadataRecord, UserScramCredentialRecord};
 
 /// (user, mechanism) -> credential.
@@ -237,12 +236,8 @@ fn validate(current: &Credentials, a: &Alteration) -> Result<(), (i16, String)> 
 }
 
 fn save(path: &Path, credentials: &Credentials) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut out = Vec::new();
-    for ((user, mechanism), c) in credentials {
-        let record = MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+    let records = credentials.iter().map(|((user, mechanism), c)| {
+        MetadataRecord::UserScramCredential(UserScramCredentialRecord {
             name: user.clone(),
             mechanism: mechanism.type_code(),
             salt: c.salt.clone(),
@@ -250,37 +245,27 @@ fn save(path: &Path, credentials: &Credentials) -> std::io::Result<()> {
             server_key: c.server_key.clone(),
             iterations: c.iterations,
             ..Default::default()
-        });
-        let framed = record.encode_framed(0).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-        out.extend_from_slice(&(framed.len() as u32).to_be_bytes());
-        out.extend_from_slice(&framed);
-    }
-    write_atomically(path, &out)
+        })
+    });
+    records_file::write(path, records)
 }
 
-fn decode_file(mut bytes: &[u8]) -> Result<Credentials, String> {
+fn decode_file(bytes: &[u8]) -> Result<Credentials, String> {
     let mut out = Credentials::new();
-    while !bytes.is_empty() {
-        if bytes.len() < 4 {
-            return Err("truncated length".into());
+    records_file::read(bytes, |record| match record {
+        MetadataRecord::UserScramCredential(r) => {
+            let m = Mechanism::from_type(r.mechanism).ok_or(format!("unknown SCRAM mechanism {}", r.mechanism))?;
+            let c = Credential {
+                salt: r.salt,
+                stored_key: r.stored_key,
+                server_key: r.server_key,
+                iterations: r.iterations,
+            };
+            out.insert((r.name, m), c);
+            Ok(())
         }
-        let len = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
-        let Some(framed) = bytes.get(4..4 + len) else { return Err("truncated record".into()) };
-        match MetadataRecord::decode_framed(framed).map_err(|e| format!("{e:?}"))?.record {
-            MetadataRecord::UserScramCredential(r) => {
-                let m = Mechanism::from_type(r.mechanism).ok_or(format!("unknown SCRAM mechanism {}", r.mechanism))?;
-                let c = Credential {
-                    salt: r.salt,
-                    stored_key: r.stored_key,
-                    server_key: r.server_key,
-                    iterations: r.iterations,
-                };
-                out.insert((r.name, m), c);
-            }
-            other => return Err(format!("unexpected record {:?}", other.api_key())),
-        }
-        bytes = &bytes[4 + len..];
-    }
+        other => Err(format!("unexpected record {:?}", other.api_key())),
+    })?;
     Ok(out)
 }
 

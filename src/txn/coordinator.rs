@@ -149,8 +149,8 @@ pub struct TxnCoordinator {
     /// leader epoch it was loaded at (its coordinator epoch); `None` on a single node, which
     /// owns them all (`ownership.rs`).
     owned: Mutex<Option<BTreeMap<i32, i32>>>,
-    /// Set once in a cluster: the replicas coordinator writes go through, and the way to
-    /// partition leaders on other brokers.
+    /// Set once in a cluster: the way to partition leaders on other brokers (the replicas
+    /// coordinator writes go through are `Deps::replicas`).
     pub(super) cluster: OnceLock<Cluster>,
 }
 
@@ -258,20 +258,7 @@ impl TxnCoordinator {
                 }
             },
         )?;
-        if let Some(rm) = deps.replicas {
-            let deadline = tokio::time::Instant::now() + super::markers::MARKER_TIMEOUT;
-            match rm.wait_replicated(TXN_TOPIC, partition.index, end, deadline).await {
-                Ok(()) => {}
-                Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
-                    return Err(ResponseError::NotCoordinator)
-                }
-                Err(e) => {
-                    tracing::warn!(error = ?e, "a write to {TXN_TOPIC} was not replicated");
-                    return Err(ResponseError::CoordinatorNotAvailable);
-                }
-            }
-        }
-        deps.flusher.flush(partition, end).await.map_err(|_| ResponseError::CoordinatorNotAvailable)
+        crate::group::await_durable(deps.replicas, deps.flusher, partition, end, super::markers::MARKER_TIMEOUT).await
     }
 
     /// Rebuilds state from `__transaction_state`; completes transactions caught mid-commit.
@@ -282,11 +269,7 @@ impl TxnCoordinator {
         for partition in topic.partitions.iter() {
             loaded.extend(super::ownership::replay(partition)?);
         }
-        let pending: Vec<(String, TxnMeta)> = loaded
-            .iter()
-            .filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let pending = super::ownership::prepared(&loaded);
         tracing::info!(
             transactional_ids = loaded.len(),
             completing = pending.len(),
@@ -348,7 +331,7 @@ impl TxnCoordinator {
         coordinator_epoch: i32,
         mut pending: Vec<(String, i32)>,
     ) -> Result<(), ResponseError> {
-        let me = cluster.replicas.node_id();
+        let me = cluster.node_id;
         while !pending.is_empty() {
             if !self.still_owns(id, coordinator_epoch) {
                 return Err(ResponseError::NotCoordinator);

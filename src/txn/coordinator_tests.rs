@@ -4,34 +4,6 @@
 use super::*;
 use crate::config::{BrokerConfig, Properties};
 use crate::group::{GroupConfig, GroupCoordinator};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-
-fn txn_batch(producer_id: i64) -> Vec<u8> {
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id,
-        producer_epoch: 0,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: now_ms(),
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [record].iter(),
-        &RecordEncodeOptions { version: 2, compression: Compression::None },
-    )
-    .unwrap();
-    buf.to_vec()
-}
 
 /// Transitions of one transactional id wait for each other; other ids do not wait.
 #[tokio::test]
@@ -67,7 +39,8 @@ async fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
     let topics = TopicRegistry::open(&config).unwrap();
     let topic = topics.create("t", 1, Properties::new()).unwrap();
     let partition = topic.partitions.get(0).unwrap().clone();
-    let (bytes, summary) = crate::log::batch::validate_produce(txn_batch(5), &topic.config, now_ms()).unwrap();
+    let records = crate::log::batch::one_record_batch(Some((5, 0)), now_ms());
+    let (bytes, summary) = crate::log::batch::validate_produce(records, &topic.config, now_ms()).unwrap();
     crate::replica::append_as_leader(&mut partition.log(), bytes, &summary, now_ms()).unwrap();
     assert_eq!(partition.log().last_stable_offset(), 0, "the open transaction holds the LSO");
 

@@ -22,11 +22,13 @@ use crate::replica::manager::ReplicaManager;
 
 impl TxnCoordinator {
     /// From now on transactional ids are coordinated only on `__transaction_state` partitions
-    /// this broker leads; markers for partitions led elsewhere go out on `listener`.
+    /// this broker leads; markers for partitions led elsewhere go out on `listener`. The
+    /// coordinator's writes go through `replicas` as its `Deps` give them; it keeps only their
+    /// node id.
     pub fn set_cluster_mode(&self, replicas: Arc<ReplicaManager>, listener: String) {
         *self.owned() = Some(BTreeMap::new());
         self.lock().clear();
-        let _ = self.cluster.set(Cluster::new(replicas, listener));
+        let _ = self.cluster.set(Cluster::new(replicas.node_id(), listener));
     }
 
     pub fn is_cluster(&self) -> bool {
@@ -61,11 +63,7 @@ impl TxnCoordinator {
                 return Vec::new();
             }
         };
-        let pending: Vec<(String, TxnMeta)> = loaded
-            .iter()
-            .filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let pending = prepared(&loaded);
         tracing::info!(
             partition = p,
             leader_epoch,
@@ -85,7 +83,7 @@ impl TxnCoordinator {
         for (id, _) in pending {
             let _op = self.op(&id).await;
             let Some(meta) = self.lock().get(&id).cloned() else { continue };
-            if !matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            if !is_prepared(&meta) {
                 continue;
             }
             if let Err(e) = self.complete(deps, &id, meta).await {
@@ -150,6 +148,17 @@ impl TxnCoordinator {
         let here = |id: &String| (crate::group::java_hash(id) & 0x7fff_ffff) % partitions == p;
         self.lock().retain(|id, _| !here(id));
     }
+}
+
+/// Whether `meta`'s transaction is prepared (PrepareCommit or PrepareAbort): its markers may be
+/// missing, so the coordinator that loads it completes it.
+fn is_prepared(meta: &TxnMeta) -> bool {
+    matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+}
+
+/// The transactions of `loaded` to complete once it is loaded: those found prepared.
+pub(super) fn prepared(loaded: &HashMap<String, TxnMeta>) -> Vec<(String, TxnMeta)> {
+    loaded.iter().filter(|(_, m)| is_prepared(m)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// The latest state of every transactional id in one `__transaction_state` partition.

@@ -6,8 +6,10 @@
 //! Invariants: every request is bounded by `PEER_TIMEOUT`; a connection serves one request
 //! at a time and is dropped after any failure; a failed request answers every partition
 //! NETWORK_EXCEPTION (retriable), never success.
+//! `by_topic` groups partitions by topic as both APIs carry them, for these requests and for
+//! the handlers answering them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,7 +25,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::markers::MarkerResult;
 use crate::node::client::Connection;
-use crate::replica::manager::ReplicaManager;
 
 /// Bounds every request to another broker (Kafka's `request.timeout.ms`).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,9 +33,47 @@ fn name(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
+/// Groups (topic, partition) keys with their values by topic, topics and partitions in the
+/// order first seen.
+pub fn by_topic<V>(keyed: impl IntoIterator<Item = ((String, i32), V)>) -> Vec<(String, Vec<(i32, V)>)> {
+    let mut topics: Vec<(String, Vec<(i32, V)>)> = Vec::new();
+    for ((topic, p), value) in keyed {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.push((p, value)),
+            None => topics.push((topic, vec![(p, value)])),
+        }
+    }
+    topics
+}
+
+/// `partitions`' indexes by topic, as a request carries them.
+fn indexes_by_topic(partitions: &[(String, i32)]) -> Vec<(String, Vec<i32>)> {
+    let topics = by_topic(partitions.iter().map(|k| (k.clone(), ())));
+    topics.into_iter().map(|(t, ps)| (t, ps.into_iter().map(|(p, ())| p).collect())).collect()
+}
+
+/// Every partition's answer when the request as a whole failed with `e`.
+fn everywhere(partitions: &[(String, i32)], e: ResponseError) -> Vec<MarkerResult> {
+    partitions.iter().map(|k| (k.clone(), Err(e))).collect()
+}
+
+/// Each partition's answer from a response's (topic, partition, error code) entries; a
+/// partition the response leaves out gets UNKNOWN_SERVER_ERROR.
+fn answers<'r>(partitions: &[(String, i32)], entries: impl Iterator<Item = (&'r str, i32, i16)>) -> Vec<MarkerResult> {
+    let answered: HashMap<(String, i32), i16> = entries.map(|(t, p, code)| ((t.to_string(), p), code)).collect();
+    partitions
+        .iter()
+        .map(|key| {
+            let code = answered.get(key).copied().unwrap_or(ResponseError::UnknownServerError.code());
+            (key.clone(), ResponseError::try_from_code(code).map_or(Ok(()), Err))
+        })
+        .collect()
+}
+
 /// The coordinator's side of a cluster: how to reach partition leaders on other brokers.
 pub struct Cluster {
-    pub replicas: Arc<ReplicaManager>,
+    /// This broker's id (in its requests' client id).
+    pub node_id: i32,
     /// `inter.broker.listener.name`.
     pub listener: String,
     /// One connection per broker, each used by one request at a time.
@@ -42,8 +81,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(replicas: Arc<ReplicaManager>, listener: String) -> Cluster {
-        Cluster { replicas, listener, conns: Mutex::new(HashMap::new()) }
+    pub fn new(node_id: i32, listener: String) -> Cluster {
+        Cluster { node_id, listener, conns: Mutex::new(HashMap::new()) }
     }
 
     fn conn(&self, broker: i32) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
@@ -62,7 +101,7 @@ impl Cluster {
         let slot = self.conn(broker);
         let mut conn = slot.lock().await;
         if conn.as_ref().is_none_or(|c| c.addr() != addr) {
-            let client_id = format!("broker-{}-txn", self.replicas.node_id());
+            let client_id = format!("broker-{}-txn", self.node_id);
             *conn = Some(Connection::connect(addr, &client_id, PEER_TIMEOUT).await?);
         }
         let sent = conn.as_mut().expect("connected").send(version, request, PEER_TIMEOUT).await;
@@ -70,6 +109,23 @@ impl Cluster {
             *conn = None;
         }
         sent
+    }
+
+    /// `send` for an answer about `partitions`: a failed request (`api`, for the log) answers
+    /// every one of them NETWORK_EXCEPTION.
+    async fn request<R: kafka_protocol::protocol::Request>(
+        &self,
+        api: &str,
+        broker: i32,
+        addr: &str,
+        version: i16,
+        request: &R,
+        partitions: &[(String, i32)],
+    ) -> Result<R::Response, Vec<MarkerResult>> {
+        self.send(broker, addr, version, request).await.map_err(|e| {
+            tracing::debug!(broker, error = %e, "{api} failed");
+            everywhere(partitions, ResponseError::NetworkException)
+        })
     }
 
     /// Sends one WriteTxnMarkers request to `broker` at `addr`: each partition's answer (all
@@ -83,51 +139,30 @@ impl Cluster {
         coordinator_epoch: i32,
         partitions: Vec<(String, i32)>,
     ) -> Vec<MarkerResult> {
-        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in &partitions {
-            topics.entry(t.as_str()).or_default().push(*p);
-        }
         let marker = WritableTxnMarker::default()
             .with_producer_id(ProducerId(producer.0))
             .with_producer_epoch(producer.1)
             .with_transaction_result(commit)
             .with_coordinator_epoch(coordinator_epoch)
             .with_topics(
-                topics
+                indexes_by_topic(&partitions)
                     .into_iter()
                     .map(|(t, ps)| {
-                        WritableTxnMarkerTopic::default().with_name(TopicName(name(t))).with_partition_indexes(ps)
+                        WritableTxnMarkerTopic::default().with_name(TopicName(name(&t))).with_partition_indexes(ps)
                     })
                     .collect(),
             );
         let request = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
-        match self.send(broker, addr, 1, &request).await {
-            Ok(response) => {
-                let mut answered: HashMap<(String, i32), i16> = HashMap::new();
-                for m in &response.markers {
-                    for t in &m.topics {
-                        for p in &t.partitions {
-                            answered.insert((t.name.0.to_string(), p.partition_index), p.error_code);
-                        }
-                    }
-                }
-                partitions
-                    .into_iter()
-                    .map(|key| {
-                        let code = answered.get(&key).copied().unwrap_or(ResponseError::UnknownServerError.code());
-                        let outcome = match ResponseError::try_from_code(code) {
-                            None => Ok(()),
-                            Some(e) => Err(e),
-                        };
-                        (key, outcome)
-                    })
-                    .collect()
-            }
-            Err(e) => {
-                tracing::debug!(broker, error = %e, "WriteTxnMarkers failed");
-                partitions.into_iter().map(|key| (key, Err(ResponseError::NetworkException))).collect()
-            }
-        }
+        let response = match self.request("WriteTxnMarkers", broker, addr, 1, &request, &partitions).await {
+            Ok(r) => r,
+            Err(failed) => return failed,
+        };
+        let entries = response
+            .markers
+            .iter()
+            .flat_map(|m| &m.topics)
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p.partition_index, p.error_code)));
+        answers(&partitions, entries)
     }
 
     /// AddPartitionsToTxn v5 for one transaction to its coordinator `broker` at `addr`: only
@@ -143,47 +178,31 @@ impl Cluster {
         verify_only: bool,
         partitions: &[(String, i32)],
     ) -> Vec<MarkerResult> {
-        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in partitions {
-            topics.entry(t.as_str()).or_default().push(*p);
-        }
         let txn = AddPartitionsToTxnTransaction::default()
             .with_transactional_id(TransactionalId(name(id)))
             .with_producer_id(ProducerId(producer.0))
             .with_producer_epoch(producer.1)
             .with_verify_only(verify_only)
             .with_topics(
-                topics
+                indexes_by_topic(partitions)
                     .into_iter()
-                    .map(|(t, ps)| AddPartitionsToTxnTopic::default().with_name(TopicName(name(t))).with_partitions(ps))
+                    .map(|(t, ps)| {
+                        AddPartitionsToTxnTopic::default().with_name(TopicName(name(&t))).with_partitions(ps)
+                    })
                     .collect(),
             );
         let request = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
-        let everywhere = |e: ResponseError| partitions.iter().map(|k| (k.clone(), Err(e))).collect();
-        let response = match self.send(broker, addr, 5, &request).await {
+        let response = match self.request("AddPartitionsToTxn", broker, addr, 5, &request, partitions).await {
             Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(broker, error = %e, "AddPartitionsToTxn failed");
-                return everywhere(ResponseError::NetworkException);
-            }
+            Err(failed) => return failed,
         };
         if let Some(e) = ResponseError::try_from_code(response.error_code) {
-            return everywhere(e);
+            return everywhere(partitions, e);
         }
-        let mut answered: HashMap<(String, i32), i16> = HashMap::new();
-        for r in response.results_by_transaction.iter().filter(|r| r.transactional_id.0.as_str() == id) {
-            for t in &r.topic_results {
-                for p in &t.results_by_partition {
-                    answered.insert((t.name.0.to_string(), p.partition_index), p.partition_error_code);
-                }
-            }
-        }
-        partitions
-            .iter()
-            .map(|key| {
-                let code = answered.get(key).copied().unwrap_or(ResponseError::UnknownServerError.code());
-                (key.clone(), ResponseError::try_from_code(code).map_or(Ok(()), Err))
-            })
-            .collect()
+        let transactions = response.results_by_transaction.iter().filter(|r| r.transactional_id.0.as_str() == id);
+        let entries = transactions.flat_map(|r| &r.topic_results).flat_map(|t| {
+            t.results_by_partition.iter().map(move |p| (t.name.0.as_str(), p.partition_index, p.partition_error_code))
+        });
+        answers(partitions, entries)
     }
 }

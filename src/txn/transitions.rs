@@ -180,15 +180,9 @@ pub fn init_producer_id(meta: &TxnMeta, expected: Option<(i64, i16)>) -> Result<
     }
 }
 
-/// Kafka's checks of AddPartitionsToTxn (client v0-3, and the implicit add of Produce v12+ and
-/// TxnOffsetCommit v5), in Kafka 4.1's order. `Ok(true)`: nothing to write (every partition is
-/// already in the ongoing transaction).
-pub fn add_partitions(
-    meta: &TxnMeta,
-    producer_id: i64,
-    epoch: i16,
-    partitions: &[(String, i32)],
-) -> Result<bool, ResponseError> {
+/// The checks adding or verifying a partition starts with, in Kafka 4.1's order: no
+/// transaction completing, the id's producer id, its current epoch.
+fn check_producer(meta: &TxnMeta, producer_id: i64, epoch: i16) -> Result<(), ResponseError> {
     if is_prepare(meta.state) {
         return Err(ResponseError::ConcurrentTransactions);
     }
@@ -198,6 +192,19 @@ pub fn add_partitions(
     if epoch != meta.epoch {
         return Err(ResponseError::ProducerFenced);
     }
+    Ok(())
+}
+
+/// Kafka's checks of AddPartitionsToTxn (client v0-3, and the implicit add of Produce v12+ and
+/// TxnOffsetCommit v5), in Kafka 4.1's order. `Ok(true)`: nothing to write (every partition is
+/// already in the ongoing transaction).
+pub fn add_partitions(
+    meta: &TxnMeta,
+    producer_id: i64,
+    epoch: i16,
+    partitions: &[(String, i32)],
+) -> Result<bool, ResponseError> {
+    check_producer(meta, producer_id, epoch)?;
     Ok(meta.state == TxnState::Ongoing && partitions.iter().all(|p| meta.partitions.contains(p)))
 }
 
@@ -218,15 +225,7 @@ pub fn prepare_add(meta: &TxnMeta, partitions: Vec<(String, i32)>, tv: i16, now_
 /// Verification of a partition in a transaction without adding it (Produce v0-11 and
 /// TxnOffsetCommit v0-4; Kafka's `handleVerifyPartitionsInTransaction`).
 pub fn verify(meta: &TxnMeta, producer_id: i64, epoch: i16, partition: &(String, i32)) -> Result<(), ResponseError> {
-    if is_prepare(meta.state) {
-        return Err(ResponseError::ConcurrentTransactions);
-    }
-    if producer_id != meta.producer_id {
-        return Err(ResponseError::InvalidProducerIdMapping);
-    }
-    if epoch != meta.epoch {
-        return Err(ResponseError::ProducerFenced);
-    }
+    check_producer(meta, producer_id, epoch)?;
     if meta.state == TxnState::Ongoing && meta.partitions.contains(partition) {
         Ok(())
     } else {
