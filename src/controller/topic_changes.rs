@@ -1,6 +1,7 @@
 //! Replicated topics: creating a topic and adding partitions with placed replicas (Kafka's
 //! `ReplicationControlManager.createTopic` / `createPartitions` without manual assignments), and
-//! ElectLeaders (`electLeaders`, preferred and unclean).
+//! ElectLeaders (`electLeaders`, preferred and unclean) and the controller's periodic preferred
+//! and unclean elections.
 //!
 //! A new partition's ISR is its active replicas (unfenced, not in controlled shutdown), led by the
 //! first of them, at leader and partition epoch 0; each replica's directory is its broker's only
@@ -13,10 +14,11 @@
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use super::partition_change::{is_active, leader_acceptor, Election, PartitionChange, NO_LEADER};
+use super::partition_change::{is_active, leader_acceptor, unclean_enabled, Election, PartitionChange, NO_LEADER};
 use super::placement::{place, placement_brokers};
+use super::ControllerConfig;
 use crate::config::Properties;
-use crate::metadata::image::{MetadataImage, PartitionImage, TOPIC_RESOURCE};
+use crate::metadata::image::{MetadataImage, PartitionImage, TopicImage, TOPIC_RESOURCE};
 use crate::metadata::records::{ConfigRecord, MetadataRecord, PartitionRecord, TopicRecord};
 
 /// Kafka's `DirectoryId.UNASSIGNED`.
@@ -197,10 +199,10 @@ pub fn elect_leaders(
     let wanted = match partitions {
         Some(wanted) => wanted,
         None => {
-            let mut topics: Vec<_> = image.topics.values().collect();
-            topics.sort_by(|a, b| a.name.cmp(&b.name));
-            everything =
-                topics.iter().flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p))).collect::<Vec<_>>();
+            everything = sorted_topics(image)
+                .iter()
+                .flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p)))
+                .collect::<Vec<_>>();
             &everything
         }
     };
@@ -249,6 +251,63 @@ fn elect_one(
         (None, ElectionType::Preferred) => Err(error(ResponseError::PreferredLeaderNotAvailable)),
         (None, ElectionType::Unclean) => Err(error(ResponseError::EligibleLeadersNotAvailable)),
     }
+}
+
+/// Kafka's periodic `maybeBalancePartitionLeaders` (`auto.leader.rebalance.enable`): a preferred
+/// election for each partition not led by its first replica, at most `max_elections` records
+/// (Kafka's `maxElectionsPerImbalance`); `true` when more may remain (run again at once).
+pub fn balance_leaders(image: &MetadataImage, max_elections: usize) -> (Vec<MetadataRecord>, bool) {
+    let mut records = Vec::new();
+    for topic in sorted_topics(image) {
+        for (&partition_id, partition) in &topic.partitions {
+            if records.len() >= max_elections {
+                return (records, true);
+            }
+            if partition.replicas.first() == Some(&partition.leader) {
+                continue;
+            }
+            let change = PartitionChange::new(topic.id, partition_id, partition, leader_acceptor(image, partition))
+                .election(Election::Preferred)
+                .build();
+            records.extend(change.map(MetadataRecord::PartitionChange));
+        }
+    }
+    let more = records.len() >= max_elections;
+    (records, more)
+}
+
+/// Kafka's periodic `maybeElectUncleanLeaders`: an unclean election for each leaderless
+/// partition of a topic with `unclean.leader.election.enable`, at most `max_elections` records;
+/// `true` when more may remain.
+pub fn elect_unclean_leaders(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    max_elections: usize,
+) -> (Vec<MetadataRecord>, bool) {
+    let mut records = Vec::new();
+    for topic in sorted_topics(image) {
+        if !unclean_enabled(image, config, &topic.name) {
+            continue;
+        }
+        for (&partition_id, partition) in &topic.partitions {
+            if records.len() >= max_elections {
+                return (records, true);
+            }
+            if partition.leader == NO_LEADER {
+                if let Ok(record) = elect_one(image, ElectionType::Unclean, &topic.name, partition_id) {
+                    records.push(record);
+                }
+            }
+        }
+    }
+    let more = records.len() >= max_elections;
+    (records, more)
+}
+
+fn sorted_topics(image: &MetadataImage) -> Vec<&TopicImage> {
+    let mut topics: Vec<&TopicImage> = image.topics.values().map(|t| t.as_ref()).collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    topics
 }
 
 /// An error with Kafka's default message for it.

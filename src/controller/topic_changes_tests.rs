@@ -244,3 +244,30 @@ fn unclean_elections_pick_any_live_replica() {
     assert!(ElectionType::from_code(2).is_err());
     assert_eq!(ElectionType::from_code(1).unwrap(), ElectionType::Unclean);
 }
+
+#[test]
+fn periodic_balancing_moves_leaders_back_to_preferred_replicas() {
+    let (mut c, t) = elections();
+    let (records, more) = balance_leaders(&c.image, 1);
+    assert_eq!((records.len(), more), (1, true), "bounded");
+    let (records, more) = balance_leaders(&c.image, 10);
+    assert_eq!((records.len(), more), (2, false));
+    c.apply(&records);
+    assert_eq!(c.partition(t, 0).leader, 1);
+    assert_eq!(c.partition(t, 2).leader, 3, "a leaderless partition gets its preferred replica");
+    assert_eq!(balance_leaders(&c.image, 10), (vec![], false), "balanced");
+}
+
+#[test]
+fn periodic_unclean_elections_only_where_enabled() {
+    let (mut c, t) = elections();
+    c.set_broker(3, 1, 0);
+    let config = crate::controller::test_cluster::config();
+    assert!(elect_unclean_leaders(&c.image, &config, 10).0.is_empty(), "disabled by default");
+    c.set_config(TOPIC_RESOURCE, "t", "unclean.leader.election.enable", "true");
+    let (records, more) = elect_unclean_leaders(&c.image, &config, 10);
+    assert!(!more);
+    c.apply(&records);
+    let p2 = c.partition(t, 2);
+    assert_eq!((p2.leader, p2.isr), (2, vec![2]));
+}
