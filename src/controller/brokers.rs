@@ -36,6 +36,7 @@ use crate::metadata::image::MetadataImage;
 use crate::metadata::print_uuid;
 use crate::metadata::records::{
     BrokerEndpoint, BrokerFeature, BrokerRegistrationChangeRecord, MetadataRecord, RegisterBrokerRecord,
+    UnregisterBrokerRecord,
 };
 
 const METADATA_VERSION: &str = "metadata.version";
@@ -257,6 +258,11 @@ impl BrokerSessions {
                 }
             }
         }
+        if records.is_empty() {
+            // Computed from the same image, these could repeat the changes above: left to the
+            // next heartbeat, which reports the offline directories again.
+            records = directories_offline(image, &self.config, broker_id, &request.offline_log_dirs);
+        }
         let session = self.sessions.get_mut(&broker_id).expect("present");
         touch(session, next.fenced(), request.current_metadata_offset, now_ms);
         if next == State::ControlledShutdown && session.controlled_shutdown_offset.is_none() {
@@ -306,6 +312,25 @@ impl BrokerSessions {
         let mut records = leader_and_isr_updates(image, &self.config, BrokerEvent::Leaves(broker_id));
         records.push(registration_change(broker_id, epoch, 1, 0));
         records
+    }
+
+    /// UnregisterBroker: the broker leaves every ISR and leadership, then its registration goes
+    /// (Kafka's `handleBrokerUnregistered`); BROKER_ID_NOT_REGISTERED when unknown.
+    pub fn unregister(&mut self, image: &MetadataImage, broker_id: i32) -> Result<Vec<MetadataRecord>, Refusal> {
+        let Some(broker) = image.brokers.get(&broker_id) else {
+            return Err((
+                ResponseError::BrokerIdNotRegistered,
+                format!("Broker ID {broker_id} is not currently registered"),
+            ));
+        };
+        let mut records = leader_and_isr_updates(image, &self.config, BrokerEvent::Leaves(broker_id));
+        records.push(MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id,
+            broker_epoch: broker.epoch,
+            ..Default::default()
+        }));
+        self.sessions.remove(&broker_id);
+        Ok(records)
     }
 
     /// Whether `broker_id` has a live, unfenced session (Kafka's `hasValidSession`).
@@ -374,6 +399,33 @@ fn next_state(
         }
         State::ShutdownNow => State::ShutdownNow,
     }
+}
+
+/// Kafka's `handleDirectoriesOffline`: the broker leaves the ISRs and leadership of the
+/// partitions in its newly offline directories, and its registration keeps the others.
+fn directories_offline(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    broker_id: i32,
+    offline: &[Uuid],
+) -> Vec<MetadataRecord> {
+    let broker = &image.brokers[&broker_id];
+    let newly_offline: Vec<Uuid> = broker.log_dirs.iter().copied().filter(|d| offline.contains(d)).collect();
+    if newly_offline.is_empty() {
+        return Vec::new();
+    }
+    let mut records = Vec::new();
+    for dir in newly_offline {
+        records.extend(leader_and_isr_updates(image, config, BrokerEvent::DirectoryOffline(broker_id, dir)));
+    }
+    let online: Vec<Uuid> = broker.log_dirs.iter().copied().filter(|d| !offline.contains(d)).collect();
+    records.push(MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+        broker_id,
+        broker_epoch: broker.epoch,
+        log_dirs: online,
+        ..Default::default()
+    }));
+    records
 }
 
 fn registration_change(broker_id: i32, broker_epoch: i64, fenced: i8, in_controlled_shutdown: i8) -> MetadataRecord {

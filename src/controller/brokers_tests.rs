@@ -333,3 +333,60 @@ fn a_broker_leading_nothing_or_fenced_shuts_down_at_once() {
     let answer = env.beat_at(4, 0, true, 100).unwrap();
     assert!(answer.should_shut_down && answer.is_fenced && !answer.is_caught_up);
 }
+
+#[test]
+fn an_offline_directory_takes_its_partitions_away_from_the_broker() {
+    let mut env = Env::new();
+    let (d1, d2) = (Uuid::from_u128(7001), Uuid::from_u128(7002));
+    env.register(&registration(1, 1).with_log_dirs(vec![d1, d2]), 0).unwrap();
+    env.register(&registration(2, 1), 0).unwrap();
+    env.beat(1, 0).unwrap();
+    env.beat(2, 0).unwrap();
+    let t = Uuid::from_u128(5);
+    let mut records = vec![MetadataRecord::Topic(crate::metadata::records::TopicRecord {
+        name: "t".into(),
+        topic_id: t,
+        ..Default::default()
+    })];
+    for (p, dir) in [(0, d1), (1, d2)] {
+        records.push(MetadataRecord::Partition(crate::metadata::records::PartitionRecord {
+            partition_id: p,
+            topic_id: t,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: vec![dir, Uuid::from_u128(2001)],
+            ..Default::default()
+        }));
+    }
+    env.c.apply(&records);
+    let epoch = env.c.image.brokers[&1].epoch;
+    let request = beat(1, epoch, env.c.next_offset - 1).with_offline_log_dirs(vec![d1]);
+    assert!(!env.send(&request, 10).unwrap().is_fenced);
+    let (p0, p1) = (env.c.partition(t, 0), env.c.partition(t, 1));
+    assert_eq!((p0.leader, p0.isr), (2, vec![2]), "its copy in d1 is offline");
+    assert_eq!((p1.leader, p1.isr), (1, vec![1, 2]), "d2 is fine");
+    assert_eq!(env.c.image.brokers[&1].log_dirs, vec![d2]);
+    let before = env.c.next_offset;
+    env.send(&request.with_current_metadata_offset(before - 1), 20).unwrap();
+    assert_eq!(env.c.next_offset, before, "reported again: nothing new");
+}
+
+#[test]
+fn an_unregistered_broker_leaves_everything() {
+    let mut env = Env::three_unfenced();
+    let t = env.c.add_topic("t", 1, &[&[1, 2]]);
+    assert_eq!(
+        env.s.unregister(&env.c.image, 9).unwrap_err(),
+        (ResponseError::BrokerIdNotRegistered, "Broker ID 9 is not currently registered".into())
+    );
+    let records = env.s.unregister(&env.c.image, 1).unwrap();
+    env.c.apply(&records);
+    assert!(!env.c.image.brokers.contains_key(&1));
+    let p = env.c.partition(t, 0);
+    assert_eq!((p.leader, p.isr), (2, vec![2]));
+    assert!(!env.s.has_valid_session(1, 0));
+    assert!(!env.s.expire(&env.c.image, 100_000).is_empty(), "the others still expire");
+}

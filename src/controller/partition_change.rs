@@ -180,8 +180,7 @@ pub fn is_active(image: &MetadataImage, broker: i32) -> bool {
 /// broker that registered no directory counts as online).
 pub fn has_online_dir(image: &MetadataImage, partition: &PartitionImage, broker: i32) -> bool {
     let Some(b) = image.brokers.get(&broker) else { return false };
-    let at = partition.replicas.iter().position(|&r| r == broker);
-    let dir = at.and_then(|i| partition.directories.get(i)).copied().unwrap_or(Uuid::nil());
+    let dir = directory_of(partition, broker).unwrap_or(Uuid::nil());
     match dir.as_u128() {
         // Kafka's MIGRATING and UNASSIGNED.
         0 | 1 => true,
@@ -189,6 +188,12 @@ pub fn has_online_dir(image: &MetadataImage, partition: &PartitionImage, broker:
         2 => false,
         _ => b.log_dirs.is_empty() || b.log_dirs.contains(&dir),
     }
+}
+
+/// The directory holding `broker`'s copy of `partition`, when recorded.
+pub fn directory_of(partition: &PartitionImage, broker: i32) -> Option<Uuid> {
+    let at = partition.replicas.iter().position(|&r| r == broker)?;
+    partition.directories.get(at).copied()
 }
 
 /// Kafka's `LeaderAcceptor`: an active broker whose copy of the partition is online.
@@ -218,6 +223,9 @@ pub enum BrokerEvent {
     /// The broker is being unfenced: it may lead (though the image still shows it fenced), and
     /// every leaderless partition gets an election.
     Joins(i32),
+    /// A log directory of the broker went offline: the broker leaves the ISR and leadership of
+    /// the partitions it holds there.
+    DirectoryOffline(i32, Uuid),
 }
 
 /// Kafka's `generateLeaderAndIsrUpdates`: the partition changes `event` causes, in the order of
@@ -236,19 +244,22 @@ pub fn leader_and_isr_updates(
             let concerned = match event {
                 BrokerEvent::Leaves(b) => partition.isr.contains(&b),
                 BrokerEvent::Joins(_) => partition.leader == NO_LEADER,
+                BrokerEvent::DirectoryOffline(b, dir) => directory_of(partition, b) == Some(dir),
             };
             if !concerned {
                 continue;
             }
             let acceptable = |r: i32| {
                 let allowed = match event {
-                    BrokerEvent::Leaves(b) => r != b && is_active(image, r),
+                    BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) => r != b && is_active(image, r),
                     BrokerEvent::Joins(b) => r == b || is_active(image, r),
                 };
                 allowed && has_online_dir(image, partition, r)
             };
             let target_isr = match event {
-                BrokerEvent::Leaves(b) => partition.isr.iter().copied().filter(|&r| r != b).collect(),
+                BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) => {
+                    partition.isr.iter().copied().filter(|&r| r != b).collect()
+                }
                 BrokerEvent::Joins(_) => partition.isr.clone(),
             };
             let change = PartitionChange::new(topic.id, partition_id, partition, acceptable)

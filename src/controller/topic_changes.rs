@@ -1,6 +1,7 @@
-//! Replicated topics: creating a topic and adding partitions with placed replicas (Kafka's
-//! `ReplicationControlManager.createTopic` / `createPartitions` without manual assignments), and
-//! ElectLeaders (`electLeaders`, preferred and unclean).
+//! Replicated topics: creating a topic and adding partitions, with placed replicas or manual
+//! assignments (Kafka's `ReplicationControlManager.createTopic` / `createPartitions`), and
+//! ElectLeaders (`electLeaders`, preferred and unclean) and the controller's periodic preferred
+//! and unclean elections.
 //!
 //! A new partition's ISR is its active replicas (unfenced, not in controlled shutdown), led by the
 //! first of them, at leader and partition epoch 0; each replica's directory is its broker's only
@@ -10,13 +11,16 @@
 //! Invariants: the records apply to the image; a refused request writes nothing; an election
 //! writes one record per partition whose leader changed, none otherwise.
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use super::partition_change::{is_active, leader_acceptor, Election, PartitionChange, NO_LEADER};
+use super::partition_change::{is_active, leader_acceptor, unclean_enabled, Election, PartitionChange, NO_LEADER};
 use super::placement::{place, placement_brokers};
+use super::ControllerConfig;
 use crate::config::Properties;
-use crate::metadata::image::{MetadataImage, PartitionImage, TOPIC_RESOURCE};
+use crate::metadata::image::{MetadataImage, PartitionImage, TopicImage, TOPIC_RESOURCE};
 use crate::metadata::records::{ConfigRecord, MetadataRecord, PartitionRecord, TopicRecord};
 
 /// Kafka's `DirectoryId.UNASSIGNED`.
@@ -68,15 +72,7 @@ pub fn create_topic_records(
         ..Default::default()
     })];
     records.extend(partition_records(image, topic.id, 0, assignments, topic.replication_factor)?);
-    for (name, value) in topic.overrides {
-        records.push(MetadataRecord::Config(ConfigRecord {
-            resource_type: TOPIC_RESOURCE,
-            resource_name: topic.name.to_string(),
-            name: name.clone(),
-            value: Some(value.clone()),
-            ..Default::default()
-        }));
-    }
+    records.extend(config_records(topic.name, topic.overrides));
     Ok(records)
 }
 
@@ -88,6 +84,121 @@ pub fn create_partitions_records(
     count: i32,
     seed: u64,
 ) -> Result<Vec<MetadataRecord>, (ResponseError, Option<String>)> {
+    let (topic, have, replication_factor) = growth(image, name, count)?;
+    let assignments = place(&placement_brokers(image), count - have, replication_factor, seed).map_err(|refused| {
+        // Kafka answers the placer's reason alone here.
+        let prefix = format!("Unable to replicate the partition {replication_factor} time(s): ");
+        (ResponseError::InvalidReplicationFactor, refused.0.trim_start_matches(&prefix).to_string())
+    });
+    let assignments = assignments.map_err(|(code, message)| (code, Some(message)))?;
+    partition_records(image, topic.id, have, assignments, replication_factor).map_err(|(code, m)| (code, Some(m)))
+}
+
+/// CreatePartitions with manual assignments: one replica list per new partition, each with the
+/// topic's replication factor, of registered brokers, some of them active.
+pub fn create_partitions_assigned_records(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+    assignments: &[Vec<i32>],
+) -> Result<Vec<MetadataRecord>, (ResponseError, Option<String>)> {
+    let (topic, have, replication_factor) = growth(image, name, count)?;
+    let additional = (count - have) as usize;
+    let invalid = |message: String| (ResponseError::InvalidReplicaAssignment, Some(message));
+    if assignments.len() != additional {
+        return Err(invalid(format!(
+            "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+            assignments.len()
+        )));
+    }
+    for (i, replicas) in assignments.iter().enumerate() {
+        check_assignment(image, replicas, Some(replication_factor as usize)).map_err(|(c, m)| (c, Some(m)))?;
+        if !replicas.iter().any(|&r| is_active(image, r)) {
+            return Err(invalid(all_inactive(have + i as i32)));
+        }
+    }
+    partition_records(image, topic.id, have, assignments.to_vec(), replication_factor).map_err(|(c, m)| (c, Some(m)))
+}
+
+/// CreateTopics with manual assignments (`num_partitions` and `replication_factor` -1, checked
+/// by the caller): (partition index, replicas) for partitions 0, 1, ... in any order.
+pub fn create_topic_assigned_records(
+    image: &MetadataImage,
+    name: &str,
+    id: Uuid,
+    assignments: &[(i32, Vec<i32>)],
+    overrides: &Properties,
+) -> Result<Vec<MetadataRecord>, Refusal> {
+    if image.topic(name).is_some() || image.topics.contains_key(&id) {
+        return Err((ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
+    }
+    let invalid = |message: String| (ResponseError::InvalidReplicaAssignment, message);
+    let mut by_partition: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    let mut replication_factor = None;
+    for (index, replicas) in assignments {
+        if by_partition.contains_key(index) {
+            return Err(invalid(format!("Found multiple manual partition assignments for partition {index}")));
+        }
+        check_assignment(image, replicas, replication_factor)?;
+        replication_factor = Some(replicas.len());
+        if !replicas.iter().any(|&r| is_active(image, r)) {
+            return Err(invalid(all_inactive(*index)));
+        }
+        by_partition.insert(*index, replicas.clone());
+    }
+    if by_partition.keys().copied().ne(0..by_partition.len() as i32) {
+        return Err(invalid("partitions should be a consecutive 0-based integer sequence".to_string()));
+    }
+    let replication_factor = replication_factor.unwrap_or(0) as i16;
+    let mut records =
+        vec![MetadataRecord::Topic(TopicRecord { name: name.to_string(), topic_id: id, ..Default::default() })];
+    records.extend(partition_records(image, id, 0, by_partition.into_values().collect(), replication_factor)?);
+    records.extend(config_records(name, overrides));
+    Ok(records)
+}
+
+fn all_inactive(partition: i32) -> String {
+    format!(
+        "All brokers specified in the manual partition assignment for partition {partition} are fenced or in \
+         controlled shutdown."
+    )
+}
+
+/// Kafka's `validateManualPartitionAssignment`.
+fn check_assignment(image: &MetadataImage, replicas: &[i32], replication_factor: Option<usize>) -> Result<(), Refusal> {
+    let invalid = |message: String| Err((ResponseError::InvalidReplicaAssignment, message));
+    if replicas.is_empty() {
+        return invalid("The manual partition assignment includes an empty replica list.".to_string());
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    for (i, &broker) in sorted.iter().enumerate() {
+        if !image.brokers.contains_key(&broker) {
+            return invalid(format!(
+                "The manual partition assignment includes broker {broker}, but no such broker is registered."
+            ));
+        }
+        if i > 0 && sorted[i - 1] == broker {
+            return invalid(format!("The manual partition assignment includes the broker {broker} more than once."));
+        }
+    }
+    match replication_factor {
+        Some(rf) if rf != replicas.len() => invalid(format!(
+            "The manual partition assignment includes a partition with {} replica(s), but this is not consistent \
+             with previous partitions, which have {rf} replica(s).",
+            replicas.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// CreatePartitions' checks of the wanted count: the topic, its partition count and its
+/// replication factor.
+fn growth<'a>(
+    image: &'a MetadataImage,
+    name: &str,
+    count: i32,
+) -> Result<(&'a TopicImage, i32, i16), (ResponseError, Option<String>)> {
     let Some(topic) = image.topic(name) else {
         // Kafka's UnknownTopicOrPartitionException carries no message: null in the answer.
         return Err((ResponseError::UnknownTopicOrPartition, None));
@@ -106,14 +217,19 @@ pub fn create_partitions_records(
         // Kafka never sends the text of an UNKNOWN_SERVER_ERROR.
         return Err((ResponseError::UnknownServerError, None));
     };
-    let replication_factor = first.replicas.len() as i16;
-    let assignments = place(&placement_brokers(image), count - have, replication_factor, seed).map_err(|refused| {
-        // Kafka answers the placer's reason alone here.
-        let prefix = format!("Unable to replicate the partition {replication_factor} time(s): ");
-        (ResponseError::InvalidReplicationFactor, refused.0.trim_start_matches(&prefix).to_string())
-    });
-    let assignments = assignments.map_err(|(code, message)| (code, Some(message)))?;
-    partition_records(image, topic.id, have, assignments, replication_factor).map_err(|(code, m)| (code, Some(m)))
+    Ok((topic, have, first.replicas.len() as i16))
+}
+
+fn config_records<'a>(name: &'a str, overrides: &'a Properties) -> impl Iterator<Item = MetadataRecord> + 'a {
+    overrides.iter().map(move |(key, value)| {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type: TOPIC_RESOURCE,
+            resource_name: name.to_string(),
+            name: key.clone(),
+            value: Some(value.clone()),
+            ..Default::default()
+        })
+    })
 }
 
 fn partition_records(
@@ -201,10 +317,10 @@ pub fn elect_leaders(
     let wanted = match partitions {
         Some(wanted) => wanted,
         None => {
-            let mut topics: Vec<_> = image.topics.values().collect();
-            topics.sort_by(|a, b| a.name.cmp(&b.name));
-            everything =
-                topics.iter().flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p))).collect::<Vec<_>>();
+            everything = sorted_topics(image)
+                .iter()
+                .flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p)))
+                .collect::<Vec<_>>();
             &everything
         }
     };
@@ -253,6 +369,63 @@ fn elect_one(
         (None, ElectionType::Preferred) => Err(error(ResponseError::PreferredLeaderNotAvailable)),
         (None, ElectionType::Unclean) => Err(error(ResponseError::EligibleLeadersNotAvailable)),
     }
+}
+
+/// Kafka's periodic `maybeBalancePartitionLeaders` (`auto.leader.rebalance.enable`): a preferred
+/// election for each partition not led by its first replica, at most `max_elections` records
+/// (Kafka's `maxElectionsPerImbalance`); `true` when more may remain (run again at once).
+pub fn balance_leaders(image: &MetadataImage, max_elections: usize) -> (Vec<MetadataRecord>, bool) {
+    let mut records = Vec::new();
+    for topic in sorted_topics(image) {
+        for (&partition_id, partition) in &topic.partitions {
+            if records.len() >= max_elections {
+                return (records, true);
+            }
+            if partition.replicas.first() == Some(&partition.leader) {
+                continue;
+            }
+            let change = PartitionChange::new(topic.id, partition_id, partition, leader_acceptor(image, partition))
+                .election(Election::Preferred)
+                .build();
+            records.extend(change.map(MetadataRecord::PartitionChange));
+        }
+    }
+    let more = records.len() >= max_elections;
+    (records, more)
+}
+
+/// Kafka's periodic `maybeElectUncleanLeaders`: an unclean election for each leaderless
+/// partition of a topic with `unclean.leader.election.enable`, at most `max_elections` records;
+/// `true` when more may remain.
+pub fn elect_unclean_leaders(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    max_elections: usize,
+) -> (Vec<MetadataRecord>, bool) {
+    let mut records = Vec::new();
+    for topic in sorted_topics(image) {
+        if !unclean_enabled(image, config, &topic.name) {
+            continue;
+        }
+        for (&partition_id, partition) in &topic.partitions {
+            if records.len() >= max_elections {
+                return (records, true);
+            }
+            if partition.leader == NO_LEADER {
+                if let Ok(record) = elect_one(image, ElectionType::Unclean, &topic.name, partition_id) {
+                    records.push(record);
+                }
+            }
+        }
+    }
+    let more = records.len() >= max_elections;
+    (records, more)
+}
+
+fn sorted_topics(image: &MetadataImage) -> Vec<&TopicImage> {
+    let mut topics: Vec<&TopicImage> = image.topics.values().map(|t| t.as_ref()).collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    topics
 }
 
 /// An error with Kafka's default message for it.

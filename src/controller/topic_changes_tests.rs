@@ -244,3 +244,90 @@ fn unclean_elections_pick_any_live_replica() {
     assert!(ElectionType::from_code(2).is_err());
     assert_eq!(ElectionType::from_code(1).unwrap(), ElectionType::Unclean);
 }
+
+#[test]
+fn periodic_balancing_moves_leaders_back_to_preferred_replicas() {
+    let (mut c, t) = elections();
+    let (records, more) = balance_leaders(&c.image, 1);
+    assert_eq!((records.len(), more), (1, true), "bounded");
+    let (records, more) = balance_leaders(&c.image, 10);
+    assert_eq!((records.len(), more), (2, false));
+    c.apply(&records);
+    assert_eq!(c.partition(t, 0).leader, 1);
+    assert_eq!(c.partition(t, 2).leader, 3, "a leaderless partition gets its preferred replica");
+    assert_eq!(balance_leaders(&c.image, 10), (vec![], false), "balanced");
+}
+
+#[test]
+fn periodic_unclean_elections_only_where_enabled() {
+    let (mut c, t) = elections();
+    c.set_broker(3, 1, 0);
+    let config = crate::controller::test_cluster::config();
+    assert!(elect_unclean_leaders(&c.image, &config, 10).0.is_empty(), "disabled by default");
+    c.set_config(TOPIC_RESOURCE, "t", "unclean.leader.election.enable", "true");
+    let (records, more) = elect_unclean_leaders(&c.image, &config, 10);
+    assert!(!more);
+    c.apply(&records);
+    let p2 = c.partition(t, 2);
+    assert_eq!((p2.leader, p2.isr), (2, vec![2]));
+}
+
+#[test]
+fn manual_assignments_are_checked_as_kafka_checks_them() {
+    let mut c = three_racks();
+    c.set_broker(3, 1, 0);
+    let none = Properties::new();
+    let id = topic_id("m");
+    let create = |c: &Cluster, a: &[(i32, Vec<i32>)]| create_topic_assigned_records(&c.image, "m", id, a, &none);
+    let refused = |c: &Cluster, a: &[(i32, Vec<i32>)]| {
+        let (code, message) = create(c, a).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidReplicaAssignment);
+        message
+    };
+    assert_eq!(refused(&c, &[(0, vec![])]), "The manual partition assignment includes an empty replica list.");
+    assert_eq!(
+        refused(&c, &[(0, vec![1, 9])]),
+        "The manual partition assignment includes broker 9, but no such broker is registered."
+    );
+    assert_eq!(
+        refused(&c, &[(0, vec![2, 1, 2])]),
+        "The manual partition assignment includes the broker 2 more than once."
+    );
+    assert_eq!(
+        refused(&c, &[(0, vec![1, 2]), (1, vec![1])]),
+        "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent with \
+         previous partitions, which have 2 replica(s)."
+    );
+    assert_eq!(
+        refused(&c, &[(0, vec![1]), (0, vec![2])]),
+        "Found multiple manual partition assignments for partition 0"
+    );
+    assert_eq!(refused(&c, &[(1, vec![1])]), "partitions should be a consecutive 0-based integer sequence");
+    assert_eq!(
+        refused(&c, &[(0, vec![3])]),
+        "All brokers specified in the manual partition assignment for partition 0 are fenced or in controlled shutdown."
+    );
+
+    let records = create(&c, &[(1, vec![3, 2]), (0, vec![1, 3])]).unwrap();
+    c.apply(&records);
+    let (p0, p1) = (c.partition(id, 0), c.partition(id, 1));
+    assert_eq!((p0.replicas, p0.isr, p0.leader), (vec![1, 3], vec![1], 1));
+    assert_eq!((p1.replicas, p1.isr, p1.leader), (vec![3, 2], vec![2], 2), "the first active replica leads");
+
+    let grow = |c: &Cluster, a: &[Vec<i32>]| create_partitions_assigned_records(&c.image, "m", 4, a).unwrap_err();
+    assert_eq!(
+        grow(&c, &[vec![1, 2]]),
+        (
+            ResponseError::InvalidReplicaAssignment,
+            Some("Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.".to_string())
+        )
+    );
+    assert_eq!(grow(&c, &[vec![1, 2], vec![1]]).0, ResponseError::InvalidReplicaAssignment, "RF 2 expected");
+    c.set_broker(2, 1, 0);
+    assert!(grow(&c, &[vec![1, 2], vec![3, 2]]).1.unwrap().contains("partition 3 are fenced"));
+    c.set_broker(2, -1, 0);
+    let records = create_partitions_assigned_records(&c.image, "m", 4, &[vec![2, 1], vec![1, 2]]).unwrap();
+    c.apply(&records);
+    assert_eq!(c.partition(id, 2).replicas, vec![2, 1]);
+    assert_eq!(c.partition(id, 3).leader, 1);
+}
