@@ -38,12 +38,11 @@ pub struct NewTopic<'a> {
     pub overrides: &'a Properties,
 }
 
-/// The records creating `topic` with the replicas of `assignment` (a manual one, checked by the
-/// caller) or, when None, placed over the usable brokers (`seed` for the placement).
+/// The records creating `topic` with replicas placed over the usable brokers (`seed` for the
+/// placement; `create_topic_assigned_records` for a manual assignment).
 pub fn create_topic_records(
     image: &MetadataImage,
     topic: &NewTopic,
-    assignment: Option<Vec<Vec<i32>>>,
     seed: u64,
 ) -> Result<Vec<MetadataRecord>, Refusal> {
     if image.topic(topic.name).is_some() || image.topics.contains_key(&topic.id) {
@@ -61,11 +60,8 @@ pub fn create_topic_records(
             "Number of partitions was set to an invalid non-positive value.".to_string(),
         ));
     }
-    let assignments = match assignment {
-        Some(manual) => manual,
-        None => place(&placement_brokers(image), topic.partitions, topic.replication_factor, seed)
-            .map_err(|refused| (ResponseError::InvalidReplicationFactor, refused.0))?,
-    };
+    let assignments = place(&placement_brokers(image), topic.partitions, topic.replication_factor, seed)
+        .map_err(|refused| (ResponseError::InvalidReplicationFactor, refused.0))?;
     let mut records = vec![MetadataRecord::Topic(TopicRecord {
         name: topic.name.to_string(),
         topic_id: topic.id,

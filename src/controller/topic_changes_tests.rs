@@ -30,7 +30,7 @@ fn topic_id(name: &str) -> Uuid {
 fn a_replicated_topic_is_placed_over_the_active_brokers() {
     let mut c = three_racks();
     let overrides = props(&[("min.insync.replicas", "2")]);
-    let records = create_topic_records(&c.image, &new_topic("t", 6, 3, &overrides), None, 11).unwrap();
+    let records = create_topic_records(&c.image, &new_topic("t", 6, 3, &overrides), 11).unwrap();
     assert_eq!(records.len(), 1 + 6 + 1);
     c.apply(&records);
     let topic = c.image.topic("t").unwrap().clone();
@@ -47,7 +47,7 @@ fn a_replicated_topic_is_placed_over_the_active_brokers() {
     assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2], "leaders spread: {leaders:?}");
     assert_eq!(c.image.configs[&(TOPIC_RESOURCE, "t".to_string())]["min.insync.replicas"], "2");
 
-    let again = create_topic_records(&c.image, &new_topic("t", 1, 1, &overrides), None, 0).unwrap_err();
+    let again = create_topic_records(&c.image, &new_topic("t", 1, 1, &overrides), 0).unwrap_err();
     assert_eq!(again, (ResponseError::TopicAlreadyExists, "Topic 't' already exists.".to_string()));
 }
 
@@ -56,7 +56,7 @@ fn fenced_replicas_are_placed_but_not_in_the_isr() {
     let mut c = three_racks();
     c.set_broker(3, 1, 0);
     let none = Properties::new();
-    let records = create_topic_records(&c.image, &new_topic("t", 4, 3, &none), None, 5).unwrap();
+    let records = create_topic_records(&c.image, &new_topic("t", 4, 3, &none), 5).unwrap();
     c.apply(&records);
     for partition in c.image.topic("t").unwrap().partitions.values() {
         assert!(partition.replicas.contains(&3));
@@ -65,7 +65,7 @@ fn fenced_replicas_are_placed_but_not_in_the_isr() {
     }
     // Broker 3 in controlled shutdown is not even placed.
     c.set_broker(3, -1, 1);
-    let error = create_topic_records(&c.image, &new_topic("u", 1, 3, &none), None, 5).unwrap_err();
+    let error = create_topic_records(&c.image, &new_topic("u", 1, 3, &none), 5).unwrap_err();
     assert_eq!(
         error,
         (
@@ -81,7 +81,7 @@ fn fenced_replicas_are_placed_but_not_in_the_isr() {
 fn creation_refusals_carry_kafkas_texts() {
     let c = three_racks();
     let none = Properties::new();
-    let refuse = |t: NewTopic| create_topic_records(&c.image, &t, None, 0).unwrap_err();
+    let refuse = |t: NewTopic| create_topic_records(&c.image, &t, 0).unwrap_err();
     assert_eq!(
         refuse(new_topic("t", 1, 0, &none)),
         (
@@ -98,8 +98,8 @@ fn creation_refusals_carry_kafkas_texts() {
     );
     assert_eq!(refuse(new_topic("t", 1, 4, &none)).0, ResponseError::InvalidReplicationFactor);
     let mut all_fenced = Cluster::new();
-    all_fenced.add_broker(1, None, true);
-    let error = create_topic_records(&all_fenced.image, &new_topic("t", 1, 1, &none), None, 0).unwrap_err();
+    all_fenced.add_broker(1, true);
+    let error = create_topic_records(&all_fenced.image, &new_topic("t", 1, 1, &none), 0).unwrap_err();
     assert_eq!(error.1, "Unable to replicate the partition 1 time(s): All brokers are currently fenced.");
 }
 
@@ -116,7 +116,7 @@ fn directories_follow_kafkas_default_dir() {
     let no_dirs = RegisterBrokerRecord { broker_id: 2, broker_epoch: 2, fenced: false, ..Default::default() };
     c.apply(&[MetadataRecord::RegisterBroker(two_dirs), MetadataRecord::RegisterBroker(no_dirs)]);
     let none = Properties::new();
-    c.apply(&create_topic_records(&c.image, &new_topic("t", 1, 2, &none), None, 0).unwrap());
+    c.apply(&create_topic_records(&c.image, &new_topic("t", 1, 2, &none), 0).unwrap());
     let p = c.partition(topic_id("t"), 0);
     let expect: Vec<Uuid> =
         p.replicas.iter().map(|&b| if b == 1 { UNASSIGNED_DIRECTORY } else { Uuid::nil() }).collect();
@@ -127,7 +127,7 @@ fn directories_follow_kafkas_default_dir() {
 fn partitions_are_added_with_the_topics_replication_factor() {
     let mut c = three_racks();
     let none = Properties::new();
-    c.apply(&create_topic_records(&c.image, &new_topic("t", 2, 2, &none), None, 1).unwrap());
+    c.apply(&create_topic_records(&c.image, &new_topic("t", 2, 2, &none), 1).unwrap());
     let records = create_partitions_records(&c.image, "t", 5, 2).unwrap();
     assert_eq!(records.len(), 3);
     c.apply(&records);
@@ -148,7 +148,7 @@ fn partitions_are_added_with_the_topics_replication_factor() {
         create_partitions_records(&c.image, "nope", 3, 0).unwrap_err(),
         (ResponseError::UnknownTopicOrPartition, None)
     );
-    c.apply(&create_topic_records(&c.image, &new_topic("wide", 1, 3, &none), None, 1).unwrap());
+    c.apply(&create_topic_records(&c.image, &new_topic("wide", 1, 3, &none), 1).unwrap());
     c.set_broker(3, -1, 1);
     assert_eq!(
         create_partitions_records(&c.image, "wide", 2, 0).unwrap_err(),

@@ -3,8 +3,7 @@
 //! records (`controller::topic_changes`, RemoveTopicRecord) written as one change, answered once
 //! durable.
 //!
-//! Not yet: ACLs on the controller (it trusts the brokers that forward), manual assignments in
-//! CreatePartitions (refused with INVALID_REQUEST), CreateTopicPolicy.
+//! Not yet: ACLs on the controller (it trusts the brokers that forward), CreateTopicPolicy.
 //! Invariants: a refused topic or partition writes nothing.
 
 use std::collections::BTreeMap;
@@ -21,7 +20,9 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
-use crate::controller::topic_changes::{create_partitions_records, elect_leaders as elect, ElectionType};
+use crate::controller::topic_changes::{
+    create_partitions_assigned_records, create_partitions_records, elect_leaders as elect, ElectionType,
+};
 use crate::metadata::records::{MetadataRecord, RemoveTopicRecord};
 
 fn unwritten(e: anyhow::Error) -> (ResponseError, Option<String>) {
@@ -118,16 +119,21 @@ pub fn create_partitions(controller: &QuorumController, request: CreatePartition
         .map(|topic| {
             let name = topic.name.0.as_str();
             let seed = u64::from_le_bytes(crate::metadata::random_bytes()[..8].try_into().expect("8 bytes"));
-            let decided = if topic.assignments.is_some() {
-                let message = "Manual partition assignments are not supported by this controller yet.";
-                Ok(Err((ResponseError::InvalidRequest, Some(message.to_string()))))
-            } else {
-                controller.change(|d| match create_partitions_records(d.image, name, topic.count, seed) {
+            let manual: Option<Vec<Vec<i32>>> = topic
+                .assignments
+                .as_ref()
+                .map(|a| a.iter().map(|p| p.broker_ids.iter().map(|b| b.0).collect()).collect());
+            let decided = controller.change(|d| {
+                let records = match &manual {
+                    Some(a) => create_partitions_assigned_records(d.image, name, topic.count, a),
+                    None => create_partitions_records(d.image, name, topic.count, seed),
+                };
+                match records {
                     Ok(records) if !request.validate_only => (records, Ok(())),
                     Ok(_) => (Vec::new(), Ok(())),
                     Err(refusal) => (Vec::new(), Err(refusal)),
-                })
-            };
+                }
+            });
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match decided.map_err(unwritten).and_then(|r| r) {
                 Ok(()) => result,

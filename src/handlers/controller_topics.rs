@@ -15,11 +15,11 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicResult, Cre
 use kafka_protocol::messages::TopicName;
 use uuid::Uuid;
 
-use super::create_topics::{describe_configs, validate_assignment};
+use super::create_topics::describe_configs;
 use super::str_bytes;
 use crate::config::Properties;
 use crate::controller::quorum::QuorumController;
-use crate::controller::topic_changes::{create_topic_records, NewTopic};
+use crate::controller::topic_changes::{create_topic_assigned_records, create_topic_records, NewTopic};
 use crate::metadata::image::MetadataImage;
 use crate::metadata::validate_topic_name;
 
@@ -84,8 +84,9 @@ fn check_name(image: &MetadataImage, name: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The manual assignment, checked as Kafka checks it (None: none given).
-fn manual_assignment(image: &MetadataImage, topic: &CreatableTopic) -> Result<Option<Vec<Vec<i32>>>, Refusal> {
+/// The manual assignment, `(partition, replicas)` (None: none given); the assignment itself is
+/// checked with the image when the records are made.
+fn manual_assignment(topic: &CreatableTopic) -> Result<Option<Vec<(i32, Vec<i32>)>>, Refusal> {
     if topic.assignments.is_empty() {
         return Ok(None);
     }
@@ -97,21 +98,9 @@ fn manual_assignment(image: &MetadataImage, topic: &CreatableTopic) -> Result<Op
         let message = "A manual partition assignment was specified, but numPartitions was not set to -1.";
         return Err((ResponseError::InvalidRequest, message.into()));
     }
-    let registered: Vec<i32> = image.brokers.keys().copied().collect();
-    let mut by_index = std::collections::BTreeMap::new();
-    for a in &topic.assignments {
-        validate_assignment(&a.broker_ids, &registered)?;
-        let replicas = a.broker_ids.iter().map(|b| b.0).collect();
-        if by_index.insert(a.partition_index, replicas).is_some() {
-            let message = format!("Found multiple manual partition assignments for partition {}", a.partition_index);
-            return Err((ResponseError::InvalidReplicaAssignment, message));
-        }
-    }
-    if by_index.keys().copied().ne(0..by_index.len() as i32) {
-        let message = "partitions should be a consecutive 0-based integer sequence";
-        return Err((ResponseError::InvalidReplicaAssignment, message.into()));
-    }
-    Ok(Some(by_index.into_values().collect()))
+    Ok(Some(
+        topic.assignments.iter().map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())).collect(),
+    ))
 }
 
 fn create_one(
@@ -129,9 +118,9 @@ fn create_one(
         let message = format!("Null value not supported for topic configs: {}", null_configs.join(","));
         return Err((ResponseError::InvalidConfig, message));
     }
-    let assignment = manual_assignment(&image, topic)?;
+    let assignment = manual_assignment(topic)?;
     let (partitions, replication_factor) = match &assignment {
-        Some(a) => (a.len() as i32, a[0].len() as i16),
+        Some(a) => (a.len() as i32, a[0].1.len() as i16),
         None => {
             if topic.replication_factor < -1 || topic.replication_factor == 0 {
                 let message = "Replication factor must be larger than 0, or -1 to use the default value.";
@@ -162,7 +151,10 @@ fn create_one(
     let new = NewTopic { name, id, partitions, replication_factor, overrides: &overrides };
     let seed = u64::from_le_bytes(crate::metadata::random_bytes()[..8].try_into().expect("8 bytes"));
     let decided = controller.change(|d| {
-        let records = create_topic_records(d.image, &new, assignment.clone(), seed);
+        let records = match &assignment {
+            Some(a) => create_topic_assigned_records(d.image, name, id, a, &overrides),
+            None => create_topic_records(d.image, &new, seed),
+        };
         match records {
             Ok(records) if !validate_only => (records, Ok(())),
             Ok(_) => (Vec::new(), Ok(())),

@@ -69,6 +69,16 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(accept_loop(bound, named, controller.clone(), config.socket_request_max_bytes)));
     }
     tasks.push(tokio::spawn(expire_sessions(controller.clone())));
+    let rebalance = config
+        .properties
+        .get("auto.leader.rebalance.enable")
+        .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
+    let interval_s: u64 = config
+        .properties
+        .get("leader.imbalance.check.interval.seconds")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(300);
+    tasks.push(tokio::spawn(periodic_elections(controller.clone(), rebalance, interval_s.max(1))));
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -152,6 +162,33 @@ async fn expire_sessions(controller: Arc<QuorumController>) {
             Ok(0) => {}
             Ok(n) => tracing::info!(fenced = n, "broker sessions lapsed: fenced"),
             Err(e) => tracing::error!(error = %e, "fencing lapsed brokers not written"),
+        }
+    }
+}
+
+/// Elections per change of the periodic tasks (Kafka's `maxElectionsPerImbalance`).
+const MAX_ELECTIONS_PER_CHANGE: usize = 1_000;
+
+/// Kafka's periodic elections: preferred leaders back (`auto.leader.rebalance.enable`, every
+/// `leader.imbalance.check.interval.seconds`) and unclean elections where a topic allows them
+/// (every 5 s, Kafka's `UNCLEAN_LEADER_ELECTION`).
+async fn periodic_elections(controller: Arc<QuorumController>, rebalance: bool, interval_s: u64) {
+    use crate::controller::topic_changes::{balance_leaders, elect_unclean_leaders};
+    let mut preferred = tokio::time::interval(std::time::Duration::from_secs(interval_s));
+    let mut unclean = tokio::time::interval(std::time::Duration::from_secs(5));
+    preferred.tick().await;
+    loop {
+        let config = controller.settings.config;
+        let decided = tokio::select! {
+            _ = preferred.tick(), if rebalance => {
+                controller.change(|d| balance_leaders(d.image, MAX_ELECTIONS_PER_CHANGE))
+            }
+            _ = unclean.tick() => {
+                controller.change(|d| elect_unclean_leaders(d.image, &config, MAX_ELECTIONS_PER_CHANGE))
+            }
+        };
+        if let Err(e) = decided {
+            tracing::error!(error = %e, "periodic elections not written");
         }
     }
 }
