@@ -16,6 +16,10 @@ kafkatest's services configure them for `enable_idempotence=True`:
         --group-protocol classic --reset-policy earliest --session-timeout 30000 --verbose
       (no --enable-autocommit: it commits synchronously after every poll)
 
+`test_hard_kill_of_the_leader_loses_no_acknowledged_message[ketch]` runs the hard kill under Ketch's own
+controller (cluster.KetchController, `process.roles=controller`) instead: with the default target
+that is three Ketch brokers under a Ketch controller.
+
 Each prints one JSON event per line; the producer's values are increasing integers ("0", "1", ...),
 `producer_send_success` carries the partition and offset of each acknowledged one, the consumer's
 `record_data` (--verbose) the partition, offset and value of each record consumed.
@@ -107,9 +111,16 @@ COORDINATOR_LOGGERS = {  # the consumer's group conversation, INFO, on its stder
 
 
 @pytest.fixture
-def cluster(start_cluster):
+def controller() -> str:
+    """The cluster's controller kind: an Apache Kafka 4.1 controller unless a test is parametrized
+    with `controller` ("ketch": Ketch's own KRaft controller, `process.roles=controller`)."""
+    return "kafka"
+
+
+@pytest.fixture
+def cluster(start_cluster, controller):
     """{node id: started broker} of a fresh 3-broker cluster, every broker unfenced; killed at the end."""
-    return three_broker_cluster(start_cluster)
+    return three_broker_cluster(start_cluster, controller)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -480,6 +491,7 @@ def test_clean_bounce_of_every_broker_loses_nothing(cluster, workload):
     validate(w, phases)
 
 
+@pytest.mark.parametrize("controller", ["kafka", "ketch"])
 def test_hard_kill_of_the_leader_loses_no_acknowledged_message(cluster, workload):
     """ReplicationTest's hard bounce, twice: with the idempotent acks=-1 VerifiableProducer and the
     VerifiableConsumer running, the leader of test_topic's partition 0 gets kill -9; once the
@@ -489,7 +501,9 @@ def test_hard_kill_of_the_leader_loses_no_acknowledged_message(cluster, workload
     loss of their leader (acks=-1 with min.insync.replicas=2: they were on a survivor), that the
     producer's retries to the new leader are deduplicated (the followers kept the producer state),
     that the killed broker truncates and catches up as a follower, and that the consumer group
-    continues across the failovers."""
+    continues across the failovers. `[ketch]`: the same under Ketch's own controller (it fences the
+    killed broker, elects the new leader from the ISR and, on the leader's AlterPartition, takes the restarted
+    broker back into the ISR)."""
     w, phases = workload
     w.start()
     with phases("every ISR [1, 2, 3] (with __consumer_offsets)"):
