@@ -12,7 +12,8 @@ the test is about the controller's answers.
   partition are read back, and after kill -9 of the Kafka broker the others take over its
   partition with every acknowledged record at its offset (they had replicated it from the Kafka
   leader), while the Kafka broker's own log holds the records of the partitions it followed (it
-  had replicated them from the target-kind leaders).
+  had replicated them from the target-kind leaders); restarted, it catches up from them and is
+  back in every ISR.
 
 The VerifiableProducer / VerifiableConsumer kill -9 test under a Ketch controller is
 test_cluster_verifiable_clients.py::test_hard_kill_of_the_leader_loses_no_acknowledged_message[ketch].
@@ -139,7 +140,8 @@ def test_kafka_broker_in_a_ketch_controlled_cluster(start_cluster, kafka_libs, t
     acknowledged, and the survivors hold all 600 exactly at their acknowledged offsets (partition
     0's first 100 came from the Kafka leader by the survivors' replica fetches). The killed Kafka
     broker's segments (Kafka's DumpLogSegments) hold the first records of partitions 1 and 2, which
-    it followed (acks=all with it in the ISR)."""
+    it followed (acks=all with it in the ISR). Restarted, it is taken back into every ISR, and after
+    a controlled shutdown its log holds all 600 records, each partition's in offset order."""
     c = start_cluster({1: ("kafka", THREE_BROKER_SETTINGS), 2: (TARGET, THREE_BROKER_SETTINGS),
                        3: (TARGET, THREE_BROKER_SETTINGS)}, controller="ketch", parallel=True, kill=True)
     brokers = c.brokers
@@ -178,8 +180,21 @@ def test_kafka_broker_in_a_ketch_controlled_cluster(start_cluster, kafka_libs, t
 
     kt = KafkaTools(kafka_libs, brokers[2], tmp_path)
     for p in (1, 2):
-        segment = brokers[1].data_dir / f"{MIXED}-{p}" / "00000000000000000000.log"
-        r = kt.run("kafka.tools.DumpLogSegments", "--print-data-log", "--files", str(segment), timeout=90)
-        values = re.findall(r"payload: (a\d+)", r.stdout)
-        expected = [v.decode() for q, _, v in sorted(first) if q == p]
-        assert values == expected, (p, values[:10], expected[:10])
+        assert kafka_log(kt, brokers[1], p) == [v.decode() for q, _, v in sorted(first) if q == p], p
+
+    # The Kafka broker back: it registers again, catches up from the leaders 2 and 3 (partition 0's
+    # later records included) and they take it back into every ISR (AlterPartition to the Ketch
+    # controller); after its controlled shutdown its log holds every partition's 200 records.
+    brokers[1].start()
+    wait_for_isr(watcher, MIXED, THREE_NODES, brokers=THREE_NODES, timeout=60,
+                 what="the restarted Kafka broker back in every ISR")
+    brokers[1].stop(timeout=60)
+    for p in range(3):
+        assert kafka_log(kt, brokers[1], p) == [v.decode() for q, _, v in sorted(first + acks.acked) if q == p], p
+
+
+def kafka_log(kt: KafkaTools, broker, partition: int) -> list[str]:
+    """The values in a stopped Kafka broker's first segment of `mixed`-`partition`, in offset order."""
+    segment = broker.data_dir / f"{MIXED}-{partition}" / "00000000000000000000.log"
+    r = kt.run("kafka.tools.DumpLogSegments", "--print-data-log", "--files", str(segment), timeout=90)
+    return re.findall(r"payload: ([ab]\d+)", r.stdout)
