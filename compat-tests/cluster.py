@@ -298,11 +298,13 @@ THREE_BROKER_SETTINGS = {
 }
 
 
-def three_broker_cluster(start_cluster) -> dict:
-    """Brokers 1, 2 and 3 of the target kind (THREE_BROKER_SETTINGS) under a fresh controller,
-    started in parallel and killed (-9, a throwaway cluster: no controlled shutdown to wait for) at
-    the test's end; returns {node id: broker} once all three are in the Metadata."""
-    c = start_cluster({n: (TARGET, THREE_BROKER_SETTINGS) for n in THREE_NODES}, parallel=True, kill=True)
+def three_broker_cluster(start_cluster, controller: str = "kafka") -> dict:
+    """Brokers 1, 2 and 3 of the target kind (THREE_BROKER_SETTINGS) under a fresh controller of kind
+    `controller` ("kafka" or "ketch"), started in parallel and killed (-9, a throwaway cluster: no
+    controlled shutdown to wait for) at the test's end; returns {node id: broker} once all three are
+    in the Metadata."""
+    c = start_cluster({n: (TARGET, THREE_BROKER_SETTINGS) for n in THREE_NODES}, parallel=True, kill=True,
+                      controller=controller)
     c.wait_registered(AdminClient({"bootstrap.servers": c.bootstrap()}), timeout=60)
     return c.brokers
 
