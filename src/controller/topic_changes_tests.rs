@@ -98,7 +98,7 @@ fn creation_refusals_carry_kafkas_texts() {
     );
     assert_eq!(refuse(new_topic("t", 1, 4, &none)).0, ResponseError::InvalidReplicationFactor);
     let mut all_fenced = Cluster::new();
-    all_fenced.add_broker(1, true);
+    all_fenced.add_broker(1, None, true);
     let error = create_topic_records(&all_fenced.image, &new_topic("t", 1, 1, &none), 0).unwrap_err();
     assert_eq!(error.1, "Unable to replicate the partition 1 time(s): All brokers are currently fenced.");
 }

@@ -29,6 +29,8 @@ const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 
 type Refusal = (ResponseError, String);
+/// `(partition, replicas)` of a manual assignment.
+type Assignment = Vec<(i32, Vec<i32>)>;
 
 pub fn create_topics(
     controller: &QuorumController,
@@ -86,7 +88,7 @@ fn check_name(image: &MetadataImage, name: &str) -> Result<(), Refusal> {
 
 /// The manual assignment, `(partition, replicas)` (None: none given); the assignment itself is
 /// checked with the image when the records are made.
-fn manual_assignment(topic: &CreatableTopic) -> Result<Option<Vec<(i32, Vec<i32>)>>, Refusal> {
+fn manual_assignment(topic: &CreatableTopic) -> Result<Option<Assignment>, Refusal> {
     if topic.assignments.is_empty() {
         return Ok(None);
     }
