@@ -21,32 +21,6 @@ use crate::broker::Broker;
 use crate::config::{Properties, TopicConfig};
 use crate::security::acl;
 
-/// On a broker of a controller quorum: the request goes to the active controller, whose answer
-/// is the answer (every topic gets the error if it cannot be reached).
-pub async fn forward(
-    link: &crate::node::ControllerLink,
-    req: CreateTopicsRequest,
-    version: i16,
-) -> CreateTopicsResponse {
-    match link.forward(version, &req).await {
-        Ok(response) => response,
-        Err(e) => {
-            tracing::warn!(error = %e, "forwarding CreateTopics to the controller failed");
-            let code = kafka_protocol::error::ResponseError::RequestTimedOut.code();
-            let topics = req
-                .topics
-                .iter()
-                .map(|t| {
-                    kafka_protocol::messages::create_topics_response::CreatableTopicResult::default()
-                        .with_name(t.name.clone())
-                        .with_error_code(code)
-                })
-                .collect();
-            CreateTopicsResponse::default().with_topics(topics)
-        }
-    }
-}
-
 pub fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,

@@ -117,7 +117,9 @@ pub async fn dispatch(
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, ctx, req, version)),
         RequestKind::CreateTopics(req) => match broker.controller.get() {
             // A broker of a controller quorum: the controller creates topics (and checks them).
-            Some(link) => ResponseKind::CreateTopics(create_topics::forward(link, req, version).await),
+            Some(link) => {
+                ResponseKind::CreateTopics(forward::create_topics(link, &ctx.authz(broker), req, version).await)
+            }
             None => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version)),
         },
         RequestKind::FindCoordinator(req) => {
@@ -161,7 +163,9 @@ pub async fn dispatch(
             ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, ctx, req))
         }
         RequestKind::ElectLeaders(req) => match broker.controller.get() {
-            Some(link) => ResponseKind::ElectLeaders(forward::elect_leaders(link, req, version).await),
+            Some(link) => {
+                ResponseKind::ElectLeaders(forward::elect_leaders(link, &ctx.authz(broker), req, version).await)
+            }
             None => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, ctx, req)),
         },
         RequestKind::AlterPartitionReassignments(req) => {
@@ -179,7 +183,9 @@ pub async fn dispatch(
         }
         RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, ctx, req)),
         RequestKind::CreatePartitions(req) => match broker.controller.get() {
-            Some(link) => ResponseKind::CreatePartitions(forward::create_partitions(link, req, version).await),
+            Some(link) => {
+                ResponseKind::CreatePartitions(forward::create_partitions(link, &ctx.authz(broker), req, version).await)
+            }
             None => ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req)),
         },
         RequestKind::DescribeCluster(req) => {
@@ -212,7 +218,9 @@ pub async fn dispatch(
             ResponseKind::DescribeProducers(txn::describe_producers(broker, ctx, req))
         }
         RequestKind::DeleteTopics(req) => match broker.controller.get() {
-            Some(link) => ResponseKind::DeleteTopics(forward::delete_topics(link, req, version).await),
+            Some(link) => {
+                ResponseKind::DeleteTopics(forward::delete_topics(link, &ctx.authz(broker), req, version).await)
+            }
             None => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version)),
         },
         RequestKind::UpdateFeatures(req) => {

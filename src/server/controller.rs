@@ -69,10 +69,8 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(accept_loop(bound, named, controller.clone(), config.socket_request_max_bytes)));
     }
     tasks.push(tokio::spawn(expire_sessions(controller.clone())));
-    let rebalance = config
-        .properties
-        .get("auto.leader.rebalance.enable")
-        .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
+    let rebalance =
+        config.properties.get("auto.leader.rebalance.enable").is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
     let interval_s: u64 = config
         .properties
         .get("leader.imbalance.check.interval.seconds")
