@@ -43,9 +43,7 @@ fn answers(response: DeleteTopicsResponse) -> Vec<(Option<String>, Uuid, i16, Op
     let mut out: Vec<_> = response
         .responses
         .into_iter()
-        .map(|r| {
-            (r.name.map(|n| n.0.to_string()), r.topic_id, r.error_code, r.error_message.map(|m| m.to_string()))
-        })
+        .map(|r| (r.name.map(|n| n.0.to_string()), r.topic_id, r.error_code, r.error_message.map(|m| m.to_string())))
         .collect();
     out.sort();
     out
