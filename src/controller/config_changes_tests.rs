@@ -362,6 +362,7 @@ fn through_the_quorum_controller_durably() {
         topic_defaults: defaults(),
         delete_topic_enable: true,
         static_config_keys: Default::default(),
+        static_props: Properties::new(),
     };
     let controller = QuorumController::open(dir.path(), settings.clone()).unwrap();
     let topic = TopicRecord { name: "t".to_string(), topic_id: uuid::Uuid::from_u128(7), ..Default::default() };
@@ -387,4 +388,34 @@ fn through_the_quorum_controller_durably() {
     assert_eq!(image.configs[&(TOPIC, "t".to_string())]["retention.ms"], "1234");
     let cluster_default: Vec<_> = image.configs[&(BROKER, String::new())].keys().cloned().collect();
     assert_eq!(cluster_default, vec!["log.segment.bytes".to_string()], "legacy replaced the cluster default set");
+
+    // DescribeConfigs on the controller (what kafka-configs --bootstrap-controller reads first).
+    use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest, DescribeConfigsResource};
+    let describe = |resource_type: i8, name: &str| {
+        let request = DescribeConfigsRequest::default().with_include_synonyms(true).with_resources(vec![
+            DescribeConfigsResource::default().with_resource_type(resource_type).with_resource_name(s(name)),
+        ]);
+        crate::handlers::controller_describe_configs::describe_configs(&reopened, request, 4).results.remove(0)
+    };
+    let topic = describe(TOPIC, "t");
+    assert_eq!(topic.error_code, 0);
+    let retention = topic.configs.iter().find(|c| c.name.as_str() == "retention.ms").unwrap();
+    assert_eq!((retention.value.as_deref(), retention.config_source), (Some("1234"), 1), "DYNAMIC_TOPIC_CONFIG");
+    let segment = topic.configs.iter().find(|c| c.name.as_str() == "segment.bytes").unwrap();
+    assert_eq!(
+        (segment.value.as_deref(), segment.config_source),
+        (Some("1048576"), 3),
+        "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    );
+    let default = describe(BROKER, "");
+    let names: Vec<&str> = default.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, vec!["log.segment.bytes"]);
+    assert_eq!(describe(BROKER, "3000").error_code, 0);
+    let other = describe(BROKER, "1");
+    assert_eq!(other.error_code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        other.error_message.as_deref(),
+        Some("Unexpected broker id, expected 3000 or empty string, but received 1")
+    );
+    assert_eq!(describe(TOPIC, "nope").error_code, ResponseError::UnknownTopicOrPartition.code());
 }

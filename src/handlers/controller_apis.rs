@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
 
 use super::controller_admin;
 use super::controller_configs;
+use super::controller_describe_configs;
 use super::controller_topics::create_topics;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
@@ -48,6 +49,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeConfigs, 1, 4),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -137,6 +139,9 @@ async fn handle_direct(
             ResponseKind::IncrementalAlterConfigs(controller_configs::incremental_alter_configs(controller, r))
         }
         RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(controller_configs::alter_configs(controller, r)),
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(controller_describe_configs::describe_configs(controller, r, version))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
