@@ -16,9 +16,10 @@ so topics are described through the brokers.
   every broker once it has the change; --delete-config; an invalid
   value, an unknown name and an unknown topic refused with Kafka's exception and message;
 - the cluster-wide default of a broker config (`--entity-type brokers --entity-default`): set and
-  deleted, shown by the controller as DYNAMIC_DEFAULT_BROKER_CONFIG; shown by the brokers
-  (separate test: Ketch brokers do not apply BROKER ConfigRecords yet, an expected failure with
-  Ketch brokers).
+  deleted, shown as DYNAMIC_DEFAULT_BROKER_CONFIG by the controller and by every broker.
+
+Each change is also made through a broker (`--bootstrap-server`), which forwards it to the
+controller.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def test_topic_config_set_on_the_controller_reaches_every_broker(cluster, kt, co
     create_three_way_topic(admin, topic, 1)
     entity = ["--entity-type", "topics", "--entity-name", topic]
     header = f"Dynamic configs for topic {topic} are:"
-    ctl = via_controller(cluster)
+    ctl, broker2 = via_controller(cluster), via_broker(cluster.brokers[2])
 
     r = kt.run(CONFIG_CMD, *ctl, "--alter", *entity, "--add-config", "retention.ms=123456,max.message.bytes=200000")
     assert f"Completed updating config for topic {topic}." in r.out, r.out
@@ -114,46 +115,67 @@ def test_topic_config_set_on_the_controller_reaches_every_broker(cluster, kt, co
     assert f"Completed updating config for topic {topic}." in r.out, r.out
     on_every_broker(cluster, kt, entity, header, {"retention.ms": "123456", "min.insync.replicas": "2"})
 
-    out = refused(kt, ctl, *entity, "--add-config", "retention.ms=abc")
-    assert "InvalidConfigurationException: Invalid value abc for configuration retention.ms" in out, out
-    out = refused(kt, ctl, *entity, "--add-config", "no.such.config=1")
-    assert "InvalidConfigurationException: Unknown topic config name: no.such.config" in out, out
-    out = refused(kt, ctl, *entity, "--delete-config", "segment.ms")
-    assert "Invalid config(s): segment.ms" in out, out
-    out = refused(kt, ctl, "--entity-type", "topics", "--entity-name", f"{topic}-nope", "--add-config", "retention.ms=1")
-    assert "UnknownTopicOrPartitionException" in out, out
+    # The same through a broker, which forwards to the controller.
+    r = kt.run(CONFIG_CMD, *broker2, "--alter", *entity, "--add-config", "segment.ms=3600000",
+               "--delete-config", "retention.ms")
+    assert f"Completed updating config for topic {topic}." in r.out, r.out
+    want = {"segment.ms": "3600000", "min.insync.replicas": "2"}
+    on_every_broker(cluster, kt, entity, header, want)
+
+    for via in (ctl, broker2):
+        out = refused(kt, via, *entity, "--add-config", "retention.ms=abc")
+        assert "InvalidConfigurationException: Invalid value abc for configuration retention.ms" in out, out
+        out = refused(kt, via, *entity, "--add-config", "no.such.config=1")
+        assert "InvalidConfigurationException: Unknown topic config name: no.such.config" in out, out
+        out = refused(kt, via, *entity, "--delete-config", "retention.ms")
+        assert "Invalid config(s): retention.ms" in out, out
+        out = refused(kt, via, "--entity-type", "topics", "--entity-name", f"{topic}-nope", "--add-config",
+                      "retention.ms=1")
+        assert "UnknownTopicOrPartitionException" in out, out
     # Nothing refused changed anything.
-    on_every_broker(cluster, kt, entity, header, {"retention.ms": "123456", "min.insync.replicas": "2"}, timeout=5)
+    on_every_broker(cluster, kt, entity, header, want, timeout=5)
 
 
 DEFAULT_ENTITY = ["--entity-type", "brokers", "--entity-default"]
 DEFAULT_HEADER = "Default configs for brokers in the cluster are:"
 
 
-def test_cluster_default_broker_config_on_the_controller(cluster, kt, controller):
-    ctl = via_controller(cluster)
-    # Kafka's controller also holds a cluster-level min.insync.replicas (written at its activation
-    # when the cluster is formatted with ELR, eligible.leader.replicas.version=1; a Ketch
-    # controller formats without ELR): only log.retention.ms is looked at.
+def default_value(kt, via: list[str], name: str) -> str | None:
+    """The cluster default of broker config `name` as `via` describes it (None: not set)."""
+    entries = describe(kt, via, DEFAULT_ENTITY, DEFAULT_HEADER)
+    if name not in entries:
+        return None
+    value, synonyms = entries[name]
+    assert synonyms == [f"DYNAMIC_DEFAULT_BROKER_CONFIG:{name}={value}"], entries
+    return value
+
+
+def test_cluster_default_broker_config_reaches_every_broker(cluster, kt, controller):
+    """Kafka's controller also holds a cluster-level min.insync.replicas (written at its activation
+    when the cluster is formatted with ELR, eligible.leader.replicas.version=1; a Ketch controller
+    formats without ELR): only the names set here are looked at."""
+    ctl, broker3 = via_controller(cluster), via_broker(cluster.brokers[3])
+
+    def everywhere(name: str, value: str | None):
+        assert default_value(kt, ctl, name) == value, f"the controller's cluster default {name}"
+        for n, broker in cluster.brokers.items():
+            wait_for(lambda: default_value(kt, via_broker(broker), name) == value,
+                     f"broker {n} describes the cluster default {name}={value}", timeout=15)
+
     r = kt.run(CONFIG_CMD, *ctl, "--alter", *DEFAULT_ENTITY, "--add-config", "log.retention.ms=86400001")
     assert "Completed updating default config for brokers in the cluster." in r.out, r.out
-    got = describe(kt, ctl, DEFAULT_ENTITY, DEFAULT_HEADER)
-    assert got.get("log.retention.ms") == ("86400001", ["DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=86400001"]), got
+    everywhere("log.retention.ms", "86400001")
 
-    r = kt.run(CONFIG_CMD, *ctl, "--alter", *DEFAULT_ENTITY, "--delete-config", "log.retention.ms")
+    # Through a broker, which checks the change against its own configs and forwards it.
+    r = kt.run(CONFIG_CMD, *broker3, "--alter", *DEFAULT_ENTITY, "--delete-config", "log.retention.ms",
+               "--add-config", "log.retention.bytes=1099511627776")
     assert "Completed updating default config for brokers in the cluster." in r.out, r.out
-    got = describe(kt, ctl, DEFAULT_ENTITY, DEFAULT_HEADER)
-    assert "log.retention.ms" not in got, got
-    out = refused(kt, ctl, *DEFAULT_ENTITY, "--delete-config", "log.retention.ms")
-    assert "Invalid config(s): log.retention.ms" in out, out
+    everywhere("log.retention.ms", None)
+    everywhere("log.retention.bytes", "1099511627776")
 
-
-@pytest.mark.xfail(TARGET == "ketch", strict=True,
-                   reason="Ketch brokers do not apply BROKER ConfigRecords of the metadata image yet")
-def test_cluster_default_broker_config_reaches_every_broker(cluster, kt, controller):
-    ctl = via_controller(cluster)
-    kt.run(CONFIG_CMD, *ctl, "--alter", *DEFAULT_ENTITY, "--add-config", "log.retention.ms=86400001")
-    for n, broker in cluster.brokers.items():
-        wait_for(lambda: describe(kt, via_broker(broker), DEFAULT_ENTITY, DEFAULT_HEADER).get("log.retention.ms",
-                                                                                           ("",))[0] == "86400001",
-                 f"broker {n} describes the cluster default log.retention.ms=86400001", timeout=15)
+    r = kt.run(CONFIG_CMD, *ctl, "--alter", *DEFAULT_ENTITY, "--delete-config", "log.retention.bytes")
+    assert "Completed updating default config for brokers in the cluster." in r.out, r.out
+    everywhere("log.retention.bytes", None)
+    for via in (ctl, broker3):
+        out = refused(kt, via, *DEFAULT_ENTITY, "--delete-config", "log.retention.bytes")
+        assert "Invalid config(s): log.retention.bytes" in out, out
