@@ -179,3 +179,25 @@ def test_cluster_default_broker_config_reaches_every_broker(cluster, kt, control
     for via in (ctl, broker3):
         out = refused(kt, via, *DEFAULT_ENTITY, "--delete-config", "log.retention.bytes")
         assert "Invalid config(s): log.retention.bytes" in out, out
+
+
+def test_broker_config_values_are_not_checked_by_the_controller(cluster, kt, controller):
+    """Kafka's controller checks a BROKER resource's name only (`ControllerConfigurationValidator`):
+    the values, and whether a name may be set dynamically at all, are the forwarding broker's
+    checks (`ConfigAdminManager.preprocess`). Sent directly to the controller, a read-only name
+    and a bad value are accepted and stored (seen in Kafka's metadata log with DumpLogSegments),
+    but described by no node: each ignores what it would refuse. Sent through a broker: refused
+    with Kafka's message."""
+    ctl, broker1 = via_controller(cluster), via_broker(cluster.brokers[1])
+    r = kt.run(CONFIG_CMD, *ctl, "--alter", *DEFAULT_ENTITY, "--add-config", "num.partitions=5,log.retention.ms=abc")
+    assert "Completed updating default config for brokers in the cluster." in r.out, r.out
+    r = kt.run(CONFIG_CMD, *ctl, "--alter", *DEFAULT_ENTITY, "--add-config", "log.retention.bytes=1099511627776")
+    for n, via in [("the controller", ctl), *((f"broker {n}", via_broker(b)) for n, b in cluster.brokers.items())]:
+        wait_for(lambda: default_value(kt, via, "log.retention.bytes") == "1099511627776",
+                 f"{n} describes the cluster default set after the ignored ones", timeout=15)
+        got = describe(kt, via, DEFAULT_ENTITY, DEFAULT_HEADER)
+        assert "num.partitions" not in got and "log.retention.ms" not in got, f"{n}: {got}"
+    out = refused(kt, broker1, *DEFAULT_ENTITY, "--add-config", "num.partitions=5")
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in out, out
+    out = refused(kt, broker1, *DEFAULT_ENTITY, "--add-config", "log.retention.ms=abc")
+    assert "Invalid value abc for configuration log.retention.ms" in out, out

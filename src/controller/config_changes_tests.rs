@@ -407,9 +407,14 @@ fn through_the_quorum_controller_durably() {
         (Some("1048576"), 3),
         "DYNAMIC_DEFAULT_BROKER_CONFIG"
     );
+    // Stored without a check (as Kafka's controller), described only as this node would apply it.
+    let set = incremental(vec![resource(BROKER, "", vec![op("num.partitions", OP_SET, Some("5"))])], false);
+    let response = crate::handlers::controller_configs::incremental_alter_configs(&reopened, set);
+    assert_eq!(response.responses[0].error_code, 0);
+    assert_eq!(reopened.image().configs[&(BROKER, String::new())]["num.partitions"], "5");
     let default = describe(BROKER, "");
     let names: Vec<&str> = default.configs.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, vec!["log.segment.bytes"]);
+    assert_eq!(names, vec!["log.segment.bytes"], "num.partitions is not dynamic: not described");
     assert_eq!(describe(BROKER, "3000").error_code, 0);
     let other = describe(BROKER, "1");
     assert_eq!(other.error_code, ResponseError::InvalidRequest.code());

@@ -2,7 +2,8 @@
 //! its `ConfigHelper` over the controller's metadata image): what `kafka-configs
 //! --bootstrap-controller` reads, before every `--alter` too. Topics of the image with their
 //! dynamic configs; BROKER resources "" (the cluster default) and this node's id, from the
-//! image's ConfigRecords over this node's static configuration; BROKER_LOGGER of this node
+//! image's ConfigRecords over this node's static configuration (those this node would apply,
+//! as Kafka's controller describes its `DynamicBrokerConfig`); BROKER_LOGGER of this node
 //! (none). Entries are built by the broker's `configs.rs`, so that a controller and a broker
 //! describe alike.
 //!
@@ -19,7 +20,7 @@ use super::str_bytes;
 use crate::config::{BrokerConfig, Properties, TopicConfig};
 use crate::controller::config_changes::{BROKER, BROKER_LOGGER, TOPIC};
 use crate::controller::quorum::{ControllerSettings, QuorumController};
-use crate::dynconf::{defs, scope_of};
+use crate::dynconf::{scope_of, DynamicConfigs, Scope};
 use crate::metadata::image::MetadataImage;
 use crate::metadata::validate_topic_name;
 
@@ -31,9 +32,7 @@ pub fn describe_configs(
     let image = controller.image();
     let settings = &controller.settings;
     let node_id = settings.config.node_id;
-    let dynamic = |name: &str| image.configs.get(&(BROKER, name.to_string())).cloned().unwrap_or_default();
-    let (per_node, cluster_default) = (dynamic(&node_id.to_string()), dynamic(""));
-    let topic_defaults = effective_topic_defaults(settings, &cluster_default, &per_node);
+    let (per_node, cluster_default, topic_defaults) = dynamic_configs(settings, &image);
     let layers = Layers::new(per_node, cluster_default, settings.static_props.clone());
     let results = request
         .resources
@@ -90,21 +89,29 @@ fn topic_config(
     Ok((config, overrides))
 }
 
-/// The topic defaults of this node with the dynamic broker configs of the image applied (the
-/// cluster default, then this node's), as a broker's `DynamicConfigs` applies them.
-fn effective_topic_defaults(
-    settings: &ControllerSettings,
-    cluster_default: &Properties,
-    per_node: &Properties,
-) -> TopicConfig {
-    if cluster_default.is_empty() && per_node.is_empty() {
-        return settings.topic_defaults.clone();
+/// This node's dynamic broker configs (its own, the cluster default) and the topic defaults they
+/// make, as Kafka's `DynamicBrokerConfig` on a controller holds them: the image's BROKER
+/// ConfigRecords less the names and values this node refuses (Kafka's controller stores a
+/// BROKER config without checking it, the forwarding broker checks; a name set directly on the
+/// controller that is not dynamic, or a bad value, is in the image but not described).
+fn dynamic_configs(settings: &ControllerSettings, image: &MetadataImage) -> (Properties, Properties, TopicConfig) {
+    let set = |name: &str| image.configs.get(&(BROKER, name.to_string())).cloned().unwrap_or_default();
+    let (per_node, cluster_default) = (set(&settings.config.node_id.to_string()), set(""));
+    if per_node.is_empty() && cluster_default.is_empty() {
+        return (per_node, cluster_default, settings.topic_defaults.clone());
     }
-    let mut merged = settings.static_props.clone();
-    for (key, value) in cluster_default.iter().chain(per_node) {
-        if defs::lookup(key).is_some_and(|d| d.applied) {
-            merged.insert(key.clone(), value.trim().to_string());
+    let dynamic = BrokerConfig::from_properties(settings.static_props.clone())
+        .map_err(anyhow::Error::from)
+        .and_then(|config| DynamicConfigs::open(&config));
+    match dynamic {
+        Ok(dynamic) => {
+            dynamic.adopt(&cluster_default, &per_node);
+            let topic_defaults = dynamic.effective().topic_defaults.clone();
+            (dynamic.get(Scope::Broker), dynamic.get(Scope::ClusterDefault), topic_defaults)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "dynamic broker configs of the image not checked");
+            (per_node, cluster_default, settings.topic_defaults.clone())
         }
     }
-    BrokerConfig::from_properties(merged).map_or_else(|_| settings.topic_defaults.clone(), |c| c.topic_defaults)
 }
