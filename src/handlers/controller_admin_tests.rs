@@ -19,6 +19,7 @@ fn controller(dir: &std::path::Path) -> QuorumController {
         topic_defaults: config.topic_defaults.clone(),
         delete_topic_enable: true,
         static_config_keys: Default::default(),
+        static_props: Default::default(),
     };
     QuorumController::open(dir, settings).expect("open")
 }
@@ -43,9 +44,7 @@ fn answers(response: DeleteTopicsResponse) -> Vec<(Option<String>, Uuid, i16, Op
     let mut out: Vec<_> = response
         .responses
         .into_iter()
-        .map(|r| {
-            (r.name.map(|n| n.0.to_string()), r.topic_id, r.error_code, r.error_message.map(|m| m.to_string()))
-        })
+        .map(|r| (r.name.map(|n| n.0.to_string()), r.topic_id, r.error_code, r.error_message.map(|m| m.to_string())))
         .collect();
     out.sort();
     out
