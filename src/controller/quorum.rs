@@ -48,6 +48,9 @@ pub struct ControllerSettings {
     pub delete_topic_enable: bool,
     /// Topic configs whose broker-level synonym this node's configuration sets.
     pub static_config_keys: std::collections::HashSet<String>,
+    /// This node's static configuration (`server.properties`, overrides): what DescribeConfigs
+    /// reports as STATIC_BROKER_CONFIG.
+    pub static_props: crate::config::Properties,
 }
 
 struct State {

@@ -19,6 +19,7 @@ fn controller(dir: &std::path::Path) -> QuorumController {
         topic_defaults: config.topic_defaults.clone(),
         delete_topic_enable: true,
         static_config_keys: Default::default(),
+        static_props: Default::default(),
     };
     QuorumController::open(dir, settings).expect("open")
 }
