@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 };
 
 use super::controller_admin;
+use super::controller_reassign;
 use super::controller_topics::create_topics;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
@@ -43,6 +44,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -128,6 +131,12 @@ async fn handle_direct(
             ResponseKind::CreatePartitions(controller_admin::create_partitions(controller, r))
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(controller_admin::elect_leaders(controller, r)),
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(controller_reassign::alter(controller, &r))
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(controller_reassign::list(controller, &r))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {

@@ -15,6 +15,7 @@ mod configs;
 mod consumer_groups;
 mod controller_admin;
 pub mod controller_apis;
+mod controller_reassign;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;
