@@ -120,10 +120,10 @@ fn alter_isr(c: &mut Cluster, t: Uuid, p: i32, isr: &[i32]) -> (i16, i32, Vec<i3
     (a.error_code, a.leader_id.0, a.isr.iter().map(|b| b.0).collect(), a.leader_epoch)
 }
 
-fn listed(
-    c: &Cluster,
-    topics: Option<&[ListPartitionReassignmentsTopics]>,
-) -> Vec<(String, i32, Vec<i32>, Vec<i32>, Vec<i32>)> {
+/// (topic, partition, replicas, adding, removing).
+type Listed = (String, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+fn listed(c: &Cluster, topics: Option<&[ListPartitionReassignmentsTopics]>) -> Vec<Listed> {
     let response = list_partition_reassignments(&c.image, topics);
     assert_eq!((response.error_code, response.error_message), (0, None));
     let ids = |l: &[BrokerId]| l.iter().map(|b| b.0).collect::<Vec<_>>();
@@ -279,7 +279,8 @@ fn elections_during_a_move_take_only_in_sync_replicas_in_replica_order() {
 #[test]
 fn refusals_carry_kafkas_messages() {
     let (mut c, _) = cluster();
-    let cases: &[(&str, i32, Option<&[i32]>, ResponseError, &str)] = &[
+    type Case<'a> = (&'a str, i32, Option<&'a [i32]>, ResponseError, &'a str);
+    let cases: &[Case] = &[
         ("nope", 0, Some(&[1]), ResponseError::UnknownTopicOrPartition, "Unable to find a topic named nope."),
         ("t", 5, Some(&[1]), ResponseError::UnknownTopicOrPartition, "Unable to find partition t:5."),
         ("t", 5, None, ResponseError::UnknownTopicOrPartition, "Unable to find partition t:5."),
