@@ -61,6 +61,9 @@ struct State {
     per_broker: Properties,
     cluster_default: Properties,
     effective: Arc<BrokerConfig>,
+    /// A broker of a controller quorum: the (cluster default, per-broker) sets last adopted
+    /// from the metadata image, as the image had them.
+    adopted: Option<(Properties, Properties)>,
 }
 
 impl DynamicConfigs {
@@ -76,6 +79,7 @@ impl DynamicConfigs {
                 per_broker: Properties::new(),
                 cluster_default: Properties::new(),
                 effective: Arc::new(config.clone()),
+                adopted: None,
             }),
             alter: Mutex::new(()),
         };
@@ -172,6 +176,44 @@ impl DynamicConfigs {
         state.effective = effective.clone();
         tracing::info!(?scope, "dynamic broker configs updated");
         Ok(Some(effective))
+    }
+
+    /// A broker of a controller quorum: the dynamic sets are the metadata image's (the
+    /// ConfigRecords of the BROKER resources "" and this node's id) and replace the ones in
+    /// force. They are not persisted here (the metadata log holds them). A name this broker
+    /// refuses is ignored with a warning, as at startup. Returns the new effective config when
+    /// the image's sets changed since the last call.
+    pub fn adopt(&self, cluster_default: &Properties, per_broker: &Properties) -> Option<Arc<BrokerConfig>> {
+        let _serialized = self.alter.lock().unwrap_or_else(|p| p.into_inner());
+        let wanted = (cluster_default.clone(), per_broker.clone());
+        if self.read().adopted.as_ref() == Some(&wanted) {
+            return None;
+        }
+        for (scope, set) in [(Scope::ClusterDefault, cluster_default), (Scope::Broker, per_broker)] {
+            let mut kept = Properties::new();
+            for (key, value) in set {
+                let mut candidate = kept.clone();
+                candidate.insert(key.clone(), value.clone());
+                match self.check(scope, &candidate, Check::Loading) {
+                    Ok(_) => kept = candidate,
+                    Err((_, why)) => tracing::warn!(?scope, key, value, why, "ignoring a dynamic broker config"),
+                }
+            }
+            let effective = match self.check(scope, &kept, Check::Loading) {
+                Ok(effective) => effective,
+                Err((_, why)) => {
+                    tracing::warn!(?scope, why, "dynamic broker configs of the metadata image not applied");
+                    continue;
+                }
+            };
+            let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            *state.set_mut(scope) = kept;
+            state.effective = Arc::new(effective);
+        }
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        state.adopted = Some(wanted);
+        tracing::info!("dynamic broker configs adopted from the metadata image");
+        Some(state.effective.clone())
     }
 
     /// Kafka's checks of a new dynamic set (`DynamicBrokerConfig.validateConfigs`, then the new

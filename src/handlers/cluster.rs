@@ -41,6 +41,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use super::create_topics::validate_assignment;
 use super::{cluster_denied, str_bytes, RequestContext};
@@ -362,6 +363,48 @@ pub fn elect_leaders(broker: &Arc<Broker>, ctx: &RequestContext, req: ElectLeade
     ElectLeadersResponse::default().with_replica_election_results(results)
 }
 
+/// AlterPartitionReassignments refused whole: every partition with the top-level error and message.
+pub(crate) fn reassignments_refused(
+    req: &AlterPartitionReassignmentsRequest,
+    code: i16,
+    message: Option<StrBytes>,
+) -> AlterPartitionReassignmentsResponse {
+    let responses: Vec<_> = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t.partitions.iter().map(|p| {
+                ReassignablePartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+                    .with_error_message(message.clone())
+            });
+            ReassignableTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions.collect())
+        })
+        .collect();
+    AlterPartitionReassignmentsResponse::default()
+        .with_error_code(code)
+        .with_error_message(message)
+        .with_responses(responses)
+}
+
+/// ListPartitionReassignments refused whole, with the named partitions.
+pub(crate) fn list_reassignments_refused(
+    req: &ListPartitionReassignmentsRequest,
+    code: i16,
+    message: Option<StrBytes>,
+) -> ListPartitionReassignmentsResponse {
+    let topics = req.topics.iter().flatten().map(|t| {
+        let partitions =
+            t.partition_indexes.iter().map(|p| OngoingPartitionReassignment::default().with_partition_index(*p));
+        OngoingTopicReassignment::default().with_name(t.name.clone()).with_partitions(partitions.collect())
+    });
+    ListPartitionReassignmentsResponse::default()
+        .with_error_code(code)
+        .with_error_message(message)
+        .with_topics(topics.collect())
+}
+
 pub fn alter_partition_reassignments(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
@@ -369,23 +412,7 @@ pub fn alter_partition_reassignments(
 ) -> AlterPartitionReassignmentsResponse {
     if !ctx.authz(broker).cluster(acl::ALTER) {
         let (code, message) = cluster_denied();
-        let responses: Vec<_> = req
-            .topics
-            .iter()
-            .map(|t| {
-                let partitions = t.partitions.iter().map(|p| {
-                    ReassignablePartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(code)
-                        .with_error_message(message.clone())
-                });
-                ReassignableTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions.collect())
-            })
-            .collect();
-        return AlterPartitionReassignmentsResponse::default()
-            .with_error_code(code)
-            .with_error_message(message)
-            .with_responses(responses);
+        return reassignments_refused(&req, code, message);
     }
     let node = broker.config.node_id;
     let responses = req
@@ -435,15 +462,7 @@ pub fn list_partition_reassignments(
 ) -> ListPartitionReassignmentsResponse {
     if !ctx.authz(broker).cluster(acl::DESCRIBE) {
         let (code, message) = cluster_denied();
-        let topics = req.topics.iter().flatten().map(|t| {
-            let partitions =
-                t.partition_indexes.iter().map(|p| OngoingPartitionReassignment::default().with_partition_index(*p));
-            OngoingTopicReassignment::default().with_name(t.name.clone()).with_partitions(partitions.collect())
-        });
-        return ListPartitionReassignmentsResponse::default()
-            .with_error_code(code)
-            .with_error_message(message)
-            .with_topics(topics.collect());
+        return list_reassignments_refused(&req, code, message);
     }
     // Reassignments complete at once on a single node: none is ever in progress.
     ListPartitionReassignmentsResponse::default().with_error_message(None)

@@ -370,7 +370,7 @@ fn preprocess<'a>(resources: impl Iterator<Item = (i8, &'a str, Vec<(&'a str, bo
 }
 
 /// The response's error code and message: Kafka leaves the message of a success null.
-fn outcome_fields(outcome: Result<(), Refusal>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+pub(crate) fn outcome_fields(outcome: Result<(), Refusal>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
     match outcome {
         Ok(()) => (0, None),
         // An unknown server error (e.g. an unknown operation) has no message.
@@ -412,6 +412,76 @@ pub fn alter_configs(broker: &Arc<Broker>, ctx: &RequestContext, req: AlterConfi
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// What a broker of a controller quorum answers itself before forwarding a legacy AlterConfigs
+/// (Kafka's `ConfigAdminManager.preprocess`): the request's own checks, authorization (Ketch
+/// forwards without an Envelope, so the controller cannot), and a BROKER resource's new set
+/// checked against this broker's own dynamic configs (validate only: the controller does not
+/// know this broker's static settings). `Ok` resources go to the controller.
+pub fn alter_configs_preprocess(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: &AlterConfigsRequest,
+) -> Vec<Result<(), Refusal>> {
+    let authz = ctx.authz(broker);
+    let checks = preprocess(req.resources.iter().map(|r| {
+        let configs = r.configs.iter().map(|c| (c.name.as_str(), c.value.is_none())).collect();
+        (r.resource_type, r.resource_name.as_str(), configs)
+    }));
+    req.resources
+        .iter()
+        .zip(checks)
+        .map(|(r, check)| {
+            let name = r.resource_name.as_str();
+            let set: Properties = r
+                .configs
+                .iter()
+                .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+                .collect();
+            check.and_then(|()| authorize_config(&authz, acl::ALTER_CONFIGS, r.resource_type, name)).and_then(|()| {
+                match r.resource_type {
+                    RESOURCE_BROKER => alter_broker(broker, name, true, |_| Ok(set)),
+                    RESOURCE_TOPIC | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => Ok(()),
+                    other => Err((ResponseError::InvalidRequest, format!("Unknown resource type {other}"))),
+                }
+            })
+        })
+        .collect()
+}
+
+/// The same for IncrementalAlterConfigs: a BROKER resource's operations are applied to this
+/// broker's current set and the result checked (validate only); BROKER_LOGGER is answered
+/// here as on a single node.
+pub fn incremental_alter_configs_preprocess(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: &IncrementalAlterConfigsRequest,
+) -> Vec<Result<(), Refusal>> {
+    let authz = ctx.authz(broker);
+    let checks = preprocess(req.resources.iter().map(|r| {
+        let configs = r.configs.iter().map(|c| (c.name.as_str(), c.value.is_none() && c.config_operation != OP_DELETE));
+        (r.resource_type, r.resource_name.as_str(), configs.collect())
+    }));
+    req.resources
+        .iter()
+        .zip(checks)
+        .map(|(r, check)| {
+            let name = r.resource_name.as_str();
+            check.and_then(|()| authorize_config(&authz, acl::ALTER_CONFIGS, r.resource_type, name)).and_then(|()| {
+                match r.resource_type {
+                    RESOURCE_BROKER => alter_broker(broker, name, true, |current| {
+                        apply_ops(current, &r.configs, &|k| defs::config_type(k) == Some(Type::List), &|k| {
+                            defs::lookup(k).and_then(|d| d.default).unwrap_or_default().to_string()
+                        })
+                    }),
+                    RESOURCE_TOPIC | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => Ok(()),
+                    RESOURCE_BROKER_LOGGER => Err((ResponseError::InvalidRequest, "unsupported resource type".into())),
+                    other => Err((ResponseError::InvalidRequest, format!("Unknown resource type {other}"))),
+                }
+            })
+        })
+        .collect()
 }
 
 const OP_SET: i8 = 0;

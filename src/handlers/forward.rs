@@ -1,11 +1,17 @@
 //! Admin requests a broker of a controller quorum forwards to the active controller (Kafka's
-//! `ForwardingManager`): CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders. Without
+//! `ForwardingManager`): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
+//! IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments and
+//! ListPartitionReassignments. Without
 //! Kafka's Envelope the controller sees this broker's connection, not the client's principal,
 //! so this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
-//! topic, or on the cluster; ALTER on the cluster for ElectLeaders): refused topics are answered
+//! topic, or on the cluster; ALTER on the cluster for ElectLeaders and reassignments, DESCRIBE to
+//! list them; ALTER_CONFIGS on each config resource, which is first checked as Kafka's
+//! `ConfigAdminManager.preprocess` does, `configs.rs`): refused topics are answered
 //! here with TOPIC_AUTHORIZATION_FAILED and only the others are forwarded. The controller's
 //! answer is the answer; when it cannot be reached every forwarded topic gets REQUEST_TIMED_OUT,
-//! as a Kafka broker whose forwarding times out answers.
+//! as a Kafka broker whose forwarding times out answers, and UNSUPPORTED_VERSION when the
+//! controller's ApiVersions does not list the request at its version (Kafka's forwarding checks
+//! the controller's versions too).
 //!
 //! Invariants: a topic the principal may not change never reaches the controller; every topic
 //! of the request gets exactly one answer.
@@ -19,6 +25,20 @@ use kafka_protocol::messages::{
     DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse, TopicName,
 };
 
+use std::collections::HashMap;
+
+use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceResponse, AlterConfigsResponse};
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{cluster, configs};
+use crate::dynconf::Refusal;
 use crate::node::ControllerLink;
 use crate::security::acl;
 use crate::security::authorizer::Authz;
@@ -26,17 +46,24 @@ use crate::security::authorizer::Authz;
 const UNREACHABLE: ResponseError = ResponseError::RequestTimedOut;
 const REFUSED: ResponseError = ResponseError::TopicAuthorizationFailed;
 
+/// The controller's answer, or the error every forwarded item gets instead: UNSUPPORTED_VERSION
+/// when the controller does not serve the request at this version (as Kafka's forwarding
+/// answers), REQUEST_TIMED_OUT when it cannot be reached or does not answer.
 async fn forward<R: kafka_protocol::protocol::Request>(
     link: &ControllerLink,
     version: i16,
     request: &R,
     what: &str,
-) -> Option<R::Response> {
-    match link.forward(version, request).await {
-        Ok(response) => Some(response),
+) -> Result<R::Response, ResponseError> {
+    match link.forward_if_served(version, request).await {
+        Ok(Some(response)) => Ok(response),
+        Ok(None) => {
+            tracing::info!(request = what, version, "the controller does not serve this request at this version");
+            Err(ResponseError::UnsupportedVersion)
+        }
         Err(e) => {
             tracing::warn!(error = %e, request = what, "forwarding to the controller failed");
-            None
+            Err(UNREACHABLE)
         }
     }
 }
@@ -66,11 +93,11 @@ pub async fn create_topics(
     let answered = match request.topics.is_empty() {
         true => Vec::new(),
         false => match forward(link, version, &request, "CreateTopics").await {
-            Some(response) => response.topics,
-            None => request
+            Ok(response) => response.topics,
+            Err(error) => request
                 .topics
                 .iter()
-                .map(|t| CreatableTopicResult::default().with_name(t.name.clone()).with_error_code(UNREACHABLE.code()))
+                .map(|t| CreatableTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()))
                 .collect(),
         },
     };
@@ -110,9 +137,9 @@ pub async fn delete_topics(
     let answered = match nothing {
         true => Vec::new(),
         false => match forward(link, version, &request, "DeleteTopics").await {
-            Some(response) => response.responses,
-            None => {
-                let failed = |r: DeletableTopicResult| r.with_error_code(UNREACHABLE.code());
+            Ok(response) => response.responses,
+            Err(error) => {
+                let failed = |r: DeletableTopicResult| r.with_error_code(error.code());
                 let by_state = request
                     .topics
                     .iter()
@@ -141,13 +168,11 @@ pub async fn create_partitions(
     let answered = match request.topics.is_empty() {
         true => Vec::new(),
         false => match forward(link, version, &request, "CreatePartitions").await {
-            Some(response) => response.results,
-            None => request
+            Ok(response) => response.results,
+            Err(error) => request
                 .topics
                 .iter()
-                .map(|t| {
-                    CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_code(UNREACHABLE.code())
-                })
+                .map(|t| CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()))
                 .collect(),
         },
     };
@@ -164,7 +189,164 @@ pub async fn elect_leaders(
         return ElectLeadersResponse::default().with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
     match forward(link, version, &request, "ElectLeaders").await {
-        Some(response) => response,
-        None => ElectLeadersResponse::default().with_error_code(UNREACHABLE.code()),
+        Ok(response) => response,
+        Err(error) => ElectLeadersResponse::default().with_error_code(error.code()),
+    }
+}
+
+/// A config resource (type, name) and the answer for it (error code, message).
+type ConfigResource = (i8, StrBytes);
+type ConfigAnswer = (i16, Option<StrBytes>);
+
+/// The answer for each resource of a config request, in the request's order: refused here, or
+/// the controller's answer for it (matched by type and name, as Kafka's
+/// `reassembleIncrementalResponse`), or the forwarding's error (`forward`).
+fn reassemble(
+    keys: Vec<ConfigResource>,
+    checks: Vec<Result<(), Refusal>>,
+    answered: Result<HashMap<ConfigResource, ConfigAnswer>, ResponseError>,
+) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)> {
+    keys.into_iter()
+        .zip(checks)
+        .map(|(key, check)| {
+            let (code, message) = match (check, &answered) {
+                (Err(refused), _) => configs::outcome_fields(Err(refused)),
+                (Ok(()), Err(error)) => (error.code(), None),
+                (Ok(()), Ok(answers)) => answers.get(&key).cloned().unwrap_or_else(|| {
+                    tracing::error!(resource = %key.1.as_str(), "the controller returned no answer for a resource");
+                    (ResponseError::UnknownServerError.code(), None)
+                }),
+            };
+            (key.0, key.1, code, message)
+        })
+        .collect()
+}
+
+/// IncrementalAlterConfigs: `checks` are this broker's preprocessing
+/// (`configs::incremental_alter_configs_preprocess`); the resources that passed are forwarded.
+pub async fn incremental_alter_configs(
+    link: &ControllerLink,
+    checks: Vec<Result<(), Refusal>>,
+    mut request: IncrementalAlterConfigsRequest,
+    version: i16,
+) -> IncrementalAlterConfigsResponse {
+    let keys = request.resources.iter().map(|r| (r.resource_type, r.resource_name.clone())).collect();
+    let passed = checks.iter().map(Result::is_ok);
+    request.resources =
+        std::mem::take(&mut request.resources).into_iter().zip(passed).filter(|(_, ok)| *ok).map(|(r, _)| r).collect();
+    let answered = match request.resources.is_empty() {
+        true => Ok(HashMap::new()),
+        false => forward(link, version, &request, "IncrementalAlterConfigs").await.map(|response| {
+            let answers = response.responses.into_iter();
+            answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
+        }),
+    };
+    let responses = reassemble(keys, checks, answered).into_iter().map(|(kind, name, code, message)| {
+        IncrementalAlterConfigsResourceResponse::default()
+            .with_resource_type(kind)
+            .with_resource_name(name)
+            .with_error_code(code)
+            .with_error_message(message)
+    });
+    IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
+}
+
+/// Legacy AlterConfigs, the same way (`configs::alter_configs_preprocess`).
+pub async fn alter_configs(
+    link: &ControllerLink,
+    checks: Vec<Result<(), Refusal>>,
+    mut request: AlterConfigsRequest,
+    version: i16,
+) -> AlterConfigsResponse {
+    let keys = request.resources.iter().map(|r| (r.resource_type, r.resource_name.clone())).collect();
+    let passed = checks.iter().map(Result::is_ok);
+    request.resources =
+        std::mem::take(&mut request.resources).into_iter().zip(passed).filter(|(_, ok)| *ok).map(|(r, _)| r).collect();
+    let answered = match request.resources.is_empty() {
+        true => Ok(HashMap::new()),
+        false => forward(link, version, &request, "AlterConfigs").await.map(|response| {
+            let answers = response.responses.into_iter();
+            answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
+        }),
+    };
+    let responses = reassemble(keys, checks, answered).into_iter().map(|(kind, name, code, message)| {
+        AlterConfigsResourceResponse::default()
+            .with_resource_type(kind)
+            .with_resource_name(name)
+            .with_error_code(code)
+            .with_error_message(message)
+    });
+    AlterConfigsResponse::default().with_responses(responses.collect())
+}
+
+/// AlterPartitionReassignments: ALTER on the cluster here, then the controller's answer (every
+/// partition REQUEST_TIMED_OUT when it cannot be reached).
+pub async fn alter_partition_reassignments(
+    link: &ControllerLink,
+    authz: &Authz<'_>,
+    request: AlterPartitionReassignmentsRequest,
+    version: i16,
+) -> AlterPartitionReassignmentsResponse {
+    if !authz.cluster(acl::ALTER) {
+        let (code, message) = super::cluster_denied();
+        return cluster::reassignments_refused(&request, code, message);
+    }
+    match forward(link, version, &request, "AlterPartitionReassignments").await {
+        Ok(response) => response,
+        Err(error) => cluster::reassignments_refused(&request, error.code(), None),
+    }
+}
+
+/// ListPartitionReassignments: DESCRIBE on the cluster here, then the controller's answer.
+pub async fn list_partition_reassignments(
+    link: &ControllerLink,
+    authz: &Authz<'_>,
+    request: ListPartitionReassignmentsRequest,
+    version: i16,
+) -> ListPartitionReassignmentsResponse {
+    if !authz.cluster(acl::DESCRIBE) {
+        let (code, message) = super::cluster_denied();
+        return cluster::list_reassignments_refused(&request, code, message);
+    }
+    match forward(link, version, &request, "ListPartitionReassignments").await {
+        Ok(response) => response,
+        Err(error) => cluster::list_reassignments_refused(&request, error.code(), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: i8, name: &str) -> ConfigResource {
+        (kind, StrBytes::from_string(name.to_string()))
+    }
+
+    #[test]
+    fn config_answers_keep_the_request_order_and_fill_every_resource() {
+        let keys = vec![key(2, "a"), key(4, ""), key(2, "b"), key(2, "c")];
+        let checks = vec![Ok(()), Err((ResponseError::InvalidRequest, "no".to_string())), Ok(()), Ok(())];
+        // The controller answers in another order and forgets "c".
+        let answered = HashMap::from([
+            (key(2, "b"), (ResponseError::InvalidConfig.code(), Some(StrBytes::from_static_str("bad")))),
+            (key(2, "a"), (0, None)),
+        ]);
+        let out = reassemble(keys.clone(), checks.clone(), Ok(answered));
+        let codes: Vec<(&str, i16)> = out.iter().map(|(_, n, code, _)| (n.as_str(), *code)).collect();
+        assert_eq!(
+            codes,
+            vec![
+                ("a", 0),
+                ("", ResponseError::InvalidRequest.code()),
+                ("b", ResponseError::InvalidConfig.code()),
+                ("c", ResponseError::UnknownServerError.code()),
+            ]
+        );
+        assert_eq!(out[1].3.as_ref().map(|m| m.as_str()), Some("no"));
+        // The controller not reached: the forwarded ones time out, the refused keep their answer.
+        let out = reassemble(keys, checks, Err(UNREACHABLE));
+        let codes: Vec<i16> = out.iter().map(|(_, _, code, _)| *code).collect();
+        let timed_out = UNREACHABLE.code();
+        assert_eq!(codes, vec![timed_out, ResponseError::InvalidRequest.code(), timed_out, timed_out]);
     }
 }

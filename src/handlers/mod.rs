@@ -169,19 +169,38 @@ pub async fn dispatch(
             }
             None => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, ctx, req)),
         },
-        RequestKind::AlterPartitionReassignments(req) => {
-            ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, ctx, req))
-        }
-        RequestKind::ListPartitionReassignments(req) => {
-            ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, ctx, req))
-        }
+        RequestKind::AlterPartitionReassignments(req) => match broker.controller.get() {
+            Some(link) => ResponseKind::AlterPartitionReassignments(
+                forward::alter_partition_reassignments(link, &ctx.authz(broker), req, version).await,
+            ),
+            None => ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, ctx, req)),
+        },
+        RequestKind::ListPartitionReassignments(req) => match broker.controller.get() {
+            Some(link) => ResponseKind::ListPartitionReassignments(
+                forward::list_partition_reassignments(link, &ctx.authz(broker), req, version).await,
+            ),
+            None => ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, ctx, req)),
+        },
         RequestKind::DescribeConfigs(req) => {
             ResponseKind::DescribeConfigs(configs::describe_configs(broker, ctx, req, version))
         }
-        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(configs::alter_configs(broker, ctx, req)),
-        RequestKind::IncrementalAlterConfigs(req) => {
-            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, ctx, req))
-        }
+        RequestKind::AlterConfigs(req) => match broker.controller.get() {
+            // A broker of a controller quorum: the controller writes config changes.
+            Some(link) => {
+                let checks = configs::alter_configs_preprocess(broker, ctx, &req);
+                ResponseKind::AlterConfigs(forward::alter_configs(link, checks, req, version).await)
+            }
+            None => ResponseKind::AlterConfigs(configs::alter_configs(broker, ctx, req)),
+        },
+        RequestKind::IncrementalAlterConfigs(req) => match broker.controller.get() {
+            Some(link) => {
+                let checks = configs::incremental_alter_configs_preprocess(broker, ctx, &req);
+                ResponseKind::IncrementalAlterConfigs(
+                    forward::incremental_alter_configs(link, checks, req, version).await,
+                )
+            }
+            None => ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, ctx, req)),
+        },
         RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, ctx, req)),
         RequestKind::CreatePartitions(req) => match broker.controller.get() {
             Some(link) => {

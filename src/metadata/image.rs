@@ -316,6 +316,8 @@ impl MetadataImage {
 
 /// `ConfigResource.Type.TOPIC`.
 pub const TOPIC_RESOURCE: i8 = 2;
+/// ConfigRecord's resource type of a broker's configs ("" = the cluster default).
+pub const BROKER_RESOURCE: i8 = 4;
 
 fn record_name(record: &MetadataRecord) -> &'static str {
     match record {

@@ -59,12 +59,35 @@ impl ControllerLink {
         version: i16,
         request: &R,
     ) -> anyhow::Result<R::Response> {
+        let mut conn = self.connect().await?;
+        conn.send(version, request, Duration::ZERO).await
+    }
+
+    /// A client's request forwarded (Kafka's `ForwardingManager`): as `forward`, but `None` when
+    /// the controller's ApiVersions, asked first on the same connection, does not list the
+    /// request at `version`.
+    pub async fn forward_if_served<R: kafka_protocol::protocol::Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<Option<R::Response>> {
+        let mut conn = self.connect().await?;
+        let versions = conn.send(0, &kafka_protocol::messages::ApiVersionsRequest::default(), Duration::ZERO).await?;
+        anyhow::ensure!(versions.error_code == 0, "ApiVersions answered error {}", versions.error_code);
+        let served =
+            versions.api_keys.iter().any(|k| k.api_key == R::KEY && (k.min_version..=k.max_version).contains(&version));
+        if !served {
+            return Ok(None);
+        }
+        conn.send(version, request, Duration::ZERO).await.map(Some)
+    }
+
+    async fn connect(&self) -> anyhow::Result<client::Connection> {
         let leader = self.leader.borrow().clone();
         let Some(leader) = leader else { anyhow::bail!("the active controller is not known yet") };
         let timeout = Duration::from_millis(self.config.request_timeout_ms.max(30_000));
         let client_id = format!("broker-{}-forwarding", self.config.node_id);
-        let mut conn = client::Connection::connect(&leader.addr, &client_id, timeout).await?;
-        conn.send(version, request, Duration::ZERO).await
+        client::Connection::connect(&leader.addr, &client_id, timeout).await
     }
 }
 

@@ -549,10 +549,7 @@ impl ReplicaManager {
                 state.ineligible = ineligible;
                 if image.partition_epoch > state.partition_epoch {
                     // The controller changed the ISR or replicas within this epoch.
-                    state.isr = image.isr.clone();
-                    state.partition_epoch = image.partition_epoch;
-                    state.replicas = image.replicas.clone();
-                    state.followers.retain(|r, _| image.replicas.contains(r));
+                    state.on_partition_change(image.replicas.clone(), image.isr.clone(), image.partition_epoch);
                     changed = true;
                 }
                 // A fenced follower no longer holds the high watermark back.

@@ -127,6 +127,24 @@ impl LeaderState {
         }
     }
 
+    /// The controller changed the replicas or the ISR within this leader epoch (a reassignment
+    /// adding or removing replicas, an ISR change it made): followers no longer replicas are
+    /// forgotten, new ones are tracked from now on (not caught up until they fetch).
+    pub fn on_partition_change(&mut self, replicas: Vec<i32>, isr: Vec<i32>, partition_epoch: i32) {
+        self.followers.retain(|r, _| replicas.contains(r));
+        for &r in replicas.iter().filter(|&&r| r != self.node_id) {
+            self.followers.entry(r).or_insert(FollowerState {
+                log_end_offset: -1,
+                last_caught_up_ms: NEVER_MS,
+                last_fetch_ms: 0,
+                last_fetch_leader_log_end: -1,
+            });
+        }
+        self.replicas = replicas;
+        self.isr = isr;
+        self.partition_epoch = partition_epoch;
+    }
+
     /// The ISR the high watermark counts: the current one, plus a pending addition.
     pub fn maximal_isr(&self) -> Vec<i32> {
         let mut isr = self.isr.clone();

@@ -42,6 +42,29 @@ fn a_follower_is_caught_up_by_kafkas_rule_and_the_isr_follows() {
 }
 
 #[test]
+fn replicas_added_within_an_epoch_are_tracked_and_join_the_isr() {
+    // A reassignment from [1] to [2, 3, 1]: the controller adds replicas 2 and 3 without a new
+    // leader epoch. The leader must take their fetches and bring them into the ISR.
+    let mut l = LeaderState::become_leader(1, 0, 0, vec![1], vec![1], 100, 100, 0, SETTINGS);
+    assert!(!l.on_follower_fetch(2, 0, 100, 1_000), "not a replica yet");
+    l.on_partition_change(vec![2, 3, 1], vec![1], 1);
+    assert_eq!(l.partition_epoch, 1);
+    assert!(l.on_follower_fetch(2, 50, 100, 1_000));
+    assert_eq!(l.maybe_expand_isr(), None, "2 is below the high watermark");
+    l.on_follower_fetch(2, 100, 100, 1_100);
+    let expand = l.maybe_expand_isr().expect("2 caught up");
+    assert_eq!(expand, IsrProposal { isr: vec![1, 2], leader_epoch: 0, partition_epoch: 1 });
+    l.on_isr_committed(Some((vec![1, 2], 2)));
+    assert!(l.on_follower_fetch(3, 100, 100, 1_200));
+    assert_eq!(l.maybe_expand_isr().expect("3 caught up").isr, vec![1, 2, 3]);
+    // The reassignment completes elsewhere: 1 is removed, its followers 2 and 3 stay tracked.
+    l.on_partition_change(vec![2, 3], vec![2, 3], 4);
+    assert_eq!(l.followers.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+    l.on_partition_change(vec![2], vec![2], 5);
+    assert!(!l.on_follower_fetch(3, 100, 100, 1_300), "3 no longer a replica");
+}
+
+#[test]
 fn a_fenced_follower_neither_holds_the_high_watermark_nor_rejoins() {
     // Kafka's `isReplicaIsrEligible`: a replica on a fenced or shutting-down broker counts for
     // neither the high watermark nor an ISR expansion, however recently it was caught up.

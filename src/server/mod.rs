@@ -199,6 +199,14 @@ fn start_membership(
     let apply = Box::new(move |image: &crate::metadata::image::MetadataImage| {
         if let Some(broker) = weak.upgrade() {
             let manager = broker.replicas.get().expect("set above");
+            // Dynamic broker configs first: the topics' defaults come from them.
+            let broker_set = |name: String| {
+                image.configs.get(&(crate::metadata::image::BROKER_RESOURCE, name)).cloned().unwrap_or_default()
+            };
+            let adopted = broker.dynamic.adopt(&broker_set(String::new()), &broker_set(manager.node_id().to_string()));
+            if let Some(effective) = adopted {
+                broker.reconfigure(&effective);
+            }
             let changes = manager.apply(image, &broker.topics, &broker.topics.defaults(), crate::log::now_ms());
             for (partition, leads) in changes {
                 if partition.topic == crate::group::OFFSETS_TOPIC {
