@@ -9,8 +9,8 @@ Topic `moving`, replication factor 2, min.insync.replicas=1: partition 0 on [1, 
 (the data leaves both its brokers, its leader 1 is removed, the replication factor drops to 1),
 partition 1 on [2, 1] moves to [3, 2] (3 added, 1 removed, leader 2 kept).
 Then each partition has exactly the target replicas, all in the ISR, led by one of them; every
-acknowledged record is read back at the offset it was acknowledged at (from the new leader; the
-other new replica is in the ISR, so it holds them too); no send failed.
+acknowledged record is read back at the offset it was acknowledged at from broker 3, the new
+replica of both (a preferred election first moves partition 1's leadership to it); no send failed.
 
 Parametrized over the controller, as test_cluster_verifiable_clients.py: `[kafka]` an Apache Kafka
 4.1 controller, `[ketch]` Ketch's own KRaft controller (src/controller/reassignment.rs decides the
@@ -33,7 +33,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import bootstrap, create_topic, three_broker_cluster, wait_for
@@ -71,8 +71,20 @@ def settled(admin: AdminClient, want: dict[int, list[int]]):
     return s if ok else None
 
 
-def acked_at_least(producers: dict[int, LiveProducer], n: int) -> bool:
-    return all(len(pr.acked) >= n for pr in producers.values())
+def high_watermark(servers: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"hw-{uuid.uuid4().hex[:8]}"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)[1]
+    except KafkaException:
+        return -1
+    finally:
+        consumer.close()
+
+
+def acked_at_least(producers: dict[int, LiveProducer], n: int) -> dict[int, int] | None:
+    """{partition: acknowledged} once each producer has at least `n`, else None (shown on a timeout)."""
+    counts = {p: len(pr.acked) for p, pr in producers.items()}
+    return counts if all(c >= n for c in counts.values()) else None
 
 
 @pytest.fixture
@@ -119,8 +131,13 @@ def test_partitions_move_to_other_brokers_while_written(start_cluster, kafka_lib
         print(f"[reassign] after the move: {states}")
         # The producers go on writing to the new leaders.
         marks = {p: len(pr.acked) for p, pr in producers.items()}
-        wait_for(lambda: all(len(pr.acked) >= marks[p] + ACKED_AFTER_MOVE for p, pr in producers.items()),
-                 "records acknowledged after the move", timeout=60)
+        try:
+            wait_for(lambda: all(len(pr.acked) >= marks[p] + ACKED_AFTER_MOVE for p, pr in producers.items()),
+                     "records acknowledged after the move", timeout=60)
+        except AssertionError:
+            counts = {p: len(pr.acked) for p, pr in producers.items()}
+            raise AssertionError(f"acknowledged before the move {marks}, now {counts}; errors "
+                                 f"{ {p: pr.errors[:3] for p, pr in producers.items()} }") from None
         if controller == "ketch":
             r = kt.run(REASSIGN, "--bootstrap-controller", ctl.bootstrap, "--list")
             assert "No partition reassignments found." in r.stdout, r.out
@@ -130,8 +147,19 @@ def test_partitions_move_to_other_brokers_while_written(start_cluster, kafka_lib
 
     for p, pr in producers.items():
         assert not pr.errors, f"partition {p}: sends failed: {pr.errors[:5]}"
+    # Partition 1's preferred replica is the new broker 3: leading, it serves the read-back, so every
+    # record is read from a replica the move created.
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 1)]).result(timeout=30)
+    wait_for(lambda: (s := assignment(admin)) and all(s[p][1] == AFTER[p][0] for p in AFTER),
+             f"{TOPIC} led by the first target replicas", timeout=30)
+    for p, pr in producers.items():
+        # A leader just elected may report a high watermark from before its election until its
+        # follower fetches (Kafka answers ListOffsets OFFSET_NOT_AVAILABLE meanwhile, which clients
+        # retry; a Ketch broker answers the stale one): wait for every acknowledged offset below it.
+        end = max((o for o, _ in pr.acked), default=-1) + 1
+        wait_for(lambda: high_watermark(servers, p) >= end, f"{TOPIC}-{p}'s high watermark at {end}", timeout=30)
         got = dict(read_partition(servers, TOPIC, p))
         missing = [(o, v) for o, v in pr.acked if got.get(o) != v]
         assert not missing, f"partition {p}: {len(missing)} acknowledged records not read back, first {missing[:5]}"
-        print(f"[reassign] partition {p}: {len(pr.acked)} acknowledged records read back from {AFTER[p]}")
+        print(f"[reassign] partition {p}: {len(pr.acked)} acknowledged records read back from broker {AFTER[p][0]}")
     assert settled(admin, AFTER), assignment(admin)
