@@ -15,7 +15,8 @@
 //! Invariants: a partition refused gets no record; a partition accepted is answered with its
 //! state after the returned records; when the change would move leadership away from the
 //! requester (only a reassignment completing does that in Kafka) the record is still written and
-//! the answer is NEW_LEADER_ELECTED.
+//! the answer is NEW_LEADER_ELECTED. An ISR that holds every target replica of an ongoing
+//! reassignment completes it in the same record (`partition_change`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_request::{BrokerState, PartitionData};

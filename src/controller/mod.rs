@@ -17,6 +17,7 @@ pub mod partition_change;
 pub mod placement;
 pub mod producer_ids;
 pub mod quorum;
+pub mod reassignment;
 pub mod topic_changes;
 
 use uuid::Uuid;

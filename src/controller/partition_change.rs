@@ -4,9 +4,17 @@
 //!
 //! Without ELR: Ketch clusters are formatted with `eligible.leader.replicas.version=0`, so the
 //! ELR is never grown (a non-empty one left by an earlier version is cleared, as Kafka clears it
-//! when ELR is disabled) and the last known ELR is left alone. Without reassignment: replicas,
-//! adding and removing replicas and directories are never changed here (Kafka completes or
-//! cancels a reassignment in this builder; Ketch does not reassign yet).
+//! when ELR is disabled) and the last known ELR is left alone.
+//!
+//! Reassignment (Kafka's `completeReassignmentIfNeeded`, `setAssignmentChanges`): a change may
+//! set the target replicas, adding and removing replicas (starting or reverting a reassignment,
+//! `controller::reassignment`); any change whose ISR then holds every target replica completes an
+//! ongoing reassignment in the same record (replicas = target, ISR without the removed replicas,
+//! adding and removing cleared). Elections consider the target replicas in their order (adding
+//! replicas included, eligible once in the ISR). A change whose replicas lose a broker bumps the
+//! leader epoch (the leader field is set, to the same leader if it stays). Directories are
+//! rewritten only when the replicas change: each kept replica keeps its directory, a new one gets
+//! the directory its caller gave (Kafka's `DefaultDirProvider`), UNASSIGNED otherwise.
 //!
 //! Metadata version 4.1 (at least 3.6): an ISR shrink does not bump the leader epoch, only a
 //! leader change does.
@@ -14,10 +22,11 @@
 //! Invariants of every record built: it changes something (none otherwise); the new leader is
 //! -1 or a member of the new ISR; the ISR is never emptied (when no acceptable member is left,
 //! the leader becomes -1 and the ISR keeps its last members, as Kafka's does without ELR); the
-//! ISR only names replicas.
+//! ISR only names replicas of the new assignment; adding and removing replicas are replicas.
 
 use uuid::Uuid;
 
+use super::topic_changes::UNASSIGNED_DIRECTORY;
 use super::ControllerConfig;
 use crate::metadata::image::{MetadataImage, PartitionImage, NO_LEADER_CHANGE, TOPIC_RESOURCE};
 use crate::metadata::records::{MetadataRecord, PartitionChangeRecord};
@@ -54,6 +63,38 @@ pub struct PartitionChange<'a, F: Fn(i32) -> bool> {
     target_isr: Vec<i32>,
     election: Election,
     target_recovery_state: i8,
+    target_replicas: Vec<i32>,
+    target_removing: Vec<i32>,
+    target_adding: Vec<i32>,
+    /// The directories of replicas new to the partition.
+    new_directories: Vec<(i32, Uuid)>,
+}
+
+/// The replica sets a change aims at (Kafka's builder targets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Targets {
+    pub isr: Vec<i32>,
+    pub replicas: Vec<i32>,
+    pub removing: Vec<i32>,
+    pub adding: Vec<i32>,
+}
+
+impl Targets {
+    /// Kafka's `PartitionReassignmentReplicas.maybeCompleteReassignment`: when a reassignment is
+    /// in progress and the ISR (without the replicas being removed, not empty) holds every
+    /// replica that stays, the replicas become those, the ISR loses the removed ones, and adding
+    /// and removing are cleared.
+    pub fn complete_reassignment(&mut self) {
+        if self.removing.is_empty() && self.adding.is_empty() {
+            return;
+        }
+        let kept = |list: &[i32]| list.iter().copied().filter(|r| !self.removing.contains(r)).collect::<Vec<_>>();
+        let (isr, replicas) = (kept(&self.isr), kept(&self.replicas));
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        *self = Targets { isr, replicas, removing: Vec::new(), adding: Vec::new() };
+    }
 }
 
 impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
@@ -68,7 +109,28 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
             target_isr: partition.isr.clone(),
             election: Election::Default,
             target_recovery_state: partition.leader_recovery_state,
+            target_replicas: partition.replicas.clone(),
+            target_removing: partition.removing_replicas.clone(),
+            target_adding: partition.adding_replicas.clone(),
+            new_directories: Vec::new(),
         }
+    }
+
+    /// The replicas, removing and adding replicas to have (starting, changing or reverting a
+    /// reassignment); `default_dir` gives the directory of a replica new to the partition.
+    pub fn target_assignment(
+        mut self,
+        replicas: Vec<i32>,
+        removing: Vec<i32>,
+        adding: Vec<i32>,
+        default_dir: impl Fn(i32) -> Uuid,
+    ) -> Self {
+        self.new_directories =
+            replicas.iter().filter(|r| !self.partition.replicas.contains(r)).map(|&r| (r, default_dir(r))).collect();
+        self.target_replicas = replicas;
+        self.target_removing = removing;
+        self.target_adding = adding;
+        self
     }
 
     pub fn target_isr(mut self, isr: Vec<i32>) -> Self {
@@ -88,23 +150,23 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         self
     }
 
-    fn valid_leader(&self, replica: i32) -> bool {
-        self.target_isr.contains(&replica) && (self.acceptable_leader)(replica)
+    fn valid_leader(&self, targets: &Targets, replica: i32) -> bool {
+        targets.isr.contains(&replica) && (self.acceptable_leader)(replica)
     }
 
-    /// The leader to have, and whether it was elected uncleanly.
-    fn elect(&self) -> (i32, bool) {
-        let replicas = &self.partition.replicas;
+    /// The leader to have among the target replicas, and whether it was elected uncleanly.
+    fn elect(&self, targets: &Targets) -> (i32, bool) {
+        let replicas = &targets.replicas;
         let current = self.partition.leader;
         if self.election == Election::Preferred {
-            if let Some(&preferred) = replicas.first().filter(|&&r| self.valid_leader(r)) {
+            if let Some(&preferred) = replicas.first().filter(|&&r| self.valid_leader(targets, r)) {
                 return (preferred, false);
             }
         }
-        if self.valid_leader(current) {
+        if self.valid_leader(targets, current) {
             return (current, false);
         }
-        if let Some(&leader) = replicas.iter().find(|&&r| self.valid_leader(r)) {
+        if let Some(&leader) = replicas.iter().find(|&&r| self.valid_leader(targets, r)) {
             return (leader, false);
         }
         if self.election == Election::Unclean {
@@ -120,7 +182,14 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         let partition = self.partition;
         let mut record =
             PartitionChangeRecord { topic_id: self.topic_id, partition_id: self.partition_id, ..Default::default() };
-        let (leader, unclean) = self.elect();
+        let mut targets = Targets {
+            isr: self.target_isr.clone(),
+            replicas: self.target_replicas.clone(),
+            removing: self.target_removing.clone(),
+            adding: self.target_adding.clone(),
+        };
+        targets.complete_reassignment();
+        let (leader, unclean) = self.elect(&targets);
         if leader != partition.leader {
             record.leader = leader;
             if unclean {
@@ -131,13 +200,19 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
                 }
             }
         }
+        // Kafka's triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: a broker leaving the
+        // replicas must see a new leader epoch.
+        if record.leader == NO_LEADER_CHANGE && !partition.replicas.iter().all(|r| targets.replicas.contains(r)) {
+            record.leader = partition.leader;
+        }
         if !partition.eligible_leader_replicas.is_empty() {
             record.eligible_leader_replicas = Some(Vec::new());
         }
         // Without ELR the ISR never empties: the last members stay.
-        if record.isr.is_none() && !self.target_isr.is_empty() && self.target_isr != partition.isr {
-            record.isr = Some(self.target_isr.clone());
+        if record.isr.is_none() && !targets.isr.is_empty() && targets.isr != partition.isr {
+            record.isr = Some(targets.isr.clone());
         }
+        self.assignment_changes(&targets, &mut record);
         if self.target_recovery_state != partition.leader_recovery_state {
             record.leader_recovery_state = self.target_recovery_state;
         }
@@ -146,6 +221,32 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         }
         check_change(partition, &record);
         Some(record)
+    }
+
+    /// Kafka's `setAssignmentChanges` (directories only when the replicas change).
+    fn assignment_changes(&self, targets: &Targets, record: &mut PartitionChangeRecord) {
+        let partition = self.partition;
+        if !targets.replicas.is_empty() && targets.replicas != partition.replicas {
+            let directories: Vec<Uuid> = targets
+                .replicas
+                .iter()
+                .map(|&r| {
+                    directory_of(partition, r)
+                        .or_else(|| self.new_directories.iter().find(|(b, _)| *b == r).map(|(_, d)| *d))
+                        .unwrap_or(UNASSIGNED_DIRECTORY)
+                })
+                .collect();
+            if directories != partition.directories {
+                record.directories = Some(directories);
+            }
+            record.replicas = Some(targets.replicas.clone());
+        }
+        if targets.removing != partition.removing_replicas {
+            record.removing_replicas = Some(targets.removing.clone());
+        }
+        if targets.adding != partition.adding_replicas {
+            record.adding_replicas = Some(targets.adding.clone());
+        }
     }
 }
 
@@ -164,10 +265,13 @@ fn is_no_op(r: &PartitionChangeRecord) -> bool {
 /// The partition after `change` satisfies the invariants (a bug otherwise).
 fn check_change(partition: &PartitionImage, change: &PartitionChangeRecord) {
     let isr = change.isr.as_ref().unwrap_or(&partition.isr);
+    let replicas = change.replicas.as_ref().unwrap_or(&partition.replicas);
     let leader = if change.leader == NO_LEADER_CHANGE { partition.leader } else { change.leader };
     assert!(!isr.is_empty(), "a change empties the ISR: {change:?}");
     assert!(leader == NO_LEADER || isr.contains(&leader), "leader {leader} outside the ISR {isr:?}");
-    debug_assert!(isr.iter().all(|r| partition.replicas.contains(r)), "ISR {isr:?} names a non-replica");
+    debug_assert!(isr.iter().all(|r| replicas.contains(r)), "ISR {isr:?} names a non-replica");
+    let moving = change.adding_replicas.iter().chain(&change.removing_replicas).flatten();
+    debug_assert!(moving.clone().all(|r| replicas.contains(r)), "adding or removing a non-replica: {change:?}");
 }
 
 /// Registered, unfenced and not in controlled shutdown (Kafka's `ClusterControlManager.isActive`).

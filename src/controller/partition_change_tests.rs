@@ -195,3 +195,33 @@ fn a_replica_in_an_offline_directory_cannot_lead() {
     c.apply(&records);
     assert_eq!(c.partition(t, 0).leader, 3, "2 is skipped: its copy is offline");
 }
+
+#[test]
+fn an_isr_holding_the_whole_target_completes_a_reassignment() {
+    // Moving [1, 2] to [3, 2]: replicas [3, 2, 1], adding [3], removing [1], led by 1.
+    let mut p = partition(&[3, 2, 1], &[1, 2], 1);
+    (p.adding_replicas, p.removing_replicas) = (vec![3], vec![1]);
+    assert_eq!(change(&p, &[1, 2], Election::Default, |_| true), None, "3 not in sync yet");
+    let c = change(&p, &[1, 2, 3], Election::Default, |_| true).unwrap();
+    assert_eq!((c.replicas, c.isr), (Some(vec![3, 2]), Some(vec![2, 3])), "the ISR keeps its order, without 1");
+    assert_eq!((c.adding_replicas, c.removing_replicas), (Some(vec![]), Some(vec![])));
+    assert_eq!(c.leader, 3, "1 removed: the first in-sync target replica (replica order) leads");
+    assert_eq!(c.directories, Some(vec![UNASSIGNED_DIRECTORY; 2]), "no directories known: UNASSIGNED");
+    // An ISR of removed replicas only leaves nothing to complete with: a plain shrink.
+    let c = change(&p, &[1], Election::Default, |_| true).unwrap();
+    assert_eq!((c.isr, c.replicas, c.adding_replicas), (Some(vec![1]), None, None));
+}
+
+#[test]
+fn a_new_replica_gets_the_directory_given_and_a_removed_one_bumps_the_leader_epoch() {
+    let mut p = partition(&[1, 2], &[1, 2], 1);
+    p.directories = vec![Uuid::from_u128(11), Uuid::from_u128(12)];
+    let c = PartitionChange::new(Uuid::from_u128(9), 0, &p, |_| true)
+        .target_isr(vec![1])
+        .target_assignment(vec![3, 1], vec![], vec![], |b| Uuid::from_u128(10 + b as u128))
+        .build()
+        .unwrap();
+    assert_eq!(c.directories, Some(vec![Uuid::from_u128(13), Uuid::from_u128(11)]));
+    assert_eq!((c.replicas, c.isr), (Some(vec![3, 1]), Some(vec![1])));
+    assert_eq!(c.leader, 1, "2 left the replicas: the same leader at a new epoch");
+}

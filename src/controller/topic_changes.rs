@@ -26,7 +26,7 @@ use crate::metadata::records::{ConfigRecord, MetadataRecord, PartitionRecord, To
 /// Kafka's `DirectoryId.UNASSIGNED`.
 pub const UNASSIGNED_DIRECTORY: Uuid = Uuid::from_u128(1);
 
-type Refusal = (ResponseError, String);
+pub(super) type Refusal = (ResponseError, String);
 
 /// A topic to create (`partitions` and `replication_factor` resolved: no -1 defaults).
 #[derive(Debug, Clone)]
@@ -161,7 +161,11 @@ fn all_inactive(partition: i32) -> String {
 }
 
 /// Kafka's `validateManualPartitionAssignment`.
-fn check_assignment(image: &MetadataImage, replicas: &[i32], replication_factor: Option<usize>) -> Result<(), Refusal> {
+pub(super) fn check_assignment(
+    image: &MetadataImage,
+    replicas: &[i32],
+    replication_factor: Option<usize>,
+) -> Result<(), Refusal> {
     let invalid = |message: String| Err((ResponseError::InvalidReplicaAssignment, message));
     if replicas.is_empty() {
         return invalid("The manual partition assignment includes an empty replica list.".to_string());
@@ -265,7 +269,7 @@ fn partition_records(
 }
 
 /// Kafka's `ClusterControlManager.defaultDir`.
-fn default_directory(image: &MetadataImage, broker: i32) -> Uuid {
+pub(super) fn default_directory(image: &MetadataImage, broker: i32) -> Uuid {
     match image.brokers.get(&broker).map(|b| b.log_dirs.as_slice()) {
         None => UNASSIGNED_DIRECTORY,
         Some([]) => Uuid::nil(),

@@ -24,6 +24,7 @@ use kafka_protocol::messages::{
 use super::controller_admin;
 use super::controller_configs;
 use super::controller_describe_configs;
+use super::controller_reassign;
 use super::controller_topics::create_topics;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
@@ -50,6 +51,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -141,6 +144,12 @@ async fn handle_direct(
         RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(controller_configs::alter_configs(controller, r)),
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(controller_describe_configs::describe_configs(controller, r, version))
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(controller_reassign::alter(controller, &r))
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(controller_reassign::list(controller, &r))
         }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));

@@ -17,6 +17,7 @@ mod controller_admin;
 pub mod controller_apis;
 pub(crate) mod controller_configs;
 pub(crate) mod controller_describe_configs;
+mod controller_reassign;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;

@@ -66,6 +66,16 @@ impl Replica {
         self.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// This broker no longer hosts the partition (the image dropped it from the replicas, e.g. a
+    /// reassignment moved it away): it leads nothing any more, so pending `acks=all` waiters
+    /// answer NOT_LEADER_OR_FOLLOWER now, as Kafka completes a removed partition's delayed
+    /// produces, instead of holding the producer until their deadline.
+    fn stop(&self) {
+        let leader_epoch = self.leader().1;
+        *self.role() = Role::Follower { leader: -1, leader_epoch };
+        self.bump();
+    }
+
     /// The leader and leader epoch this replica knows.
     pub fn leader(&self) -> (i32, i32) {
         match &*self.role() {
@@ -437,8 +447,11 @@ impl ReplicaManager {
             for p in gone {
                 let removed =
                     self.replicas.write().unwrap_or_else(|p| p.into_inner()).remove(&(p.topic.clone(), p.index));
-                if removed.is_some_and(|r| matches!(&*r.role(), Role::Leader(_))) {
-                    changes.push((p.clone(), false));
+                if let Some(r) = removed {
+                    if matches!(&*r.role(), Role::Leader(_)) {
+                        changes.push((p.clone(), false));
+                    }
+                    r.stop();
                 }
                 let mut log = p.log();
                 let dir = log.dir().to_path_buf();

@@ -181,6 +181,26 @@ async fn a_follower_that_diverged_is_told_where_and_moved_replicas_are_removed()
 }
 
 #[tokio::test]
+async fn an_acks_all_write_waiting_on_a_replica_moved_away_is_answered_at_once() {
+    // A reassignment moves the partition off this leader while an acks=all write waits for its
+    // follower: the write is answered NOT_LEADER_OR_FOLLOWER now, not at its deadline.
+    let mut node = Node::new();
+    node.apply(vec![topic(), partition(0, &[ME, OTHER], &[ME, OTHER], ME, 1, 1)], 0);
+    let led = node.manager.get("t", 0).unwrap();
+    let end = append(&led, true).unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let waiting = tokio::spawn({
+        let led = led.clone();
+        async move { led.wait_acks_all(end, deadline).await }
+    });
+    tokio::task::yield_now().await;
+    node.apply(vec![change(Some(&[OTHER]), Some(OTHER), Some(&[OTHER]))], 0);
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
+    assert_eq!(answer.expect("answered before the deadline").unwrap(), Some(ResponseError::NotLeaderOrFollower));
+    assert_eq!(led.check_leader(-1), Err(ResponseError::NotLeaderOrFollower));
+}
+
+#[tokio::test]
 async fn a_follower_ends_transactions_with_the_markers_it_fetches() {
     // The leader writes a transaction and its abort marker; a follower that appends what it
     // fetched must end the transaction too (else, once leader, its last stable offset is stuck).
