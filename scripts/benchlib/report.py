@@ -75,6 +75,16 @@ class Report:
         ("scale.peak_rss_mb", None, "peak RSS under load", "MB", False, None, ""),
         ("scale.shutdown_s", None, "clean shutdown", "s", False, None, ""),
         ("scale.restart_first_produce_s", None, "restart → first acked record", "s", False, None, ""),
+        ("cluster.produce.acksall", "3 brokers under a controller (RF 3, min.insync.replicas=2)",
+         "produce acks=all, 1 KiB, 6 partitions", "MB/s", True, 1.5, "≥ 1.5x"),
+        ("cluster.e2e.p50_us", None, "e2e latency p50, 5,000 rec/s, acks=all", "µs", False, None, ""),
+        ("cluster.e2e.p99_us", None, "e2e latency p99", "µs", False, 1 / 3, "≤ 1/3"),
+        ("cluster.e2e.p999_us", None, "e2e latency p99.9", "µs", False, None, ""),
+        ("cluster.failover.all_ms", None, "kill -9 → every partition it led writable (acks=all)", "ms", False, 0.5, "≤ 1/2"),
+        ("cluster.failover.p50_ms", None, "kill -9 → median partition writable", "ms", False, None, ""),
+        ("cluster.failover.first_ms", None, "kill -9 → first partition writable", "ms", False, None, ""),
+        ("cluster.create_1000_rf3_s", None, "create 1,000 partitions RF 3 → a write acked on each", "s", False, None, ""),
+        ("cluster.start_s", None, "cluster start → 3 brokers registered", "s", False, None, ""),
     ]
 
     def cell(self, metric: str, system: str) -> tuple[str, float | None]:
@@ -278,6 +288,7 @@ def short_section(section: str) -> str:
     for k, v in (("Produce (native", "produce native"), ("Produce (broker-bound", "produce raw"), ("Produce (Producer", "produce Java"),
                  ("Consume", "consume"), ("End-to-end", "e2e latency"), ("Footprint", "footprint"),
                  ("1,000 concurrent", "1k clients"), ("10,000 partitions", "10k partitions"),
+                 ("3 brokers", "3-broker cluster"),
                  ("Broker CPU per GiB", "broker CPU/GiB")):
         if section.startswith(k):
             return v
