@@ -3,7 +3,7 @@
 //
 // Before the kill (not timed): the Metadata answer gives the partitions the broker leads, and one
 // record is produced to every partition of the topic, so connections, producer id and metadata
-// are in place. Then SIGKILL (sent by this process, so the kill and the acknowledgements are timed
+// are in place, then -pause of idle time (the warm-up's load is over). Then SIGKILL (sent by this process, so the kill and the acknowledgements are timed
 // on one clock), and one goroutine per led partition produces a record to it, again and again,
 // until one is acknowledged. The client retries in a tight loop: metadata refreshed at most every
 // 10 ms, 10 ms backoff between retries (franz-go's defaults would add up to 5 s of metadata age).
@@ -32,6 +32,7 @@ func runFailover(args []string) (map[string]any, error) {
 	pid := fs.Int("kill-pid", 0, "pid of that broker's process (required): it gets SIGKILL")
 	acks := fs.String("acks", "all", "all or 1")
 	size := fs.Int("size", 1024, "record size")
+	pause := fs.Duration("pause", 2*time.Second, "idle time between the warm-up and the kill")
 	parse(fs, args)
 	if *node < 0 || *pid <= 0 {
 		return nil, errors.New("-node and -kill-pid are required")
@@ -92,6 +93,7 @@ func runFailover(args []string) (map[string]any, error) {
 	}
 
 	warmMs := float64(time.Since(warm0).Microseconds()) / 1000
+	time.Sleep(*pause)
 
 	if err := syscall.Kill(*pid, syscall.SIGKILL); err != nil {
 		return nil, fmt.Errorf("kill %d: %w", *pid, err)
@@ -143,6 +145,6 @@ func runFailover(args []string) (map[string]any, error) {
 		"node": *node, "partitions": len(all), "led": len(led), "acks": *acks,
 		"first_ms": sorted[0], "p50_ms": percentile(sorted, 50), "all_ms": sorted[len(sorted)-1],
 		"produce_calls_failed_then_retried": retried,
-		"warmup_all_acked_ms":               warmMs, "per_partition_ms": per,
+		"warmup_all_acked_ms":               warmMs, "killed_at_unix_ms": killed.UnixMilli(), "per_partition_ms": per,
 	}, nil
 }

@@ -39,7 +39,7 @@ class ClusterWorkloads:
             "1-3 (process.roles=broker) of that system, started after the previous system's cluster was killed; "
             "broker.session.timeout.ms=3000 and broker.heartbeat.interval.ms=500 for both systems; Kafka's 4 "
             f"JVMs with kafka-server-start.sh's options; {self.cluster_records:,} records per produce run; "
-            f"failover: broker {KILLED} killed with SIGKILL by the client, which then retries a 1 KiB acks=all "
+            f"failover: after one acknowledged write on each of the 1,000 partitions and 2 s idle, broker {KILLED} killed with SIGKILL by the client, which then retries a 1 KiB acks=all "
             "write on every partition that broker led (10 ms backoff, metadata at most 10 ms old) until each "
             "is acknowledged; Ketch with fsync off is not run for failover")
         for r in range(self.cluster_runs):
