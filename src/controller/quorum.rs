@@ -48,6 +48,9 @@ pub struct ControllerSettings {
     pub delete_topic_enable: bool,
     /// Topic configs whose broker-level synonym this node's configuration sets.
     pub static_config_keys: std::collections::HashSet<String>,
+    /// This node's static configuration (`server.properties`, overrides): what DescribeConfigs
+    /// reports as STATIC_BROKER_CONFIG.
+    pub static_props: crate::config::Properties,
 }
 
 struct State {
@@ -147,9 +150,13 @@ impl QuorumController {
 
     /// Runs `decide` on the current state and writes the records it returns; returns its answer
     /// once they are durable and applied.
+    /// The brokers' sessions `decide` changed are put back when the records are not written.
+    /// The append's fsync blocks: on a multi-threaded runtime the worker's other tasks move to
+    /// other threads meanwhile (`block_in_place`).
     pub fn change<T>(&self, decide: impl FnOnce(&mut Decide) -> (Vec<MetadataRecord>, T)) -> anyhow::Result<T> {
         let mut state = self.lock();
         let state = &mut *state;
+        let sessions_before = state.sessions.clone();
         let mut input = Decide {
             image: &state.image,
             sessions: &mut state.sessions,
@@ -157,7 +164,19 @@ impl QuorumController {
             now_ms: crate::log::now_ms(),
         };
         let (records, answer) = decide(&mut input);
-        self.write(state, records)?;
+        if records.is_empty() {
+            return Ok(answer);
+        }
+        let multi_threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let written = match multi_threaded {
+            true => tokio::task::block_in_place(|| self.write(state, records)),
+            false => self.write(state, records),
+        };
+        if let Err(e) = written {
+            state.sessions = sessions_before;
+            return Err(e);
+        }
         Ok(answer)
     }
 

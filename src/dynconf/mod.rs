@@ -48,6 +48,24 @@ enum Check {
 /// A refused change, as Kafka reports it.
 pub type Refusal = (ResponseError, String);
 
+/// Maps a BROKER resource name to its scope on node `node_id` (Kafka's `ConfigHelper`), with
+/// Kafka's errors for any other name.
+pub fn scope_of(node_id: i32, resource_name: &str) -> Result<Scope, Refusal> {
+    if resource_name.is_empty() {
+        return Ok(Scope::ClusterDefault);
+    }
+    match resource_name.parse::<i32>() {
+        Ok(id) if id == node_id => Ok(Scope::Broker),
+        Ok(_) => Err((
+            ResponseError::InvalidRequest,
+            format!("Unexpected broker id, expected {node_id} or empty string, but received {resource_name}"),
+        )),
+        Err(_) => {
+            Err((ResponseError::InvalidRequest, format!("Broker id must be an integer, but it is: {resource_name}")))
+        }
+    }
+}
+
 pub struct DynamicConfigs {
     dir: PathBuf,
     node_id: i32,
@@ -134,23 +152,7 @@ impl DynamicConfigs {
 
     /// Maps a BROKER resource name to its scope, with Kafka's errors for any other name.
     pub fn scope_of(&self, resource_name: &str) -> Result<Scope, Refusal> {
-        if resource_name.is_empty() {
-            return Ok(Scope::ClusterDefault);
-        }
-        match resource_name.parse::<i32>() {
-            Ok(id) if id == self.node_id => Ok(Scope::Broker),
-            Ok(_) => Err((
-                ResponseError::InvalidRequest,
-                format!(
-                    "Unexpected broker id, expected {} or empty string, but received {resource_name}",
-                    self.node_id
-                ),
-            )),
-            Err(_) => Err((
-                ResponseError::InvalidRequest,
-                format!("Broker id must be an integer, but it is: {resource_name}"),
-            )),
-        }
+        scope_of(self.node_id, resource_name)
     }
 
     /// Replaces the set of `scope` with what `change` makes of the current one: validates it,

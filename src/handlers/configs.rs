@@ -28,11 +28,11 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
-use crate::config::{topic_config_names, Properties, TOPIC_CONFIG_KEYS};
+use crate::config::{topic_config_names, Properties, TopicConfig, TOPIC_CONFIG_KEYS};
 use crate::dynconf::defs::{self, Type};
 use crate::dynconf::{Refusal, Scope};
 use crate::error::default_message;
-use crate::metadata::{validate_topic_name, Topic};
+use crate::metadata::validate_topic_name;
 use crate::security::acl;
 use crate::security::authorizer::Authz;
 
@@ -54,7 +54,7 @@ const TYPE_UNKNOWN: i8 = 0;
 type Synonym = (String, Option<String>, i8);
 
 /// The layers a broker config value can come from, highest precedence first.
-struct Layers {
+pub(crate) struct Layers {
     per_broker: Properties,
     cluster_default: Properties,
     static_props: Properties,
@@ -62,18 +62,23 @@ struct Layers {
 
 impl Layers {
     fn of(broker: &Broker) -> Layers {
-        let mut static_props = broker.dynamic.static_props().clone();
+        Layers::new(
+            broker.dynamic.get(Scope::Broker),
+            broker.dynamic.get(Scope::ClusterDefault),
+            broker.dynamic.static_props().clone(),
+        )
+    }
+
+    /// The layers of a node with these dynamic sets (its own, the cluster default) and static
+    /// settings.
+    pub(crate) fn new(per_broker: Properties, cluster_default: Properties, mut static_props: Properties) -> Layers {
         // Kafka's `populateSynonyms`: node.id and broker.id stand for each other.
         for (from, to) in [("node.id", "broker.id"), ("broker.id", "node.id")] {
             if let (Some(v), false) = (static_props.get(from).cloned(), static_props.contains_key(to)) {
                 static_props.insert(to.to_string(), v);
             }
         }
-        Layers {
-            per_broker: broker.dynamic.get(Scope::Broker),
-            cluster_default: broker.dynamic.get(Scope::ClusterDefault),
-            static_props,
-        }
+        Layers { per_broker, cluster_default, static_props }
     }
 
     /// Kafka's `ConfigHelper.configSynonyms`: each layer in turn, each synonym name within it;
@@ -153,13 +158,13 @@ pub fn describe_configs(
                         };
                         return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)));
                     }
-                    Some(topic) => topic_entries(broker, &topic, &wanted, doc),
+                    Some(topic) => topic_entries(&Layers::of(broker), &topic.config, &topic.overrides, &wanted, doc),
                 },
                 RESOURCE_BROKER => match broker.dynamic.scope_of(resource.resource_name.as_str()) {
                     Err((error, message)) => {
                         return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
                     }
-                    Ok(scope) => broker_entries(broker, scope, &wanted, doc),
+                    Ok(scope) => broker_entries(&Layers::of(broker), scope, &wanted, doc),
                 },
                 // `kafka-configs --entity-type broker-loggers`: Ketch has no log4j loggers to list
                 // or change (its log level is `ketch.log.level`).
@@ -172,22 +177,31 @@ pub fn describe_configs(
                     ))
                 }
             };
-            let entries = entries
-                .into_iter()
-                .map(|e| {
-                    let e = if req.include_synonyms { e } else { e.with_synonyms(Vec::new()) };
-                    if version >= 3 {
-                        e
-                    } else {
-                        e.with_config_type(TYPE_UNKNOWN).with_documentation(None)
-                    }
-                })
-                .collect();
+            let entries = finish_entries(entries, req.include_synonyms, version);
             // Kafka leaves the message of a success at its default, "".
             result.with_configs(entries).with_error_message(Some(str_bytes("")))
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// The entries as the request's version and `include_synonyms` have them.
+pub(crate) fn finish_entries(
+    entries: Vec<DescribeConfigsResourceResult>,
+    include_synonyms: bool,
+    version: i16,
+) -> Vec<DescribeConfigsResourceResult> {
+    entries
+        .into_iter()
+        .map(|e| {
+            let e = if include_synonyms { e } else { e.with_synonyms(Vec::new()) };
+            if version >= 3 {
+                e
+            } else {
+                e.with_config_type(TYPE_UNKNOWN).with_documentation(None)
+            }
+        })
+        .collect()
 }
 
 fn synonym_entries(synonyms: &[Synonym]) -> Vec<DescribeConfigsSynonym> {
@@ -218,20 +232,20 @@ pub fn topic_config_sources(broker: &Broker) -> impl Fn(&str, bool) -> i8 {
 
 /// Kafka's `createTopicConfigEntry`: every topic config Kafka 4.1 lists, with its value, source,
 /// synonyms and type, and (when the request asks) Kafka's documentation of it.
-fn topic_entries(
-    broker: &Broker,
-    topic: &Topic,
+pub(crate) fn topic_entries(
+    layers: &Layers,
+    config: &TopicConfig,
+    overrides: &Properties,
     wanted: &dyn Fn(&str) -> bool,
     include_documentation: bool,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let layers = Layers::of(broker);
     topic_config_names()
         .filter(|key| wanted(key))
         .map(|key| {
-            let value = topic.config.value_of(key);
+            let value = config.value_of(key);
             let broker_key = TOPIC_CONFIG_KEYS.iter().find(|(k, _)| *k == key).map(|(_, b)| *b);
             let mut synonyms = broker_key.map_or_else(Vec::new, |b| layers.synonyms(b));
-            if topic.overrides.contains_key(key) {
+            if overrides.contains_key(key) {
                 synonyms.insert(0, (key.to_string(), Some(value.clone()), DYNAMIC_TOPIC_CONFIG));
             }
             DescribeConfigsResourceResult::default()
@@ -249,13 +263,12 @@ fn topic_entries(
 /// own, and any other name set statically or dynamically), or only the dynamic cluster-default
 /// ones. Kafka's type, ReadOnly flag and documentation; a name of unknown type is treated as
 /// sensitive, as Kafka does, and sensitive values are never shown.
-fn broker_entries(
-    broker: &Broker,
+pub(crate) fn broker_entries(
+    layers: &Layers,
     scope: Scope,
     wanted: &dyn Fn(&str) -> bool,
     include_documentation: bool,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let layers = Layers::of(broker);
     let names: BTreeSet<String> = match scope {
         Scope::ClusterDefault => layers.cluster_default.keys().cloned().collect(),
         Scope::Broker => defs::all_names()

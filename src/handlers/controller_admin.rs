@@ -30,9 +30,8 @@ fn unwritten(e: anyhow::Error) -> (ResponseError, Option<String>) {
     (ResponseError::UnknownServerError, None)
 }
 
-/// DeleteTopics, by name (v0-5) or by name or id (v6+). Not yet: Kafka's "Duplicate topic
-/// name/id" answers (a topic named twice is deleted once, the second answer is
-/// UNKNOWN_TOPIC_OR_PARTITION).
+/// DeleteTopics, by name (v0-5) or by name or id (v6+), with Kafka's answers to a topic named
+/// twice, by name and id at once, or by neither.
 pub fn delete_topics(
     controller: &QuorumController,
     request: DeleteTopicsRequest,
@@ -51,29 +50,48 @@ pub fn delete_topics(
         return DeleteTopicsResponse::default().with_responses(responses);
     }
     let mut refused = Vec::new();
-    let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
-        let mut wanted = Vec::new();
-        for t in &request.topics {
-            let message = match (&t.name, t.topic_id.is_nil()) {
-                (None, true) => "Neither topic name nor id were specified.",
-                (Some(_), false) => "You may not specify both topic name and topic id.",
-                (name, _) => {
-                    wanted.push((name.as_ref().map(|n| n.0.to_string()), t.topic_id));
-                    continue;
-                }
-            };
-            refused.push(
-                DeletableTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_topic_id(t.topic_id)
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(str_bytes(message))),
-            );
-        }
-        wanted
-    } else {
-        request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+    let invalid = |name: Option<&str>, id: Uuid, message: &str| {
+        DeletableTopicResult::default()
+            .with_name(name.map(|n| TopicName(str_bytes(n))))
+            .with_topic_id(id)
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(str_bytes(message)))
     };
+    // Kafka's `ControllerApis.deleteTopics`: the names and ids provided, each once; one named
+    // twice gets one INVALID_REQUEST answer and is not deleted.
+    let mut names = Provided::default();
+    let mut ids = Provided::default();
+    request.topic_names.iter().for_each(|n| names.add(n.0.to_string()));
+    for t in &request.topics {
+        match (&t.name, t.topic_id.is_nil()) {
+            (None, true) => refused.push(invalid(None, Uuid::nil(), "Neither topic name nor id were specified.")),
+            (None, false) => ids.add(t.topic_id),
+            (Some(n), true) => names.add(n.0.to_string()),
+            (Some(n), false) => {
+                refused.push(invalid(Some(n.as_str()), t.topic_id, "You may not specify both topic name and topic id."))
+            }
+        }
+    }
+    refused.extend(names.given_once(false).iter().map(|n| invalid(Some(n), Uuid::nil(), "Duplicate topic name.")));
+    refused.extend(ids.given_once(false).iter().map(|id| invalid(None, *id, "Duplicate topic id.")));
+    // A name that maps to an id also provided: neither is deleted, one answer.
+    let image = controller.image();
+    let mut by_id: std::collections::HashSet<Uuid> = ids.given_once(true).into_iter().collect();
+    let mut wanted: Vec<(Option<String>, Uuid)> = Vec::new();
+    for name in names.given_once(true) {
+        match image.topic(&name).map(|t| t.id).filter(|id| by_id.contains(id)) {
+            Some(id) => {
+                by_id.remove(&id);
+                refused.push(invalid(
+                    Some(&name),
+                    id,
+                    "The provided topic name maps to an ID that was already supplied.",
+                ));
+            }
+            None => wanted.push((Some(name), Uuid::nil())),
+        }
+    }
+    wanted.extend(ids.given_once(true).into_iter().filter(|id| by_id.contains(id)).map(|id| (None, id)));
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
@@ -109,6 +127,34 @@ pub fn delete_topics(
         })
         .collect::<Vec<_>>();
     DeleteTopicsResponse::default().with_responses(refused.into_iter().chain(responses).collect())
+}
+
+/// Names or ids a DeleteTopics provides, in order, with how often each is given.
+#[derive(Debug)]
+struct Provided<T> {
+    order: Vec<T>,
+    counts: std::collections::HashMap<T, usize>,
+}
+
+impl<T> Default for Provided<T> {
+    fn default() -> Self {
+        Provided { order: Vec::new(), counts: std::collections::HashMap::new() }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Provided<T> {
+    fn add(&mut self, item: T) {
+        let count = self.counts.entry(item.clone()).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            self.order.push(item);
+        }
+    }
+
+    /// Those given once (`true`) or more than once (`false`).
+    fn given_once(&self, once: bool) -> Vec<T> {
+        self.order.iter().filter(|i| (self.counts[*i] == 1) == once).cloned().collect()
+    }
 }
 
 /// CreatePartitions: new partitions placed over the usable brokers.
@@ -179,3 +225,7 @@ pub fn elect_leaders(controller: &QuorumController, request: ElectLeadersRequest
         .collect();
     ElectLeadersResponse::default().with_replica_election_results(results)
 }
+
+#[cfg(test)]
+#[path = "controller_admin_tests.rs"]
+mod tests;

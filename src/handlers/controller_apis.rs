@@ -1,7 +1,9 @@
 //! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
 //! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
-//! ApiVersions, and the brokers' own requests to the active controller. Thin: each request goes
-//! to `controller::quorum::QuorumController` and the decision functions it writes with.
+//! ApiVersions, the brokers' own requests to the active controller, and the admin requests a
+//! controller serves (topics, elections, config changes: directly from `--bootstrap-controller`
+//! clients or forwarded by brokers). Thin: each request goes to
+//! `controller::quorum::QuorumController` and the decision functions it writes with.
 //!
 //! Invariants: versions outside `SERVED` never reach a handler (the decoder refuses them); a
 //! request the controller cannot serve yet gets Kafka's error for it, never a dropped
@@ -20,6 +22,8 @@ use kafka_protocol::messages::{
 };
 
 use super::controller_admin;
+use super::controller_configs;
+use super::controller_describe_configs;
 use super::controller_topics::create_topics;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
@@ -43,6 +47,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeConfigs, 1, 4),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -128,6 +135,13 @@ async fn handle_direct(
             ResponseKind::CreatePartitions(controller_admin::create_partitions(controller, r))
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(controller_admin::elect_leaders(controller, r)),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(controller_configs::incremental_alter_configs(controller, r))
+        }
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(controller_configs::alter_configs(controller, r)),
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(controller_describe_configs::describe_configs(controller, r, version))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {

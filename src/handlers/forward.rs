@@ -222,26 +222,54 @@ fn reassemble(
         .collect()
 }
 
+/// Which of a config request's resources passed this broker's checks go to the controller:
+/// `resources` takes them out of the request (the others are dropped), `answers` reads the
+/// controller's answer. Returns every resource's answer (`reassemble`).
+async fn forward_configs<R: kafka_protocol::protocol::Request, T>(
+    link: &ControllerLink,
+    version: i16,
+    checks: Vec<Result<(), Refusal>>,
+    mut request: R,
+    resources: impl Fn(&mut R) -> &mut Vec<T>,
+    key: impl Fn(&T) -> ConfigResource,
+    answers: impl FnOnce(R::Response) -> HashMap<ConfigResource, ConfigAnswer>,
+) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)> {
+    let all = std::mem::take(resources(&mut request));
+    let keys = all.iter().map(&key).collect();
+    let passed = all.into_iter().zip(&checks).filter(|(_, check)| check.is_ok()).map(|(r, _)| r);
+    *resources(&mut request) = passed.collect();
+    let answered = match resources(&mut request).is_empty() {
+        true => Ok(HashMap::new()),
+        false => {
+            let what = std::any::type_name::<R>().rsplit("::").next().unwrap_or_default();
+            forward(link, version, &request, what).await.map(answers)
+        }
+    };
+    reassemble(keys, checks, answered)
+}
+
 /// IncrementalAlterConfigs: `checks` are this broker's preprocessing
 /// (`configs::incremental_alter_configs_preprocess`); the resources that passed are forwarded.
 pub async fn incremental_alter_configs(
     link: &ControllerLink,
     checks: Vec<Result<(), Refusal>>,
-    mut request: IncrementalAlterConfigsRequest,
+    request: IncrementalAlterConfigsRequest,
     version: i16,
 ) -> IncrementalAlterConfigsResponse {
-    let keys = request.resources.iter().map(|r| (r.resource_type, r.resource_name.clone())).collect();
-    let passed = checks.iter().map(Result::is_ok);
-    request.resources =
-        std::mem::take(&mut request.resources).into_iter().zip(passed).filter(|(_, ok)| *ok).map(|(r, _)| r).collect();
-    let answered = match request.resources.is_empty() {
-        true => Ok(HashMap::new()),
-        false => forward(link, version, &request, "IncrementalAlterConfigs").await.map(|response| {
+    let answered = forward_configs(
+        link,
+        version,
+        checks,
+        request,
+        |r| &mut r.resources,
+        |r| (r.resource_type, r.resource_name.clone()),
+        |response| {
             let answers = response.responses.into_iter();
             answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
-        }),
-    };
-    let responses = reassemble(keys, checks, answered).into_iter().map(|(kind, name, code, message)| {
+        },
+    )
+    .await;
+    let responses = answered.into_iter().map(|(kind, name, code, message)| {
         IncrementalAlterConfigsResourceResponse::default()
             .with_resource_type(kind)
             .with_resource_name(name)
@@ -255,21 +283,23 @@ pub async fn incremental_alter_configs(
 pub async fn alter_configs(
     link: &ControllerLink,
     checks: Vec<Result<(), Refusal>>,
-    mut request: AlterConfigsRequest,
+    request: AlterConfigsRequest,
     version: i16,
 ) -> AlterConfigsResponse {
-    let keys = request.resources.iter().map(|r| (r.resource_type, r.resource_name.clone())).collect();
-    let passed = checks.iter().map(Result::is_ok);
-    request.resources =
-        std::mem::take(&mut request.resources).into_iter().zip(passed).filter(|(_, ok)| *ok).map(|(r, _)| r).collect();
-    let answered = match request.resources.is_empty() {
-        true => Ok(HashMap::new()),
-        false => forward(link, version, &request, "AlterConfigs").await.map(|response| {
+    let answered = forward_configs(
+        link,
+        version,
+        checks,
+        request,
+        |r| &mut r.resources,
+        |r| (r.resource_type, r.resource_name.clone()),
+        |response| {
             let answers = response.responses.into_iter();
             answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
-        }),
-    };
-    let responses = reassemble(keys, checks, answered).into_iter().map(|(kind, name, code, message)| {
+        },
+    )
+    .await;
+    let responses = answered.into_iter().map(|(kind, name, code, message)| {
         AlterConfigsResourceResponse::default()
             .with_resource_type(kind)
             .with_resource_name(name)

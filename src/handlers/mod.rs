@@ -15,6 +15,8 @@ mod configs;
 mod consumer_groups;
 mod controller_admin;
 pub mod controller_apis;
+pub(crate) mod controller_configs;
+pub(crate) mod controller_describe_configs;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;

@@ -48,6 +48,7 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
             .filter(|(_, broker_key)| config.properties.contains_key(*broker_key))
             .map(|(key, _)| key.to_string())
             .collect(),
+        static_props: config.properties.clone(),
     };
     let metadata_dir = log_dirs.first().to_path_buf();
     let controller =

@@ -1,0 +1,92 @@
+//! DeleteTopics on a Ketch controller: Kafka's answers to topics named twice, by name and id at
+//! once, or by neither (`ControllerApis.deleteTopics`), against a real metadata log.
+
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::{DeleteTopicsRequest, TopicName};
+
+use super::*;
+use crate::controller::quorum::ControllerSettings;
+use crate::controller::ControllerConfig;
+use crate::metadata::records::TopicRecord;
+
+fn controller(dir: &std::path::Path) -> QuorumController {
+    let config = crate::config::BrokerConfig::from_properties(Default::default()).expect("defaults");
+    let settings = ControllerSettings {
+        config: ControllerConfig { node_id: 3000, session_timeout_ms: 9_000, unclean_leader_election_enable: false },
+        cluster_id: "test-cluster-id-000000".to_string(),
+        num_partitions: 1,
+        default_replication_factor: 1,
+        topic_defaults: config.topic_defaults.clone(),
+        delete_topic_enable: true,
+        static_config_keys: Default::default(),
+        static_props: Default::default(),
+    };
+    QuorumController::open(dir, settings).expect("open")
+}
+
+fn topic(controller: &QuorumController, name: &str) -> Uuid {
+    let id = Uuid::from_bytes(crate::metadata::random_bytes());
+    let record = MetadataRecord::Topic(TopicRecord { name: name.to_string(), topic_id: id, ..Default::default() });
+    controller.change(|_| (vec![record], ())).expect("written");
+    id
+}
+
+fn by_name(name: &str) -> DeleteTopicState {
+    DeleteTopicState::default().with_name(Some(TopicName(str_bytes(name))))
+}
+
+fn by_id(id: Uuid) -> DeleteTopicState {
+    DeleteTopicState::default().with_topic_id(id)
+}
+
+/// (name, id, error code, message) of each answer, sorted.
+fn answers(response: DeleteTopicsResponse) -> Vec<(Option<String>, Uuid, i16, Option<String>)> {
+    let mut out: Vec<_> = response
+        .responses
+        .into_iter()
+        .map(|r| (r.name.map(|n| n.0.to_string()), r.topic_id, r.error_code, r.error_message.map(|m| m.to_string())))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn duplicates_and_ambiguous_entries_get_kafkas_answers_and_delete_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = controller(dir.path());
+    let [a, b, x, y] = ["a", "b", "x", "y"].map(|n| topic(&c, n));
+    let invalid = ResponseError::InvalidRequest.code();
+    let message = |m: &str| Some(m.to_string());
+    let request = DeleteTopicsRequest::default().with_topics(vec![
+        by_name("a"),
+        by_name("a"),
+        by_name("a"),
+        by_id(b),
+        by_id(b),
+        by_name("x"),
+        by_id(x),
+        by_name("y").with_topic_id(y),
+        DeleteTopicState::default(),
+        by_name("gone"),
+    ]);
+    let nil = Uuid::nil();
+    let mut want = vec![
+        (Some("a".into()), nil, invalid, message("Duplicate topic name.")),
+        (None, b, invalid, message("Duplicate topic id.")),
+        (Some("x".into()), x, invalid, message("The provided topic name maps to an ID that was already supplied.")),
+        (Some("y".into()), y, invalid, message("You may not specify both topic name and topic id.")),
+        (None, nil, invalid, message("Neither topic name nor id were specified.")),
+        (Some("gone".into()), nil, ResponseError::UnknownTopicOrPartition.code(), None),
+    ];
+    want.sort();
+    assert_eq!(answers(delete_topics(&c, request, 6)), want);
+    let image = c.image();
+    for id in [a, b, x, y] {
+        assert!(image.topics.contains_key(&id), "{id} deleted");
+    }
+    // Each named once: both deleted.
+    let request = DeleteTopicsRequest::default().with_topics(vec![by_name("a"), by_id(b)]);
+    let got = answers(delete_topics(&c, request, 6));
+    assert_eq!(got, vec![(Some("a".into()), a, 0, None), (Some("b".into()), b, 0, None)]);
+    assert!(!c.image().topics.contains_key(&a) && !c.image().topics.contains_key(&b));
+}

@@ -1,0 +1,241 @@
+//! IncrementalAlterConfigs and AlterConfigs on a Ketch controller (Kafka's `ControllerApis`
+//! `handleIncrementalAlterConfigs` / `handleLegacyAlterConfigs`, brokers forward them and
+//! `kafka-configs --bootstrap-controller` sends them directly): the request's resources sorted
+//! out as Kafka does (an unknown resource type: UNSUPPORTED_VERSION; a resource named twice:
+//! one INVALID_REQUEST "Duplicate resource.", the resource otherwise ignored; BROKER_LOGGER
+//! resources answered by this node, which has no log4j loggers), then every remaining resource
+//! decided on the image by `controller::config_changes` and all their records written as one
+//! change, answered once durable.
+//!
+//! Not yet: ACLs on the controller (it trusts the brokers that forward, which authorize first),
+//! AlterConfigPolicy, GROUP and CLIENT_METRICS configs.
+//! Invariants: `validate_only` writes nothing; a refused resource writes nothing; the response
+//! lists the early refusals (request order), then the decided resources (request order), then
+//! the BROKER_LOGGER ones, as Kafka does; an operation Kafka cannot process at all fails every
+//! resource with UNKNOWN_SERVER_ERROR and writes nothing.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
+use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceResponse, AlterConfigsResponse};
+use kafka_protocol::messages::incremental_alter_configs_request::{AlterableConfig, IncrementalAlterConfigsRequest};
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    AlterConfigsResourceResponse as IncrementalResourceResponse, IncrementalAlterConfigsResponse,
+};
+
+use super::str_bytes;
+use crate::controller::config_changes::{
+    alter_resource, Change, ConfigContext, Op, Refusal, Unprocessable, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP,
+    OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, TOPIC,
+};
+use crate::controller::quorum::QuorumController;
+use crate::metadata::image::MetadataImage;
+use crate::metadata::records::MetadataRecord;
+
+/// The answer for one resource: `(resource type, resource name, error)`.
+pub(crate) type Answer = (i8, String, Option<Refusal>);
+
+/// A request's resources, sorted out before any is decided.
+struct Sorted {
+    refused: Vec<Answer>,
+    changes: Vec<(i8, String, Change)>,
+    loggers: Vec<Answer>,
+}
+
+pub fn incremental_alter_configs(
+    controller: &QuorumController,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let ctx = context(controller);
+    let decided = controller.change(|d| decide_incremental(d.image, &ctx, &request));
+    let answers = decided.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "IncrementalAlterConfigs: metadata records not written");
+        failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
+    });
+    let responses = answers
+        .into_iter()
+        .map(|(resource_type, name, error)| {
+            let (code, message) = fields(error);
+            IncrementalResourceResponse::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(str_bytes(&name))
+                .with_error_code(code)
+                .with_error_message(message)
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+pub fn alter_configs(controller: &QuorumController, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let ctx = context(controller);
+    let decided = controller.change(|d| decide_legacy(d.image, &ctx, &request));
+    let answers = decided.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "AlterConfigs: metadata records not written");
+        failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
+    });
+    let responses = answers
+        .into_iter()
+        .map(|(resource_type, name, error)| {
+            let (code, message) = fields(error);
+            AlterConfigsResourceResponse::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(str_bytes(&name))
+                .with_error_code(code)
+                .with_error_message(message)
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+fn context(controller: &QuorumController) -> ConfigContext<'_> {
+    ConfigContext {
+        topic_defaults: &controller.settings.topic_defaults,
+        controller_id: controller.settings.config.node_id,
+    }
+}
+
+/// Error code and message as Kafka's response carries them (a success: no message).
+fn fields(error: Option<Refusal>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match error {
+        None => (0, None),
+        // Kafka leaves an unknown server error of the whole request without a message.
+        Some((ResponseError::UnknownServerError, m)) if m.is_empty() => {
+            (ResponseError::UnknownServerError.code(), None)
+        }
+        Some((error, message)) => (error.code(), Some(str_bytes(&message))),
+    }
+}
+
+/// Every resource of the request answered UNKNOWN_SERVER_ERROR (Kafka's `getErrorResponse`).
+fn failed(resources: impl Iterator<Item = (i8, String)>) -> Vec<Answer> {
+    resources.map(|(t, n)| (t, n, Some((ResponseError::UnknownServerError, String::new())))).collect()
+}
+
+/// Kafka's `ConfigResource.Type.forId` knows the type (else UNKNOWN).
+fn known_type(resource_type: i8) -> bool {
+    matches!(resource_type, TOPIC | BROKER | BROKER_LOGGER | CLIENT_METRICS | GROUP)
+}
+
+/// Sorts one resource into `sorted` (Kafka's duplicate handling: the second occurrence drops
+/// the resource and is answered, later ones are ignored).
+fn sort_in(sorted: &mut Sorted, duplicates: &mut Vec<(i8, String)>, resource_type: i8, name: String, change: Change) {
+    if !known_type(resource_type) {
+        let message = format!("Unknown resource type {resource_type}.");
+        sorted.refused.push((resource_type, name, Some((ResponseError::UnsupportedVersion, message))));
+    } else if duplicates.iter().any(|(t, n)| *t == resource_type && *n == name) {
+    } else if let Some(i) = sorted.changes.iter().position(|(t, n, _)| *t == resource_type && *n == name) {
+        sorted.changes.remove(i);
+        duplicates.push((resource_type, name.clone()));
+        let refusal = (ResponseError::InvalidRequest, "Duplicate resource.".to_string());
+        sorted.refused.push((resource_type, name, Some(refusal)));
+    } else {
+        sorted.changes.push((resource_type, name, change));
+    }
+}
+
+/// Decides every change on `image`: their records (none when `validate_only`) and answers;
+/// `Unprocessable` fails the whole request.
+fn decide_all(
+    image: &MetadataImage,
+    ctx: &ConfigContext<'_>,
+    sorted: Sorted,
+    validate_only: bool,
+) -> Result<(Vec<MetadataRecord>, Vec<Answer>), Unprocessable> {
+    let mut records = Vec::new();
+    let mut answers = sorted.refused;
+    for (resource_type, name, change) in sorted.changes {
+        match alter_resource(image, ctx, resource_type, &name, &change)? {
+            Ok(made) => {
+                if !validate_only {
+                    tracing::info!(resource_type, resource = %name, records = made.len(), "configs altered");
+                    records.extend(made);
+                }
+                answers.push((resource_type, name, None));
+            }
+            Err(refusal) => answers.push((resource_type, name, Some(refusal))),
+        }
+    }
+    answers.extend(sorted.loggers);
+    Ok((records, answers))
+}
+
+/// IncrementalAlterConfigs decided on `image`: the records to write and the answers.
+pub(crate) fn decide_incremental(
+    image: &MetadataImage,
+    ctx: &ConfigContext<'_>,
+    request: &IncrementalAlterConfigsRequest,
+) -> (Vec<MetadataRecord>, Vec<Answer>) {
+    let mut sorted = Sorted { refused: Vec::new(), changes: Vec::new(), loggers: Vec::new() };
+    let mut duplicates = Vec::new();
+    for r in &request.resources {
+        let name = r.resource_name.to_string();
+        if r.resource_type == BROKER_LOGGER {
+            let error = alter_loggers(ctx.controller_id, &name, &r.configs).err();
+            sorted.loggers.push((r.resource_type, name, error));
+            continue;
+        }
+        let ops = r
+            .configs
+            .iter()
+            .map(|c| Op {
+                name: c.name.to_string(),
+                op: c.config_operation,
+                value: c.value.as_ref().map(|v| v.to_string()),
+            })
+            .collect();
+        sort_in(&mut sorted, &mut duplicates, r.resource_type, name, Change::Incremental(ops));
+    }
+    let resources = || request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string()));
+    decide_all(image, ctx, sorted, request.validate_only)
+        .unwrap_or_else(|Unprocessable| (Vec::new(), failed(resources())))
+}
+
+/// Legacy AlterConfigs decided on `image`: the records to write and the answers.
+pub(crate) fn decide_legacy(
+    image: &MetadataImage,
+    ctx: &ConfigContext<'_>,
+    request: &AlterConfigsRequest,
+) -> (Vec<MetadataRecord>, Vec<Answer>) {
+    let mut sorted = Sorted { refused: Vec::new(), changes: Vec::new(), loggers: Vec::new() };
+    let mut duplicates = Vec::new();
+    for r in &request.resources {
+        let set = r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect();
+        sort_in(&mut sorted, &mut duplicates, r.resource_type, r.resource_name.to_string(), Change::Replace(set));
+    }
+    // Kafka's `authorizeAlterResource`: a type it does not authorize for AlterConfigs.
+    let (loggers, changes): (Vec<_>, Vec<_>) = sorted.changes.into_iter().partition(|(t, _, _)| *t == BROKER_LOGGER);
+    sorted.changes = changes;
+    for (resource_type, name, _) in loggers {
+        let refusal = (ResponseError::InvalidRequest, "Unexpected resource type BROKER_LOGGER.".to_string());
+        sorted.refused.push((resource_type, name, Some(refusal)));
+    }
+    let resources = || request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string()));
+    decide_all(image, ctx, sorted, request.validate_only)
+        .unwrap_or_else(|Unprocessable| (Vec::new(), failed(resources())))
+}
+
+/// Kafka's `RuntimeLoggerManager` on this node: the resource must name it; this node has no
+/// log4j loggers (its log level is `ketch.log.level`), so any logger named does not exist.
+fn alter_loggers(node_id: i32, name: &str, ops: &[AlterableConfig]) -> Result<(), Refusal> {
+    let invalid_request = |message: String| (ResponseError::InvalidRequest, message);
+    let id: i32 =
+        name.parse().map_err(|_| invalid_request(format!("Node id must be an integer, but it is: {name}")))?;
+    if id != node_id {
+        // Kafka's message names its own id twice.
+        return Err(invalid_request(format!("Unexpected node id. Expected {node_id}, but received {node_id}")));
+    }
+    // Every logger named is refused: the first operation answers.
+    let Some(op) = ops.first() else { return Ok(()) };
+    match op.config_operation {
+        OP_SET | OP_DELETE => {
+            Err((ResponseError::InvalidConfig, format!("Logger {} does not exist!", op.name.as_str())))
+        }
+        OP_APPEND => Err(invalid_request("APPEND operation is not allowed for the BROKER_LOGGER resource".into())),
+        OP_SUBTRACT => Err(invalid_request("SUBTRACT operation is not allowed for the BROKER_LOGGER resource".into())),
+        // Kafka's `OpType.forId` gives null: a NullPointerException, answered with the error's
+        // default message.
+        _ => {
+            let error = ResponseError::UnknownServerError;
+            Err((error, crate::error::default_message(error)))
+        }
+    }
+}
