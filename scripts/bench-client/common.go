@@ -80,7 +80,8 @@ func procCPU(pid int) float64 {
 func (c *common) opts() []kgo.Opt {
 	o := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ClientID("ketch-bench")}
 	if c.debug {
-		o = append(o, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
+		o = append(o, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug,
+			func() string { return time.Now().UTC().Format("15:04:05.000000 ") })))
 	}
 	return o
 }

@@ -4,13 +4,14 @@
 // stdout per run (progress and errors go to stderr), so the numbers can be compared with the
 // JVM tools (ProducerPerformance, ConsumerPerformance) without the client being the bottleneck.
 //
-//	bench-client topic    create|delete  -brokers B -topic T[,T2...] [-partitions P]
+//	bench-client topic    create|delete  -brokers B -topic T[,T2...] [-partitions P] [-rf R] [-wait-brokers N]
 //	bench-client produce  -brokers B -topic T -records N -size S -acks 1|all|0 -compression none|lz4|... [-spread]
 //	bench-client consume  -brokers B -topic T -records N
 //	bench-client produce-raw  -brokers B -topic T -records N -size S -acks 1|all -compression none|lz4
 //	bench-client consume-raw  -brokers B -topic T -records N -size S
 //	bench-client e2e      -brokers B -topic T -rate R -duration D -warmup W -size S -acks all
 //	bench-client startup  -brokers HOST:PORT [-topic T] -- broker command and arguments...
+//	bench-client failover -brokers B -topic T -node N -kill-pid PID [-acks all|1]
 //	bench-client conns    -brokers B -topic T -clients N -records-per-client M -size S -hold D
 //	bench-client payload  -size S -lines N   (payload lines for ProducerPerformance --payload-file)
 //
@@ -19,7 +20,7 @@
 //
 // This file owns the usage text, the mode dispatch and the JSON output; the flags every mode
 // shares are in common.go, the payloads in payload.go, and each mode in its own file (topic.go,
-// produce.go, consume.go, raw.go + rawbatch.go, e2e.go, startup.go, conns.go).
+// produce.go, consume.go, raw.go + rawbatch.go, e2e.go, startup.go, conns.go, failover.go).
 package main
 
 import (
@@ -41,6 +42,7 @@ modes:
   consume-raw          broker-bound consume: fetch from the start, check batch CRCs, count from batch headers
   e2e                  produce at a fixed rate and consume in the same process; latency percentiles in µs
   startup              spawn a broker command, time spawn -> port open -> first acked record (acks=all)
+  failover             kill -9 broker N, time kill -> first acknowledged write on every partition it led
   conns                open N clients (connections), hold them, then produce from all at once
   payload              print -lines payload lines of -size bytes (the produce payloads, for ProducerPerformance)
 run "bench-client MODE -h" for the flags of a mode. Output: one JSON object on stdout.
@@ -72,6 +74,8 @@ func main() {
 		out, err = runStartup(args)
 	case "conns":
 		out, err = runConns(args)
+	case "failover":
+		out, err = runFailover(args)
 	case "payload":
 		err = runPayload(args)
 	case "-h", "--help", "help":

@@ -18,14 +18,15 @@ import time
 from pathlib import Path
 
 from .brokers import Broker, Kafka, Ketch
-from .config import CARGO, GO, KAFKA_VERSION, REPO, SYSTEMS_ALL, WORKLOADS_ALL, log
+from .config import CARGO, GO, KAFKA_VERSION, REPO, SYSTEMS_ALL, WORKLOADS_ALL, WORKLOADS_OPT_IN, log
 from .proc import RunFailed, children_cpu, cpu_s, run, tail_text
 from .report import Report
+from .workloads_cluster import ClusterWorkloads
 from .workloads_footprint import FootprintWorkloads
 from .workloads_throughput import ThroughputWorkloads
 
 
-class Bench(ThroughputWorkloads, FootprintWorkloads, Report):
+class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
     """One benchmark run; the workloads and the report are methods from the mixins."""
 
     def __init__(self, args):
@@ -42,7 +43,9 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, Report):
         self.e2e_rate = 5000
         self.settle = 5 if q else 15
         self.scale_duration = 60
-        self.workloads = args.workloads or (WORKLOADS_ALL[:6] if q else WORKLOADS_ALL)
+        self.cluster_records = 300_000 if q else 1_000_000  # RF 3: every record is written 3 times
+        self.cluster_runs = args.runs or (2 if q else 3)
+        self.workloads = args.workloads or (WORKLOADS_ALL[:6] if q else [w for w in WORKLOADS_ALL if w not in WORKLOADS_OPT_IN])
         self.systems = args.systems or SYSTEMS_ALL
         ts = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.out = Path(args.out) if args.out else REPO / "bench-results" / ts
@@ -282,6 +285,9 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, Report):
             self._guard("scale", self.w_scale)
         for s in list(self.brokers):
             self.brokers.pop(s).stop()
+        if "cluster" in steps:  # after every single broker is stopped: one system's cluster at a time
+            log("== cluster: 3 brokers under a controller, per system")
+            self._guard("cluster", self.w_cluster)
         self.t_bench = time.monotonic() - t0
         self.write_results()
 

@@ -75,6 +75,16 @@ class Report:
         ("scale.peak_rss_mb", None, "peak RSS under load", "MB", False, None, ""),
         ("scale.shutdown_s", None, "clean shutdown", "s", False, None, ""),
         ("scale.restart_first_produce_s", None, "restart → first acked record", "s", False, None, ""),
+        ("cluster.produce.acksall", "3 brokers under a controller (RF 3, min.insync.replicas=2)",
+         "produce acks=all, 1 KiB, 6 partitions", "MB/s", True, 1.5, "≥ 1.5x"),
+        ("cluster.e2e.p50_us", None, "e2e latency p50, 5,000 rec/s, acks=all", "µs", False, None, ""),
+        ("cluster.e2e.p99_us", None, "e2e latency p99", "µs", False, 1 / 3, "≤ 1/3"),
+        ("cluster.e2e.p999_us", None, "e2e latency p99.9", "µs", False, None, ""),
+        ("cluster.failover.all_ms", None, "kill -9 → every partition it led writable (acks=all)", "ms", False, 0.5, "≤ 1/2"),
+        ("cluster.failover.p50_ms", None, "kill -9 → median partition writable", "ms", False, None, ""),
+        ("cluster.failover.first_ms", None, "kill -9 → first partition writable", "ms", False, None, ""),
+        ("cluster.create_1000_rf3_s", None, "create 1,000 partitions RF 3 → a write acked on each", "s", False, None, ""),
+        ("cluster.start_s", None, "cluster start → 3 brokers registered", "s", False, None, ""),
     ]
 
     def cell(self, metric: str, system: str) -> tuple[str, float | None]:
@@ -130,6 +140,11 @@ class Report:
                   f"(ProducerPerformance), text-like payloads (lz4 ≈2-3x); consume topic: "
                   f"{self.consume_records * 1024 // 2**20} MiB; e2e: {self.e2e_rate:,} rec/s for {self.e2e_duration}s "
                   f"after {self.e2e_warmup}s warm-up; MB = 2^20 bytes")
+        if "cluster" in self.workloads:
+            md.append(f"- Cluster workload: {self.cluster_runs} runs per system, each on a fresh 3-broker cluster "
+                      f"(controller + 3 brokers, all on this machine), one system's cluster at a time (the single "
+                      f"brokers above are stopped before); {self.cluster_records:,} records per produce run; "
+                      f"details under Failures and notes")
         import resource
 
         md.append(f"- fsync of a 4 KiB append on the data disk: p50 {self.fsync_us[0]:.0f} µs, p99 {self.fsync_us[1]:.0f} µs")
@@ -278,6 +293,7 @@ def short_section(section: str) -> str:
     for k, v in (("Produce (native", "produce native"), ("Produce (broker-bound", "produce raw"), ("Produce (Producer", "produce Java"),
                  ("Consume", "consume"), ("End-to-end", "e2e latency"), ("Footprint", "footprint"),
                  ("1,000 concurrent", "1k clients"), ("10,000 partitions", "10k partitions"),
+                 ("3 brokers", "3-broker cluster"),
                  ("Broker CPU per GiB", "broker CPU/GiB")):
         if section.startswith(k):
             return v
