@@ -17,6 +17,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -42,6 +43,12 @@ public final class AuthzProbe {
             out = p.run();
         } catch (Exception e) {
             Throwable t = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+            // A producer whose InitProducerId was refused fails fatally; a send racing with that
+            // failure gets a generic KafkaException whose cause is the refusal: name the refusal.
+            while (t.getClass() == KafkaException.class && t.getCause() != null) {
+                t = t.getCause();
+            }
+            System.err.println(key + ": " + t);
             out = t.getClass().getSimpleName();
         }
         System.out.println(key + "=" + out);
