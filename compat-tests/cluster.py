@@ -265,8 +265,15 @@ class Cluster:
     def wait_registered(self, admin, timeout: float = 30) -> None:
         """Until `admin`'s Metadata answer names every broker of the cluster (registered and unfenced)."""
         nodes = sorted(self.brokers)
-        wait_for(lambda: sorted(admin.list_topics(timeout=10).brokers) == nodes,
-                 f"brokers {nodes} in the Metadata", timeout=timeout)
+
+        def registered():
+            try:
+                return sorted(admin.list_topics(timeout=10).brokers) == nodes
+            except KafkaException:
+                # e.g. librdkafka's _PARTIAL ("Partial response") while the brokers start serving
+                return False
+
+        wait_for(registered, f"brokers {nodes} in the Metadata", timeout=timeout)
 
     def stop(self, kill: bool = False) -> None:
         """Brokers first, last started first (kill=True: kill -9, for a throwaway cluster; else a
