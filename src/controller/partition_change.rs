@@ -37,8 +37,7 @@ pub const NO_LEADER: i32 = -1;
 pub const RECOVERED: i8 = 0;
 /// `LeaderRecoveryState.RECOVERING`: the leader was elected uncleanly and has not yet recovered.
 pub const RECOVERING: i8 = 1;
-/// `ConfigResource.Type.BROKER` (name "" for the cluster default, the node id otherwise).
-pub const BROKER_RESOURCE: i8 = 4;
+pub use crate::metadata::image::BROKER_RESOURCE;
 
 /// How the leader is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

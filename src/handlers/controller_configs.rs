@@ -51,17 +51,11 @@ pub fn incremental_alter_configs(
         tracing::error!(error = %e, "IncrementalAlterConfigs: metadata records not written");
         failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
     });
-    let responses = answers
-        .into_iter()
-        .map(|(resource_type, name, error)| {
-            let (code, message) = fields(error);
-            IncrementalResourceResponse::default()
-                .with_resource_type(resource_type)
-                .with_resource_name(str_bytes(&name))
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
+    let answers = answers.into_iter().map(|(resource_type, name, error)| {
+        let (code, message) = fields(error);
+        (resource_type, str_bytes(&name), code, message)
+    });
+    let responses: Vec<_> = super::config_resource_responses!(IncrementalResourceResponse, answers);
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -72,17 +66,11 @@ pub fn alter_configs(controller: &QuorumController, request: AlterConfigsRequest
         tracing::error!(error = %e, "AlterConfigs: metadata records not written");
         failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
     });
-    let responses = answers
-        .into_iter()
-        .map(|(resource_type, name, error)| {
-            let (code, message) = fields(error);
-            AlterConfigsResourceResponse::default()
-                .with_resource_type(resource_type)
-                .with_resource_name(str_bytes(&name))
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
+    let answers = answers.into_iter().map(|(resource_type, name, error)| {
+        let (code, message) = fields(error);
+        (resource_type, str_bytes(&name), code, message)
+    });
+    let responses: Vec<_> = super::config_resource_responses!(AlterConfigsResourceResponse, answers);
     AlterConfigsResponse::default().with_responses(responses)
 }
 

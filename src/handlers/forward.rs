@@ -269,14 +269,8 @@ pub async fn incremental_alter_configs(
         },
     )
     .await;
-    let responses = answered.into_iter().map(|(kind, name, code, message)| {
-        IncrementalAlterConfigsResourceResponse::default()
-            .with_resource_type(kind)
-            .with_resource_name(name)
-            .with_error_code(code)
-            .with_error_message(message)
-    });
-    IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
+    let responses: Vec<_> = super::config_resource_responses!(IncrementalAlterConfigsResourceResponse, answered);
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
 /// Legacy AlterConfigs, the same way (`configs::alter_configs_preprocess`).
@@ -299,14 +293,8 @@ pub async fn alter_configs(
         },
     )
     .await;
-    let responses = answered.into_iter().map(|(kind, name, code, message)| {
-        AlterConfigsResourceResponse::default()
-            .with_resource_type(kind)
-            .with_resource_name(name)
-            .with_error_code(code)
-            .with_error_message(message)
-    });
-    AlterConfigsResponse::default().with_responses(responses.collect())
+    let responses: Vec<_> = super::config_resource_responses!(AlterConfigsResourceResponse, answered);
+    AlterConfigsResponse::default().with_responses(responses)
 }
 
 /// AlterPartitionReassignments: ALTER on the cluster here, then the controller's answer (every

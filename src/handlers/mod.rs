@@ -282,6 +282,24 @@ pub(crate) fn is_internal_topic(name: &str) -> bool {
     name == crate::group::OFFSETS_TOPIC || name == crate::txn::coordinator::TXN_TOPIC
 }
 
+/// The per-resource answers of IncrementalAlterConfigs or AlterConfigs (two generated types with
+/// the same fields) from (resource type, name, error code, message).
+macro_rules! config_resource_responses {
+    ($type:ty, $answers:expr) => {
+        $answers
+            .into_iter()
+            .map(|(resource_type, name, code, message)| {
+                <$type>::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message)
+            })
+            .collect()
+    };
+}
+pub(crate) use config_resource_responses;
+
 pub(crate) fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
