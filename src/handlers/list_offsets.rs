@@ -81,13 +81,37 @@ pub fn handle(
                     }
                     // The leader epoch field exists from v4 on; older versions must leave it at -1.
                     let epoch = if version >= 4 { log.latest_epoch().map_or(0, |(e, _)| e) } else { -1 };
-                    let found = match p.timestamp {
-                        LATEST | LATEST_TIERED if req.isolation_level == 1 => Ok(Some((log.last_stable_offset(), -1))),
-                        LATEST | LATEST_TIERED => Ok(Some((log.high_watermark(), -1))),
+                    // Kafka's `fetchOffsetForTimestamp`: a client (not a replica) reads up to the
+                    // high watermark (read_committed: the last stable offset); a leader whose
+                    // high watermark is still below where its epoch started (just elected, not
+                    // caught up) answers OFFSET_NOT_AVAILABLE rather than an offset it may not
+                    // have yet.
+                    let client = req.replica_id.0 < 0;
+                    let last_fetchable = match (client, req.isolation_level) {
+                        (false, _) => log.log_end_offset(),
+                        (true, 1) => log.last_stable_offset(),
+                        (true, _) => log.high_watermark(),
+                    };
+                    let lagging = client
+                        && broker
+                            .replicas
+                            .get()
+                            .and_then(|rm| rm.get(&partition.topic, partition.index))
+                            .and_then(|r| r.epoch_start_offset())
+                            .is_some_and(|start| start > log.high_watermark());
+                    let not_available = ResponseError::OffsetNotAvailable.code();
+                    let beyond = |found: Result<Option<(i64, i64)>, i16>| match found {
+                        Ok(Some((offset, _))) if offset >= last_fetchable && lagging => Err(not_available),
+                        Ok(Some((offset, _))) if offset >= last_fetchable => Ok(None),
+                        other => other,
+                    };
+                    let found: Result<Option<(i64, i64)>, i16> = match p.timestamp {
+                        LATEST | LATEST_TIERED if lagging => Err(not_available),
+                        LATEST | LATEST_TIERED => Ok(Some((last_fetchable, -1))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
                         EARLIEST_PENDING_UPLOAD => Ok(None),
-                        MAX_TIMESTAMP => Ok(log.max_timestamp()),
-                        ts if ts >= 0 => log.offset_for_timestamp(ts),
+                        MAX_TIMESTAMP => beyond(Ok(log.max_timestamp())),
+                        ts if ts >= 0 => beyond(log.offset_for_timestamp(ts).map_err(|e| e.code())),
                         _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                     };
                     match found {
@@ -95,7 +119,7 @@ pub fn handle(
                             response.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(epoch)
                         }
                         Ok(None) => response,
-                        Err(e) => response.with_error_code(e.code()),
+                        Err(code) => response.with_error_code(code),
                     }
                 })
                 .collect();
