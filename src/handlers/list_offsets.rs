@@ -79,8 +79,17 @@ pub fn handle(
                     if log.health().is_offline() {
                         return response.with_error_code(ResponseError::KafkaStorageError.code());
                     }
-                    // The leader epoch field exists from v4 on; older versions must leave it at -1.
-                    let epoch = if version >= 4 { log.latest_epoch().map_or(0, |(e, _)| e) } else { -1 };
+                    // A replicated partition's replica state (a broker of a controller quorum).
+                    let replica = broker.replicas.get().and_then(|rm| rm.get(&partition.topic, partition.index));
+                    // The leader epoch field exists from v4 on; older versions must leave it at
+                    // -1. The latest offset carries the leader's current epoch (Kafka's), which a
+                    // leader just elected has not written yet.
+                    let latest_epoch = log.latest_epoch().map_or(0, |(e, _)| e);
+                    let epoch = match (version >= 4, &replica) {
+                        (false, _) => -1,
+                        (true, Some(r)) if matches!(p.timestamp, LATEST | LATEST_TIERED) => r.leader().1,
+                        (true, _) => latest_epoch,
+                    };
                     // Kafka's `fetchOffsetForTimestamp`: a client (not a replica) reads up to the
                     // high watermark (read_committed: the last stable offset); a leader whose
                     // high watermark is still below where its epoch started (just elected, not
@@ -93,10 +102,7 @@ pub fn handle(
                         (true, _) => log.high_watermark(),
                     };
                     let lagging = client
-                        && broker
-                            .replicas
-                            .get()
-                            .and_then(|rm| rm.get(&partition.topic, partition.index))
+                        && replica
                             .and_then(|r| r.epoch_start_offset())
                             .is_some_and(|start| start > log.high_watermark());
                     let not_available = ResponseError::OffsetNotAvailable.code();
