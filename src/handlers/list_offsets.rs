@@ -1,5 +1,6 @@
 //! ListOffsets: earliest, latest, max timestamp, and the first offset at or after a timestamp.
-//! Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED on each partition), as in Kafka.
+//! Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED on each partition), as in Kafka. The
+//! answer's rules (high watermark, epochs, OFFSET_NOT_AVAILABLE) are `replica::offsets`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,14 +13,9 @@ use kafka_protocol::messages::list_offsets_response::{
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::replica::offsets::{OffsetView, Reader};
+use crate::replica::{self, offsets};
 use crate::security::acl;
-
-const LATEST: i64 = -1;
-const EARLIEST: i64 = -2;
-const MAX_TIMESTAMP: i64 = -3;
-const EARLIEST_LOCAL: i64 = -4;
-const EARLIEST_PENDING_UPLOAD: i64 = -5;
-const LATEST_TIERED: i64 = -6;
 
 /// A partition's answer before any offset is found.
 fn unanswered(partition_index: i32) -> ListOffsetsPartitionResponse {
@@ -80,50 +76,31 @@ pub fn handle(
                         return response.with_error_code(ResponseError::KafkaStorageError.code());
                     }
                     // A replicated partition's replica state (a broker of a controller quorum).
-                    let replica = broker.replicas.get().and_then(|rm| rm.get(&partition.topic, partition.index));
-                    // The leader epoch field exists from v4 on; older versions must leave it at
-                    // -1. The latest offset carries the leader's current epoch (Kafka's), which a
-                    // leader just elected has not written yet.
-                    let latest_epoch = log.latest_epoch().map_or(0, |(e, _)| e);
-                    let epoch = match (version >= 4, &replica) {
-                        (false, _) => -1,
-                        (true, Some(r)) if matches!(p.timestamp, LATEST | LATEST_TIERED) => r.leader().1,
-                        (true, _) => latest_epoch,
+                    let replicated = broker.replicas.get().and_then(|rm| rm.get(&partition.topic, partition.index));
+                    let view = OffsetView {
+                        log_start_offset: log.log_start_offset(),
+                        log_end_offset: log.log_end_offset(),
+                        high_watermark: log.high_watermark(),
+                        last_stable_offset: log.last_stable_offset(),
+                        epochs: log.epochs(),
+                        leader_epoch: replicated.as_ref().map_or_else(|| replica::leader_epoch(&log), |r| r.leader().1),
+                        epoch_start_offset: replicated.as_ref().and_then(|r| r.epoch_start_offset()),
                     };
-                    // Kafka's `fetchOffsetForTimestamp`: a client (not a replica) reads up to the
-                    // high watermark (read_committed: the last stable offset); a leader whose
-                    // high watermark is still below where its epoch started (just elected, not
-                    // caught up) answers OFFSET_NOT_AVAILABLE rather than an offset it may not
-                    // have yet.
-                    let client = req.replica_id.0 < 0;
-                    let last_fetchable = match (client, req.isolation_level) {
-                        (false, _) => log.log_end_offset(),
-                        (true, 1) => log.last_stable_offset(),
-                        (true, _) => log.high_watermark(),
-                    };
-                    let lagging = client
-                        && replica
-                            .and_then(|r| r.epoch_start_offset())
-                            .is_some_and(|start| start > log.high_watermark());
-                    let not_available = ResponseError::OffsetNotAvailable.code();
-                    let beyond = |found: Result<Option<(i64, i64)>, i16>| match found {
-                        Ok(Some((offset, _))) if offset >= last_fetchable && lagging => Err(not_available),
-                        Ok(Some((offset, _))) if offset >= last_fetchable => Ok(None),
-                        other => other,
-                    };
-                    let found: Result<Option<(i64, i64)>, i16> = match p.timestamp {
-                        LATEST | LATEST_TIERED if lagging => Err(not_available),
-                        LATEST | LATEST_TIERED => Ok(Some((last_fetchable, -1))),
-                        EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
-                        EARLIEST_PENDING_UPLOAD => Ok(None),
-                        MAX_TIMESTAMP => beyond(Ok(log.max_timestamp())),
-                        ts if ts >= 0 => beyond(log.offset_for_timestamp(ts).map_err(|e| e.code())),
-                        _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
-                    };
+                    let reader = Reader::of(req.replica_id.0, req.isolation_level);
+                    let found = offsets::fetch_offset_for_timestamp(&view, reader, p.timestamp, |ts| {
+                        let found = if ts == offsets::MAX_TIMESTAMP {
+                            Ok(log.max_timestamp())
+                        } else {
+                            log.offset_for_timestamp(ts)
+                        };
+                        found.map_err(|e| e.code())
+                    });
                     match found {
-                        Ok(Some((offset, timestamp))) => {
-                            response.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(epoch)
-                        }
+                        // The leader epoch field exists from v4 on; older versions leave it at -1.
+                        Ok(Some((offset, timestamp, epoch))) => response
+                            .with_offset(offset)
+                            .with_timestamp(timestamp)
+                            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
                         Ok(None) => response,
                         Err(code) => response.with_error_code(code),
                     }

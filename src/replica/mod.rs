@@ -18,6 +18,7 @@
 pub mod checkpoint;
 pub mod fetcher;
 pub mod manager;
+pub mod offsets;
 pub mod state;
 
 use crate::error::LogError;
