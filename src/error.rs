@@ -55,6 +55,10 @@ pub enum LogError {
     OutOfOrderSequence(String),
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// A transaction marker from a coordinator older than the one that last wrote one for
+    /// this producer (a zombie coordinator).
+    #[error("{0}")]
+    TransactionCoordinatorFenced(String),
     #[error("transactional batch outside a transaction: {0}")]
     InvalidTxnState(String),
     #[error("offset {offset} out of range [{start}, {end}]")]
@@ -79,6 +83,7 @@ impl LogError {
             LogError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
             LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
             LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+            LogError::TransactionCoordinatorFenced(_) => ResponseError::TransactionCoordinatorFenced,
             LogError::Io(_) => ResponseError::KafkaStorageError,
             LogError::NotLeader => ResponseError::NotLeaderOrFollower,
         };

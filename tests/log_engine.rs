@@ -718,3 +718,64 @@ fn truncation_rewinds_idempotent_producer_state() {
     assert_eq!(log.append(bytes, &summary, 2, NOW).unwrap().base_offset, 2);
     assert_eq!(log.log_end_offset(), 4);
 }
+
+/// One transactional record of `producer_id` at epoch 0 and sequence `seq`.
+fn txn_batch(producer_id: i64, seq: i32) -> Vec<u8> {
+    let record = Record {
+        transactional: true,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: seq,
+        timestamp: NOW,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: IndexMap::new(),
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
+    buf.to_vec()
+}
+
+/// A transaction marker from a coordinator older than the last one that wrote a marker for the
+/// producer is refused with TRANSACTION_COORDINATOR_FENCED, also after a restart (the epoch
+/// is rebuilt from the log and its producer snapshot).
+#[test]
+fn a_zombie_coordinators_marker_is_fenced_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut log = PartitionLog::open(&path, defaults(), NOW).unwrap();
+    let write = |log: &mut PartitionLog, seq: i32| {
+        let (bytes, summary) = batch::validate_produce(txn_batch(7, seq), log.config(), NOW).unwrap();
+        ketch::replica::append_as_leader(log, bytes, &summary, NOW).unwrap();
+    };
+    write(&mut log, 0);
+    assert_eq!(log.append_marker(7, 0, true, 4, 0, NOW).unwrap(), 1);
+    write(&mut log, 1);
+    let fenced = log.append_marker(7, 0, false, 3, 0, NOW).unwrap_err();
+    assert_eq!(fenced.code(), 52, "{fenced}");
+    log.close().unwrap();
+    drop(log);
+    let mut log = PartitionLog::open(&path, defaults(), NOW).unwrap();
+    assert_eq!(log.append_marker(7, 0, false, 3, 0, NOW).unwrap_err().code(), 52);
+    log.close().unwrap();
+    drop(log);
+    // Without producer snapshots the markers in the log give the epoch back.
+    let mut snapshots = 0;
+    for entry in std::fs::read_dir(&path).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(file).unwrap();
+            snapshots += 1;
+        }
+    }
+    assert!(snapshots > 0, "a clean close writes a producer snapshot");
+    let mut log = PartitionLog::open(&path, defaults(), NOW).unwrap();
+    assert_eq!(log.append_marker(7, 0, false, 3, 0, NOW).unwrap_err().code(), 52);
+    assert_eq!(log.append_marker(7, 0, false, 5, 0, NOW).unwrap(), 3);
+}

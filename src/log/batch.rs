@@ -424,8 +424,9 @@ fn record_timestamp_problem(
 /// A record's timestamp when it has none (Kafka's `RecordBatch.NO_TIMESTAMP`).
 const NO_TIMESTAMP: i64 = -1;
 
-/// For a control batch: the control type of its (single) record, 0 = abort, 1 = commit.
-pub fn control_type(batch: &[u8]) -> Option<i16> {
+/// For a control batch: its (single) record's control type (0 = abort, 1 = commit) and, for a
+/// transaction marker, the coordinator epoch in its value (-1 if the value has none).
+pub fn control_record(batch: &[u8]) -> Option<(i16, i32)> {
     let header = Header::new(batch);
     if !header.is_control() || header.record_count() < 1 {
         return None;
@@ -436,13 +437,23 @@ pub fn control_type(batch: &[u8]) -> Option<i16> {
     reader.skip(1).ok()?;
     reader.varlong().ok()?;
     reader.varint().ok()?;
-    if reader.varint().ok()? < 4 {
+    let key_length = reader.varint().ok()?;
+    if key_length < 4 {
         return None;
     }
     reader.skip(2).ok()?;
-    let high = reader.byte().ok()?;
-    let low = reader.byte().ok()?;
-    Some(i16::from_be_bytes([high, low]))
+    let kind = i16::from_be_bytes([reader.byte().ok()?, reader.byte().ok()?]);
+    // The value of a marker (Kafka's `EndTransactionMarker`): [i16 version][i32 coordinator epoch].
+    let coordinator_epoch = (|| {
+        reader.skip(key_length as u64 - 4).ok()?;
+        if reader.varint().ok()? < 6 {
+            return None;
+        }
+        reader.skip(2).ok()?;
+        let bytes = [reader.byte().ok()?, reader.byte().ok()?, reader.byte().ok()?, reader.byte().ok()?];
+        Some(i32::from_be_bytes(bytes))
+    })();
+    Some((kind, coordinator_epoch.unwrap_or(-1)))
 }
 
 /// Encodes a transaction marker (control batch) for `producer_id` at `epoch`.

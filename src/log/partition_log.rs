@@ -20,7 +20,7 @@ use crate::log::batch::{self, BatchSummary};
 use crate::log::cleaner::{self, CleanPlan, CleanedGroup};
 use crate::log::dir_health::DirHealth;
 use crate::log::epoch_cache::EpochCache;
-use crate::log::producer_state::{Check, ProducerState};
+use crate::log::producer_state::{Check, Marker, ProducerState};
 use crate::log::segment::{FileSlice, Segment};
 
 mod retention;
@@ -259,11 +259,11 @@ impl PartitionLog {
                     return;
                 }
                 if header.is_control() {
-                    if let Some(kind) = batch::control_type(header.0) {
+                    if let Some((kind, coordinator_epoch)) = batch::control_record(header.0) {
                         state.complete_txn(
                             header.producer_id(),
                             header.producer_epoch(),
-                            kind == 1,
+                            Marker { commit: kind == 1, coordinator_epoch },
                             header.base_offset(),
                             header.max_timestamp(),
                         );
@@ -338,6 +338,7 @@ impl PartitionLog {
                 "marker epoch {epoch} is fenced for producer {producer_id}"
             )));
         }
+        self.producers.check_marker(producer_id, coordinator_epoch)?;
         let mut marker = batch::encode_marker(producer_id, epoch, commit, coordinator_epoch, now_ms);
         let offset = self.log_end_offset();
         batch::set_base_offset(&mut marker, offset);
@@ -348,7 +349,7 @@ impl PartitionLog {
         self.assign_epoch(leader_epoch, offset)?;
         self.segments.last_mut().expect("active segment").append(&marker, offset)?;
         self.unflushed_messages += 1;
-        self.producers.complete_txn(producer_id, epoch, commit, offset, now_ms);
+        self.producers.complete_txn(producer_id, epoch, Marker { commit, coordinator_epoch }, offset, now_ms);
         Ok(offset)
     }
 
@@ -434,9 +435,10 @@ impl PartitionLog {
             // A marker fetched from the leader ends its producer's transaction here too (on the
             // leader, `append_marker` does it), so a follower that becomes leader has the
             // leader's open transactions, last stable offset and aborted transactions.
-            if let Some(kind) = batch::control_type(batch) {
+            if let Some((kind, coordinator_epoch)) = batch::control_record(batch) {
                 let (id, epoch) = (header.producer_id(), header.producer_epoch());
-                self.producers.complete_txn(id, epoch, kind == 1, base_offset, header.max_timestamp());
+                let marker = Marker { commit: kind == 1, coordinator_epoch };
+                self.producers.complete_txn(id, epoch, marker, base_offset, header.max_timestamp());
             }
         } else if let Some(producer) = &producer {
             self.producers.update(producer, base_offset, last_offset, transactional);

@@ -1,15 +1,17 @@
 //! Producer and transaction state of one partition, modelled on Kafka's `ProducerStateManager`
 //! and transaction index.
 //!
-//! Owns: per producer id, its epoch, the metadata of its last `MAX_CACHED_BATCHES` batches
+//! Owns: per producer id, its epoch, the epoch of the transaction coordinator that wrote its
+//! last marker (a marker from an older coordinator is TRANSACTION_COORDINATOR_FENCED), the metadata of its last `MAX_CACHED_BATCHES` batches
 //! (sequence range and offsets) and the first offset of its open transaction, if any. These
 //! decide whether a new batch is in sequence, a duplicate of a retried batch (answered with the
 //! original offsets, not written again), out of order (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a
 //! fenced epoch (INVALID_PRODUCER_EPOCH); open transactions bound the last stable offset (LSO);
 //! aborted transactions are listed for read_committed fetches.
 //! On disk: `<offset, 20 digits>.snapshot` files in the partition directory, holding the state
-//! as of that log offset: `[u32 crc32c of the rest][u32 version=2][u32 count]` then per
-//! producer `[i64 pid][i16 epoch][i64 last timestamp][i64 open txn first offset or -1][u8 n]`
+//! as of that log offset: `[u32 crc32c of the rest][u32 version=3][u32 count]` then per
+//! producer `[i64 pid][i16 epoch][i64 last timestamp][i64 open txn first offset or -1]
+//! [i32 coordinator epoch or -1][u8 n]` (version 2, still read, has no coordinator epoch)
 //! and n times `[i32 first seq][i32 last seq][i64 first offset][i64 last offset]`, then
 //! `[u32 aborted count]` and per aborted transaction `[i64 pid][i64 first][i64 last][i64 lso]`,
 //! big-endian.
@@ -26,6 +28,8 @@ use crate::error::LogError;
 pub const MAX_CACHED_BATCHES: usize = 5;
 const SNAPSHOT_SUFFIX: &str = "snapshot";
 const SNAPSHOTS_KEPT: usize = 2;
+/// Version 3 added the coordinator epoch; version 2 snapshots (earlier Ketch) are still read.
+const SNAPSHOT_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchMeta {
@@ -42,6 +46,8 @@ pub struct ProducerEntry {
     pub batches: VecDeque<BatchMeta>,
     /// First offset of this producer's open transaction in this partition.
     pub txn_first_offset: Option<i64>,
+    /// The coordinator epoch of the last marker written for this producer; `None` before any.
+    pub coordinator_epoch: Option<i32>,
 }
 
 /// A transaction that ended with an abort marker: its records must be skipped by
@@ -53,6 +59,14 @@ pub struct AbortedTxn {
     /// Offset of the abort marker.
     pub last_offset: i64,
     pub last_stable_offset: i64,
+}
+
+/// A transaction marker: how the transaction ended and the epoch of the coordinator that
+/// ended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    pub commit: bool,
+    pub coordinator_epoch: i32,
 }
 
 /// The producer fields of a batch header.
@@ -167,13 +181,28 @@ impl ProducerState {
         }
     }
 
-    /// Applies a transaction marker at `offset`; an abort is recorded for read_committed
-    /// fetches. Returns false if the marker's epoch is fenced.
-    pub fn complete_txn(&mut self, producer_id: i64, epoch: i16, commit: bool, offset: i64, timestamp: i64) -> bool {
+    /// Kafka's `checkCoordinatorEpoch` for a marker the leader is about to write: a marker
+    /// from a coordinator older than the last one that wrote a marker for this producer is
+    /// refused (a zombie coordinator). Replicated and replayed markers are not checked.
+    pub fn check_marker(&self, producer_id: i64, coordinator_epoch: i32) -> Result<(), LogError> {
+        match self.producers.get(&producer_id).and_then(|e| e.coordinator_epoch) {
+            Some(current) if current > coordinator_epoch => Err(LogError::TransactionCoordinatorFenced(format!(
+                "Invalid coordinator epoch for producerId {producer_id}: {coordinator_epoch} (zombie), {current} (current)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies a transaction marker written by the coordinator at `coordinator_epoch` at
+    /// `offset`; an abort is recorded for read_committed fetches. Returns false if the
+    /// marker's producer epoch is fenced.
+    pub fn complete_txn(&mut self, producer_id: i64, epoch: i16, marker: Marker, offset: i64, timestamp: i64) -> bool {
+        let Marker { commit, coordinator_epoch } = marker;
         let entry = self.producers.entry(producer_id).or_default();
         if epoch < entry.epoch {
             return false;
         }
+        entry.coordinator_epoch = Some(coordinator_epoch);
         if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
@@ -230,7 +259,7 @@ impl ProducerState {
 
     fn encode(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(8 + self.producers.len() * 64);
-        body.extend_from_slice(&2u32.to_be_bytes());
+        body.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut ids: Vec<_> = self.producers.keys().copied().collect();
         ids.sort_unstable();
@@ -240,6 +269,7 @@ impl ProducerState {
             body.extend_from_slice(&e.epoch.to_be_bytes());
             body.extend_from_slice(&e.last_timestamp.to_be_bytes());
             body.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
+            body.extend_from_slice(&e.coordinator_epoch.unwrap_or(-1).to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -265,7 +295,8 @@ impl ProducerState {
             return None;
         }
         let mut r = Reader(body);
-        if r.u32()? != 2 {
+        let version = r.u32()?;
+        if !(2..=SNAPSHOT_VERSION).contains(&version) {
             return None;
         }
         let count = r.u32()? as usize;
@@ -279,6 +310,7 @@ impl ProducerState {
             let epoch = r.i64_16()?;
             let last_timestamp = r.i64()?;
             let txn_first_offset = Some(r.i64()?).filter(|o| *o >= 0);
+            let coordinator_epoch = if version >= 3 { Some(r.i32()?).filter(|e| *e >= 0) } else { None };
             let n = r.u8()? as usize;
             let mut batches = VecDeque::with_capacity(n.min(MAX_CACHED_BATCHES));
             for _ in 0..n {
@@ -289,7 +321,7 @@ impl ProducerState {
                     last_offset: r.i64()?,
                 });
             }
-            producers.insert(id, ProducerEntry { epoch, last_timestamp, batches, txn_first_offset });
+            producers.insert(id, ProducerEntry { epoch, last_timestamp, batches, txn_first_offset, coordinator_epoch });
         }
         let aborted_count = r.u32()? as usize;
         if aborted_count > body.len() / 32 {
@@ -421,9 +453,9 @@ mod tests {
         s.update(&batch(1, 0, 0, 2), 10, 11, true);
         s.update(&batch(2, 0, 0, 1), 12, 12, true);
         assert_eq!(s.first_unstable_offset(), Some(10));
-        assert!(s.complete_txn(1, 0, true, 13, 0));
+        assert!(s.complete_txn(1, 0, Marker { commit: true, coordinator_epoch: 0 }, 13, 0));
         assert_eq!(s.first_unstable_offset(), Some(12));
-        assert!(s.complete_txn(2, 0, false, 14, 0));
+        assert!(s.complete_txn(2, 0, Marker { commit: false, coordinator_epoch: 0 }, 14, 0));
         assert_eq!(s.first_unstable_offset(), None);
         assert_eq!(
             s.aborted_between(0, 20),
@@ -432,7 +464,7 @@ mod tests {
         assert!(s.aborted_between(15, 20).is_empty());
         // A marker from an older epoch is refused.
         s.update(&batch(1, 3, 0, 1), 15, 15, true);
-        assert!(!s.complete_txn(1, 2, false, 16, 0));
+        assert!(!s.complete_txn(1, 2, Marker { commit: false, coordinator_epoch: 0 }, 16, 0));
     }
 
     #[test]
@@ -452,10 +484,12 @@ mod tests {
         }
         s.update(&batch(2, 3, 0, 5), 7, 11, true);
         s.update(&batch(3, 0, 0, 1), 12, 12, true);
-        assert!(s.complete_txn(3, 0, false, 13, 10));
+        assert!(s.complete_txn(3, 0, Marker { commit: false, coordinator_epoch: 7 }, 13, 10));
         s.write_snapshot(dir.path(), 14).unwrap();
         let (loaded, at) = ProducerState::load_snapshot(dir.path(), 14).unwrap().unwrap();
         assert_eq!(at, 14);
+        assert_eq!(loaded.get(3).unwrap().coordinator_epoch, Some(7));
+        assert_eq!(loaded.get(1).unwrap().coordinator_epoch, None);
         assert_eq!(loaded.get(1).unwrap().batches.len(), MAX_CACHED_BATCHES);
         assert_eq!(loaded.get(2).unwrap().epoch, 3);
         assert_eq!(loaded.first_unstable_offset(), Some(7));
@@ -468,5 +502,47 @@ mod tests {
         bytes[10] ^= 1;
         std::fs::write(&path, bytes).unwrap();
         assert!(ProducerState::load_snapshot(dir.path(), 12).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_marker_from_an_older_coordinator_is_fenced() {
+        let mut s = ProducerState::default();
+        assert!(s.check_marker(1, 0).is_ok(), "no marker yet");
+        s.update(&batch(1, 0, 0, 1), 0, 0, true);
+        assert!(s.complete_txn(1, 0, Marker { commit: true, coordinator_epoch: 5 }, 1, 0));
+        assert_eq!(s.check_marker(1, 4).unwrap_err().code(), 52, "TRANSACTION_COORDINATOR_FENCED");
+        assert!(s.check_marker(1, 5).is_ok() && s.check_marker(1, 6).is_ok());
+        assert!(s.check_marker(2, 0).is_ok(), "another producer");
+        // Replicated and replayed markers are applied unchecked, as Kafka does.
+        assert!(s.complete_txn(1, 0, Marker { commit: false, coordinator_epoch: 3 }, 2, 0));
+        assert_eq!(s.get(1).unwrap().coordinator_epoch, Some(3));
+    }
+
+    /// A version 2 snapshot (Ketch before coordinator epochs) still loads, without one.
+    #[test]
+    fn a_version_2_snapshot_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut body = Vec::new();
+        body.extend_from_slice(&2u32.to_be_bytes());
+        body.extend_from_slice(&1u32.to_be_bytes());
+        body.extend_from_slice(&9i64.to_be_bytes()); // producer id
+        body.extend_from_slice(&4i16.to_be_bytes()); // epoch
+        body.extend_from_slice(&100i64.to_be_bytes()); // last timestamp
+        body.extend_from_slice(&3i64.to_be_bytes()); // open transaction from offset 3
+        body.push(1);
+        for v in [0i32, 1] {
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        for v in [3i64, 4] {
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        body.extend_from_slice(&0u32.to_be_bytes());
+        let mut bytes = crc32c::crc32c(&body).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&body);
+        std::fs::write(dir.path().join("00000000000000000005.snapshot"), bytes).unwrap();
+        let (loaded, at) = ProducerState::load_snapshot(dir.path(), 5).unwrap().unwrap();
+        let entry = loaded.get(9).unwrap();
+        assert_eq!((at, entry.epoch, entry.txn_first_offset, entry.coordinator_epoch), (5, 4, Some(3), None));
+        assert_eq!(entry.batches.len(), 1);
     }
 }
