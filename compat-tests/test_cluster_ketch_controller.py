@@ -15,6 +15,13 @@ the test is about the controller's answers.
   had replicated them from the target-kind leaders); restarted, it catches up from them and is
   back in every ISR.
 
+- A topic created through a broker (CreateTopics forwarded to the controller of either kind) is
+  served by that broker as soon as CreateTopics is answered: a Metadata request and a Fetch by topic
+  id sent to it at once find the topic (go/createprobe, raw franz-go requests pinned to that broker).
+  Kafka's broker answers as soon as the controller has, before applying the topic (its clients
+  retry), so this is Ketch's alone; without the wait some rounds saw UNKNOWN_TOPIC_ID (15 of 30,
+  and 2 of 15, in two runs).
+
 The VerifiableProducer / VerifiableConsumer kill -9 test under a Ketch controller is
 test_cluster_verifiable_clients.py::test_hard_kill_of_the_leader_loses_no_acknowledged_message[ketch].
 
@@ -25,6 +32,7 @@ here is then Kafka, under Ketch's controller.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 
 import pytest
@@ -33,7 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import (CONTROLLER_ID, THREE_BROKER_SETTINGS, THREE_NODES, bootstrap, create_topic, partition_states,
                      three_broker_cluster, wait_for, wait_for_isr, wait_for_leader)
-from conftest import TARGET
+from conftest import TARGET, go_build
 from kafka_tools import KafkaTools
 from test_cluster_under_kafka_controller import Acks, assert_log_is, idempotent_producer, produce_all
 
@@ -198,3 +206,17 @@ def kafka_log(kt: KafkaTools, broker, partition: int) -> list[str]:
     segment = broker.data_dir / f"{MIXED}-{partition}" / "00000000000000000000.log"
     r = kt.run("kafka.tools.DumpLogSegments", "--print-data-log", "--files", str(segment), timeout=90)
     return re.findall(r"payload: ([ab]\d+)", r.stdout)
+
+
+@pytest.mark.skipif(TARGET != "ketch", reason="Kafka's broker answers a forwarded CreateTopics before applying the topic")
+@pytest.mark.parametrize("controller", ["ketch", "kafka"])
+def test_a_topic_created_through_a_broker_is_served_there_at_once(start_cluster, controller):
+    """CreateTopics through each broker in turn, then at once Metadata and a Fetch by topic id to
+    that broker: every round finds the topic with its leaders."""
+    brokers = three_broker_cluster(start_cluster, controller)
+    probe = go_build("createprobe")
+    rounds = 30
+    r = subprocess.run([str(probe), bootstrap(brokers.values()), str(rounds), "3", "3"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"SUMMARY rounds={rounds} lagging=0" in r.stdout, r.stdout

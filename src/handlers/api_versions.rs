@@ -19,11 +19,26 @@ use crate::metadata::features::{Features, SUPPORTED};
 
 use super::versions::SERVED;
 
-fn table() -> Vec<ApiVersion> {
-    SERVED
+/// The ApiVersions table of `served` (API, lowest, highest version): a broker's
+/// (`versions::SERVED`) or a controller's (`controller_apis::SERVED`).
+pub fn version_table(served: &[(ApiKey, i16, i16)]) -> Vec<ApiVersion> {
+    served
         .iter()
         .map(|(key, min, max)| {
             ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
+        })
+        .collect()
+}
+
+/// Finalized feature levels (name, level) as ApiVersions answers them.
+pub fn finalized_features<'a>(levels: impl IntoIterator<Item = (&'a String, &'a i16)>) -> Vec<FinalizedFeatureKey> {
+    levels
+        .into_iter()
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(str_bytes(name))
+                .with_min_version_level(*level)
+                .with_max_version_level(*level)
         })
         .collect()
 }
@@ -39,28 +54,23 @@ pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
         })
         .collect();
     let finalized = features.finalized();
-    let levels = finalized
-        .levels
-        .iter()
-        .map(|(name, level)| {
-            FinalizedFeatureKey::default()
-                .with_name(str_bytes(name))
-                .with_min_version_level(*level)
-                .with_max_version_level(*level)
-        })
-        .collect();
     ApiVersionsResponse::default()
         .with_error_code(0)
-        .with_api_keys(table())
+        .with_api_keys(version_table(SERVED))
         .with_supported_features(supported)
         .with_finalized_features_epoch(finalized.epoch)
-        .with_finalized_features(levels)
+        .with_finalized_features(finalized_features(&finalized.levels))
 }
 
 /// KIP-511: a client asking with a version we do not know gets a v0 body with
 /// UNSUPPORTED_VERSION and, as in Kafka, only ApiVersions' own range, so it can retry at a
 /// version we serve.
 pub fn unsupported_version_response() -> ApiVersionsResponse {
-    let own = table().into_iter().filter(|v| v.api_key == ApiKey::ApiVersions as i16).collect();
+    unsupported_version_of(SERVED)
+}
+
+/// `unsupported_version_response` for the table `served`.
+pub fn unsupported_version_of(served: &[(ApiKey, i16, i16)]) -> ApiVersionsResponse {
+    let own = version_table(served).into_iter().filter(|v| v.api_key == ApiKey::ApiVersions as i16).collect();
     ApiVersionsResponse::default().with_error_code(ResponseError::UnsupportedVersion.code()).with_api_keys(own)
 }

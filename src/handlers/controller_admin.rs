@@ -1,6 +1,6 @@
 //! DeleteTopics, CreatePartitions and ElectLeaders on a Ketch controller (brokers forward them,
 //! Kafka's `ControllerApis`): each topic or partition checked against the metadata image, its
-//! records (`controller::topic_changes`, RemoveTopicRecord) written as one change, answered once
+//! records (`controller::topic_changes`, `controller::remove_topic_records`) written as one change, answered once
 //! durable.
 //!
 //! Not yet: ACLs on the controller (it trusts the brokers that forward), CreateTopicPolicy.
@@ -18,17 +18,13 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
+use super::controller_apis::written;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
+use crate::controller::remove_topic_records;
 use crate::controller::topic_changes::{
     create_partitions_assigned_records, create_partitions_records, elect_leaders as elect, ElectionType,
 };
-use crate::metadata::records::{MetadataRecord, RemoveTopicRecord};
-
-fn unwritten(e: anyhow::Error) -> (ResponseError, Option<String>) {
-    tracing::error!(error = %e, "metadata records not written");
-    (ResponseError::UnknownServerError, None)
-}
 
 /// DeleteTopics, by name (v0-5) or by name or id (v6+), with Kafka's answers to a topic named
 /// twice, by name and id at once, or by neither.
@@ -106,16 +102,14 @@ pub fn delete_topics(
                     } else {
                         ResponseError::UnknownTopicId
                     };
-                    return (Vec::new(), Err((error, None)));
+                    return (Vec::new(), Err((error, None::<String>)));
                 };
-                let record =
-                    MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: topic.id, ..Default::default() });
-                (vec![record], Ok((topic.name.clone(), topic.id)))
+                (remove_topic_records(d.image, &topic.name), Ok((topic.name.clone(), topic.id)))
             });
             let result = DeletableTopicResult::default()
                 .with_name(name.as_deref().map(|n| TopicName(str_bytes(n))))
                 .with_topic_id(id);
-            match decided.map_err(unwritten).and_then(|r| r) {
+            match written("DeleteTopics", decided, |error| Err((error, None))) {
                 Ok((name, id)) => {
                     tracing::info!(topic = %name, "topic deleted");
                     result.with_name(Some(TopicName(str_bytes(&name)))).with_topic_id(id)
@@ -181,7 +175,7 @@ pub fn create_partitions(controller: &QuorumController, request: CreatePartition
                 }
             });
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-            match decided.map_err(unwritten).and_then(|r| r) {
+            match written("CreatePartitions", decided, |error| Err((error, None))) {
                 Ok(()) => result,
                 Err((error, message)) => {
                     result.with_error_code(error.code()).with_error_message(message.map(|m| str_bytes(&m)))
@@ -203,12 +197,9 @@ pub fn elect_leaders(controller: &QuorumController, request: ElectLeadersRequest
         .as_ref()
         .map(|topics| topics.iter().flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p))).collect());
     let decided = controller.change(|d| elect(d.image, election, wanted.as_deref()));
-    let results = match decided {
+    let results = match written("ElectLeaders", decided.map(Ok), Err) {
         Ok(results) => results,
-        Err(e) => {
-            let (error, _) = unwritten(e);
-            return ElectLeadersResponse::default().with_error_code(error.code());
-        }
+        Err(error) => return ElectLeadersResponse::default().with_error_code(error.code()),
     };
     let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
     for r in results {

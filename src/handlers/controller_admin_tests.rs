@@ -7,7 +7,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, TopicName};
 use super::*;
 use crate::controller::quorum::ControllerSettings;
 use crate::controller::ControllerConfig;
-use crate::metadata::records::TopicRecord;
+use crate::metadata::records::{MetadataRecord, TopicRecord};
 
 fn controller(dir: &std::path::Path) -> QuorumController {
     let config = crate::config::BrokerConfig::from_properties(Default::default()).expect("defaults");

@@ -10,7 +10,7 @@
 //! connection.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse, FinalizedFeatureKey};
+use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{
     DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
@@ -21,6 +21,7 @@ use kafka_protocol::messages::{
     EnvelopeRequest, EnvelopeResponse, RequestKind, ResponseKind,
 };
 
+use super::api_versions::{finalized_features, unsupported_version_of, version_table};
 use super::controller_admin;
 use super::controller_configs;
 use super::controller_describe_configs;
@@ -164,33 +165,15 @@ async fn handle_direct(
 /// ApiVersions: the controller's table and the finalized features of its image.
 pub fn api_versions(controller: &QuorumController) -> ApiVersionsResponse {
     let image = controller.image();
-    let keys = SERVED
-        .iter()
-        .map(|(key, min, max)| {
-            ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
-        })
-        .collect();
-    let finalized = image
-        .features
-        .iter()
-        .map(|(name, level)| {
-            FinalizedFeatureKey::default()
-                .with_name(str_bytes(name))
-                .with_min_version_level(*level)
-                .with_max_version_level(*level)
-        })
-        .collect();
     ApiVersionsResponse::default()
-        .with_api_keys(keys)
+        .with_api_keys(version_table(SERVED))
         .with_finalized_features_epoch(image.offset.max(0))
-        .with_finalized_features(finalized)
+        .with_finalized_features(finalized_features(&image.features))
 }
 
 /// KIP-511: an ApiVersions at a version this controller does not know.
 pub fn unsupported_api_versions() -> ApiVersionsResponse {
-    ApiVersionsResponse::default()
-        .with_error_code(ResponseError::UnsupportedVersion.code())
-        .with_api_keys(vec![ApiVersion::default().with_api_key(ApiKey::ApiVersions as i16).with_max_version(4)])
+    unsupported_version_of(SERVED)
 }
 
 /// DescribeQuorum: this node is the only voter and the leader; observers as last fetched.
@@ -309,8 +292,9 @@ fn heartbeat(controller: &QuorumController, request: &BrokerHeartbeatRequest) ->
 }
 
 /// The answer of a change, or `failed`'s (UNKNOWN_SERVER_ERROR) when its records could not be
-/// written (the metadata log's directory failed).
-fn written<T>(what: &str, answer: anyhow::Result<T>, failed: impl FnOnce(ResponseError) -> T) -> T {
+/// written (the metadata log's directory failed). Every controller handler answers that case
+/// through this.
+pub(super) fn written<T>(what: &str, answer: anyhow::Result<T>, failed: impl FnOnce(ResponseError) -> T) -> T {
     answer.unwrap_or_else(|e| {
         tracing::error!(error = %e, request = what, "metadata records not written");
         failed(ResponseError::UnknownServerError)

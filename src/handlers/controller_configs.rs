@@ -22,6 +22,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
     AlterConfigsResourceResponse as IncrementalResourceResponse, IncrementalAlterConfigsResponse,
 };
 
+use super::controller_apis::written;
 use super::str_bytes;
 use crate::controller::config_changes::{
     alter_resource, Change, ConfigContext, Op, Refusal, Unprocessable, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP,
@@ -47,8 +48,7 @@ pub fn incremental_alter_configs(
 ) -> IncrementalAlterConfigsResponse {
     let ctx = context(controller);
     let decided = controller.change(|d| decide_incremental(d.image, &ctx, &request));
-    let answers = decided.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "IncrementalAlterConfigs: metadata records not written");
+    let answers = written("IncrementalAlterConfigs", decided, |_| {
         failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
     });
     let answers = answers.into_iter().map(|(resource_type, name, error)| {
@@ -62,8 +62,7 @@ pub fn incremental_alter_configs(
 pub fn alter_configs(controller: &QuorumController, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let ctx = context(controller);
     let decided = controller.change(|d| decide_legacy(d.image, &ctx, &request));
-    let answers = decided.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "AlterConfigs: metadata records not written");
+    let answers = written("AlterConfigs", decided, |_| {
         failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
     });
     let answers = answers.into_iter().map(|(resource_type, name, error)| {

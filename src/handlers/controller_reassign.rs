@@ -6,12 +6,12 @@
 //! and DESCRIBE on the cluster). Invariants: a refused partition writes nothing; records that
 //! could not be written answer UNKNOWN_SERVER_ERROR at the top level.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 };
 
+use super::controller_apis::written;
 use crate::controller::quorum::QuorumController;
 use crate::controller::reassignment::{alter_partition_reassignments, list_partition_reassignments};
 
@@ -21,16 +21,13 @@ pub fn alter(
     request: &AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
     let config = controller.settings.config;
-    match controller.change(|d| alter_partition_reassignments(d.image, &config, request)) {
-        Ok(response) => response,
-        Err(e) => {
-            tracing::error!(error = %e, "partition reassignment records not written");
-            AlterPartitionReassignmentsResponse::default()
-                .with_allow_replication_factor_change(request.allow_replication_factor_change)
-                .with_error_code(ResponseError::UnknownServerError.code())
-                .with_error_message(None)
-        }
-    }
+    let decided = controller.change(|d| alter_partition_reassignments(d.image, &config, request));
+    written("AlterPartitionReassignments", decided, |error| {
+        AlterPartitionReassignmentsResponse::default()
+            .with_allow_replication_factor_change(request.allow_replication_factor_change)
+            .with_error_code(error.code())
+            .with_error_message(None)
+    })
 }
 
 /// ListPartitionReassignments (v0): the ongoing reassignments of the current image.

@@ -35,38 +35,122 @@ pub fn handle(
     };
     let describable: HashSet<String> =
         names().filter(|n| authz.allows_quietly(acl::DESCRIBE_CONFIGS, acl::TOPIC, n)).map(str::to_string).collect();
-    // As Kafka's ControllerApis: a name given twice is refused once, and neither entry is created.
+    let validate_only = req.validate_only;
+    let topics = answer_each_name_once(req.topics, |t| {
+        if !creatable.contains(t.name.0.as_str()) {
+            let message = "Authorization failed.".to_string();
+            return error_result(&t.name, ResponseError::TopicAuthorizationFailed, message);
+        }
+        let describable = describable.contains(t.name.0.as_str());
+        let name = t.name.clone();
+        create_one(broker, t, validate_only, version, describable)
+            .unwrap_or_else(|(error, message)| error_result(&name, error, message))
+    });
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// Kafka's refusal of one topic: its error and message.
+pub type Refusal = (ResponseError, String);
+
+/// The answer of each topic of a CreateTopics, in the request's order: a name given more than
+/// once is answered once, INVALID_REQUEST, and none of its entries is created (Kafka's
+/// `ControllerApis.createTopics`); every other topic is `answer`ed.
+pub fn answer_each_name_once(
+    topics: Vec<CreatableTopic>,
+    mut answer: impl FnMut(CreatableTopic) -> CreatableTopicResult,
+) -> Vec<CreatableTopicResult> {
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> =
-        req.topics.iter().map(|t| t.name.0.to_string()).filter(|name| !seen.insert(name.clone())).collect();
+        topics.iter().map(|t| t.name.0.to_string()).filter(|name| !seen.insert(name.clone())).collect();
     let mut reported = HashSet::new();
-    let topics = req
-        .topics
+    topics
         .into_iter()
         .filter_map(|t| {
             if !duplicates.contains(t.name.0.as_str()) {
-                if !creatable.contains(t.name.0.as_str()) {
-                    let message = "Authorization failed.".to_string();
-                    return Some(error_result(&t.name, ResponseError::TopicAuthorizationFailed, message));
-                }
-                let describable = describable.contains(t.name.0.as_str());
-                return Some(create_one(broker, t, req.validate_only, version, describable));
+                return Some(answer(t));
             }
             reported
                 .insert(t.name.0.to_string())
                 .then(|| error_result(&t.name, ResponseError::InvalidRequest, "Duplicate topic name.".to_string()))
         })
-        .collect();
-    CreateTopicsResponse::default().with_topics(topics)
+        .collect()
 }
 
-fn error_result(name: &TopicName, error: ResponseError, message: String) -> CreatableTopicResult {
+/// A topic refused: Kafka answers -1 partitions and replication factor with the error.
+pub fn error_result(name: &TopicName, error: ResponseError, message: String) -> CreatableTopicResult {
     CreatableTopicResult::default()
         .with_name(name.clone())
         .with_num_partitions(-1)
         .with_replication_factor(-1)
         .with_error_code(error.code())
         .with_error_message(Some(str_bytes(&message)))
+}
+
+/// How a new topic's partitions are to be laid out, as its request asks.
+pub enum Layout {
+    /// A manual assignment, `(partition, replicas)` in the request's order; checked against the
+    /// brokers when placed.
+    Manual(Vec<(i32, Vec<i32>)>),
+    /// Placed by the cluster: the count and replication factor asked, or the defaults.
+    Placed { partitions: i32, replication_factor: i16 },
+}
+
+impl Layout {
+    /// (partitions, replication factor) as CreateTopics answers them.
+    pub fn shape(&self) -> (i32, i16) {
+        match self {
+            Layout::Manual(a) => (a.len() as i32, a.first().map_or(0, |(_, r)| r.len() as i16)),
+            Layout::Placed { partitions, replication_factor } => (*partitions, *replication_factor),
+        }
+    }
+}
+
+/// Kafka's checks of a new topic's request after its name (`ReplicationControlManager
+/// .createTopic`), in its order and with its messages: no null config value, then a manual
+/// assignment with partition count and replication factor -1, or a valid count and factor
+/// (-1: the defaults given).
+pub fn requested_layout(
+    topic: &CreatableTopic,
+    default_partitions: i32,
+    default_replication_factor: i16,
+) -> Result<Layout, Refusal> {
+    let null_configs: Vec<&str> = topic.configs.iter().filter(|c| c.value.is_none()).map(|c| c.name.as_str()).collect();
+    if !null_configs.is_empty() {
+        let message = format!("Null value not supported for topic configs: {}", null_configs.join(","));
+        return Err((ResponseError::InvalidConfig, message));
+    }
+    if !topic.assignments.is_empty() {
+        if topic.replication_factor != -1 {
+            let message = "A manual partition assignment was specified, but replication factor was not set to -1.";
+            return Err((ResponseError::InvalidRequest, message.into()));
+        }
+        if topic.num_partitions != -1 {
+            let message = "A manual partition assignment was specified, but numPartitions was not set to -1.";
+            return Err((ResponseError::InvalidRequest, message.into()));
+        }
+        let assignment = topic.assignments.iter();
+        return Ok(Layout::Manual(
+            assignment.map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())).collect(),
+        ));
+    }
+    if topic.replication_factor < -1 || topic.replication_factor == 0 {
+        let message = "Replication factor must be larger than 0, or -1 to use the default value.";
+        return Err((ResponseError::InvalidReplicationFactor, message.into()));
+    }
+    if topic.num_partitions < -1 || topic.num_partitions == 0 {
+        let message = "Number of partitions was set to an invalid non-positive value.";
+        return Err((ResponseError::InvalidPartitions, message.into()));
+    }
+    let partitions = if topic.num_partitions == -1 { default_partitions } else { topic.num_partitions };
+    let replication_factor =
+        if topic.replication_factor == -1 { default_replication_factor } else { topic.replication_factor };
+    Ok(Layout::Placed { partitions, replication_factor })
+}
+
+/// The topic configs a CreateTopics sets (null values are refused before).
+pub fn overrides(topic: &CreatableTopic) -> Properties {
+    let set = topic.configs.iter().filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str(), v.as_str())));
+    set.map(|(name, value)| (name.to_string(), value.to_string())).collect()
 }
 
 /// Kafka's checks of a manual assignment (`validateManualPartitionAssignment`), given the
@@ -101,68 +185,35 @@ fn create_one(
     validate_only: bool,
     version: i16,
     describable: bool,
-) -> CreatableTopicResult {
+) -> Result<CreatableTopicResult, Refusal> {
     let name = topic.name.0.as_str().to_string();
-    let fail = |error: ResponseError, message: String| error_result(&topic.name, error, message);
-    if let Err(e) = broker.topics.check_new_name(&name) {
-        return fail(e.error, e.message);
-    }
-    let null_configs: Vec<&str> = topic.configs.iter().filter(|c| c.value.is_none()).map(|c| c.name.as_str()).collect();
-    if !null_configs.is_empty() {
-        let message = format!("Null value not supported for topic configs: {}", null_configs.join(","));
-        return fail(ResponseError::InvalidConfig, message);
-    }
-    let node_id = broker.config.node_id;
-    let partitions;
-    let replication_factor;
-    if !topic.assignments.is_empty() {
-        if topic.replication_factor != -1 {
-            let message = "A manual partition assignment was specified, but replication factor was not set to -1.";
-            return fail(ResponseError::InvalidRequest, message.into());
-        }
-        if topic.num_partitions != -1 {
-            let message = "A manual partition assignment was specified, but numPartitions was not set to -1.";
-            return fail(ResponseError::InvalidRequest, message.into());
-        }
-        let mut indexes = HashSet::new();
-        for a in &topic.assignments {
-            if !indexes.insert(a.partition_index) {
-                let message =
-                    format!("Found multiple manual partition assignments for partition {}", a.partition_index);
-                return fail(ResponseError::InvalidReplicaAssignment, message);
+    broker.topics.check_new_name(&name).map_err(|e| (e.error, e.message))?;
+    let layout = requested_layout(&topic, broker.config.num_partitions, broker.config.default_replication_factor)?;
+    match &layout {
+        Layout::Manual(_) => {
+            let node_id = broker.config.node_id;
+            let mut indexes = HashSet::new();
+            for a in &topic.assignments {
+                if !indexes.insert(a.partition_index) {
+                    let message =
+                        format!("Found multiple manual partition assignments for partition {}", a.partition_index);
+                    return Err((ResponseError::InvalidReplicaAssignment, message));
+                }
+                validate_assignment(&a.broker_ids, &[node_id])?;
             }
-            if let Err((error, message)) = validate_assignment(&a.broker_ids, &[node_id]) {
-                return fail(error, message);
+            if (0..topic.assignments.len() as i32).any(|i| !indexes.contains(&i)) {
+                let message = "partitions should be a consecutive 0-based integer sequence";
+                return Err((ResponseError::InvalidReplicaAssignment, message.into()));
             }
         }
-        if (0..topic.assignments.len() as i32).any(|i| !indexes.contains(&i)) {
-            let message = "partitions should be a consecutive 0-based integer sequence";
-            return fail(ResponseError::InvalidReplicaAssignment, message.into());
+        Layout::Placed { replication_factor, .. } if *replication_factor > 1 => {
+            let rf = replication_factor;
+            return Err((ResponseError::InvalidReplicationFactor, format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.")));
         }
-        partitions = topic.assignments.len() as i32;
-        replication_factor = 1;
-    } else if topic.replication_factor < -1 || topic.replication_factor == 0 {
-        let message = "Replication factor must be larger than 0, or -1 to use the default value.";
-        return fail(ResponseError::InvalidReplicationFactor, message.into());
-    } else if topic.num_partitions < -1 || topic.num_partitions == 0 {
-        let message = "Number of partitions was set to an invalid non-positive value.";
-        return fail(ResponseError::InvalidPartitions, message.into());
-    } else {
-        partitions = if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
-        replication_factor = if topic.replication_factor == -1 {
-            broker.config.default_replication_factor
-        } else {
-            topic.replication_factor
-        };
-        if replication_factor > 1 {
-            return fail(ResponseError::InvalidReplicationFactor, format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."));
-        }
+        Layout::Placed { .. } => {}
     }
-    let overrides: Properties = topic
-        .configs
-        .iter()
-        .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
-        .collect();
+    let (partitions, replication_factor) = layout.shape();
+    let overrides = overrides(&topic);
     let outcome = if validate_only {
         // Kafka draws the id of a topic it validates too.
         let id = Uuid::from_bytes(crate::metadata::random_bytes());
@@ -170,27 +221,16 @@ fn create_one(
     } else {
         broker.topics.create(&name, partitions, overrides.clone()).map(|t| (t.id, t.config.clone()))
     };
-    match outcome {
-        Ok((id, _)) if !describable => CreatableTopicResult::default()
-            .with_name(topic.name.clone())
-            .with_topic_id(id)
-            .with_error_message(None)
-            .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()),
-        Ok((id, config)) => {
-            let ok = CreatableTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_topic_id(id)
-                .with_num_partitions(partitions)
-                .with_replication_factor(replication_factor)
-                .with_error_message(None);
-            if version >= 5 {
-                ok.with_configs(Some(describe_configs(&config, &overrides, topic_config_sources(broker))))
-            } else {
-                ok
-            }
-        }
-        Err(e) => fail(e.error, e.message),
+    let (id, config) = outcome.map_err(|e| (e.error, e.message))?;
+    let ok = CreatableTopicResult::default().with_name(topic.name.clone()).with_topic_id(id).with_error_message(None);
+    if !describable {
+        return Ok(ok.with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()));
     }
+    let ok = ok.with_num_partitions(partitions).with_replication_factor(replication_factor);
+    if version < 5 {
+        return Ok(ok);
+    }
+    Ok(ok.with_configs(Some(describe_configs(&config, &overrides, topic_config_sources(broker)))))
 }
 
 /// The topic's effective configs as CreateTopics v5+ reports them; `source` gives a config's
@@ -209,3 +249,7 @@ pub fn describe_configs(
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "create_topics_tests.rs"]
+mod tests;

@@ -11,7 +11,8 @@
 //! answer is the answer; when it cannot be reached every forwarded topic gets REQUEST_TIMED_OUT,
 //! as a Kafka broker whose forwarding times out answers, and UNSUPPORTED_VERSION when the
 //! controller's ApiVersions does not list the request at its version (Kafka's forwarding checks
-//! the controller's versions too).
+//! the controller's versions too). A CreateTopics is answered once this broker has applied the
+//! topics it created (bounded by the request's timeout), so a client can use them here at once.
 //!
 //! Invariants: a topic the principal may not change never reaches the controller; every topic
 //! of the request gets exactly one answer.
@@ -19,6 +20,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
@@ -26,6 +28,9 @@ use kafka_protocol::messages::{
 };
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+use uuid::Uuid;
 
 use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceResponse, AlterConfigsResponse};
 use kafka_protocol::messages::incremental_alter_configs_response::{
@@ -35,10 +40,11 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 
-use super::{cluster, configs};
+use super::{cluster, configs, create_topics};
 use crate::dynconf::Refusal;
+use crate::metadata::image::MetadataImage;
 use crate::node::ControllerLink;
 use crate::security::acl;
 use crate::security::authorizer::Authz;
@@ -49,12 +55,8 @@ const REFUSED: ResponseError = ResponseError::TopicAuthorizationFailed;
 /// The controller's answer, or the error every forwarded item gets instead: UNSUPPORTED_VERSION
 /// when the controller does not serve the request at this version (as Kafka's forwarding
 /// answers), REQUEST_TIMED_OUT when it cannot be reached or does not answer.
-async fn forward<R: kafka_protocol::protocol::Request>(
-    link: &ControllerLink,
-    version: i16,
-    request: &R,
-    what: &str,
-) -> Result<R::Response, ResponseError> {
+async fn forward<R: Request>(link: &ControllerLink, version: i16, request: &R) -> Result<R::Response, ResponseError> {
+    let what = std::any::type_name::<R>().rsplit("::").next().unwrap_or_default().trim_end_matches("Request");
     match link.forward_if_served(version, request).await {
         Ok(Some(response)) => Ok(response),
         Ok(None) => {
@@ -68,6 +70,42 @@ async fn forward<R: kafka_protocol::protocol::Request>(
     }
 }
 
+/// The shape of a forwarded request answered per resource: the resources `allowed` here are
+/// forwarded (the request keeps only them; nothing is sent when none is), the others are
+/// `answer`ed REFUSED. Returns the controller's answers (`answers`), or each forwarded
+/// resource `answer`ed with the forwarding's error, then the refused ones.
+async fn forward_allowed<R: Request, T, A>(
+    link: &ControllerLink,
+    version: i16,
+    mut request: R,
+    resources: impl Fn(&mut R) -> &mut Vec<T>,
+    allowed: impl FnMut(&T) -> bool,
+    answer: impl Fn(&T, ResponseError) -> A,
+    answers: impl FnOnce(R::Response) -> Vec<A>,
+) -> Vec<A> {
+    let (passed, denied): (Vec<T>, Vec<T>) = std::mem::take(resources(&mut request)).into_iter().partition(allowed);
+    *resources(&mut request) = passed;
+    let answered = match resources(&mut request).is_empty() {
+        true => Vec::new(),
+        false => match forward(link, version, &request).await {
+            Ok(response) => answers(response),
+            Err(error) => resources(&mut request).iter().map(|t| answer(t, error)).collect(),
+        },
+    };
+    answered.into_iter().chain(denied.iter().map(|t| answer(t, REFUSED))).collect()
+}
+
+/// The shape of a forwarded request answered as a whole: the controller's answer, or
+/// `failed`'s with the forwarding's error (the caller authorized first).
+async fn forward_whole<R: Request>(
+    link: &ControllerLink,
+    version: i16,
+    request: &R,
+    failed: impl FnOnce(ResponseError) -> R::Response,
+) -> R::Response {
+    forward(link, version, request).await.unwrap_or_else(failed)
+}
+
 /// Whether `operation` is allowed on topic `name`, or on the whole cluster.
 fn may(authz: &Authz, operation: i8, name: &str) -> bool {
     authz.allows_quietly(operation, acl::CLUSTER, acl::CLUSTER_NAME) || authz.allows(operation, acl::TOPIC, name)
@@ -76,44 +114,65 @@ fn may(authz: &Authz, operation: i8, name: &str) -> bool {
 pub async fn create_topics(
     link: &ControllerLink,
     authz: &Authz<'_>,
-    mut request: CreateTopicsRequest,
+    request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    let (allowed, refused): (Vec<_>, Vec<_>) =
-        std::mem::take(&mut request.topics).into_iter().partition(|t| may(authz, acl::CREATE, t.name.0.as_str()));
-    let refused = refused.into_iter().map(|t| {
-        CreatableTopicResult::default()
-            .with_name(t.name)
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_error_code(REFUSED.code())
-            .with_error_message(Some(super::str_bytes("Authorization failed.")))
-    });
-    request.topics = allowed;
-    let answered = match request.topics.is_empty() {
-        true => Vec::new(),
-        false => match forward(link, version, &request, "CreateTopics").await {
-            Ok(response) => response.topics,
-            Err(error) => request
-                .topics
-                .iter()
-                .map(|t| CreatableTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()))
-                .collect(),
+    let (validate_only, timeout_ms) = (request.validate_only, request.timeout_ms);
+    let topics = forward_allowed(
+        link,
+        version,
+        request,
+        |r| &mut r.topics,
+        |t| may(authz, acl::CREATE, t.name.0.as_str()),
+        |t, error| match error {
+            REFUSED => create_topics::error_result(&t.name, error, "Authorization failed.".to_string()),
+            _ => CreatableTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()),
         },
+        |response| response.topics,
+    )
+    .await;
+    if !validate_only {
+        let created: Vec<_> =
+            topics.iter().filter(|t| t.error_code == 0).map(|t| (t.name.0.to_string(), t.topic_id)).collect();
+        await_created(link, &created, timeout_ms).await;
+    }
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// The longest a CreateTopics waits for this broker to apply the topics it created.
+const CREATED_WAIT_CAP: Duration = Duration::from_secs(30);
+
+/// Waits (the request's timeout at most, and `CREATED_WAIT_CAP`) until this broker serves the
+/// topics a forwarded CreateTopics created: the controller answers once their records are
+/// committed, before this broker has applied them, and a client going on at once would get
+/// UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION here. Kafka's broker answers at once (its
+/// clients retry); waiting costs one metadata round trip. Past the wait the answer goes as is.
+/// `created`: (name, id) of each, the id nil before v7 (then the name is looked for).
+async fn await_created(link: &ControllerLink, created: &[(String, Uuid)], timeout_ms: i32) {
+    if created.is_empty() {
+        return;
+    }
+    let timeout = Duration::from_millis(timeout_ms.max(0) as u64).min(CREATED_WAIT_CAP);
+    let applied = |image: &MetadataImage| {
+        created.iter().all(|(name, id)| match id.is_nil() {
+            true => image.topic(name).is_some(),
+            false => image.topics.contains_key(id),
+        })
     };
-    CreateTopicsResponse::default().with_topics(answered.into_iter().chain(refused).collect())
+    if !link.wait_applied(timeout, applied).await {
+        tracing::info!(topics = ?created, ?timeout, "created topics not applied here within the request's timeout");
+    }
 }
 
 pub async fn delete_topics(
     link: &ControllerLink,
     authz: &Authz<'_>,
-    mut request: DeleteTopicsRequest,
+    request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
-    let image = link.image();
-    let mut refused = Vec::new();
-    if version >= 6 {
-        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics).into_iter().partition(|t| {
+    let responses = if version >= 6 {
+        let image = link.image();
+        let allowed = |t: &DeleteTopicState| {
             let name = t
                 .name
                 .as_ref()
@@ -121,62 +180,41 @@ pub async fn delete_topics(
                 .or_else(|| image.topics.get(&t.topic_id).map(|t| t.name.clone()));
             // An unknown id is the controller's to answer (UNKNOWN_TOPIC_ID).
             name.is_none_or(|n| may(authz, acl::DELETE, &n))
-        });
-        request.topics = allowed;
-        refused.extend(
-            denied.into_iter().map(|t| DeletableTopicResult::default().with_name(t.name).with_topic_id(t.topic_id)),
-        );
+        };
+        let answer = |t: &DeleteTopicState, error: ResponseError| {
+            DeletableTopicResult::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_error_code(error.code())
+        };
+        forward_allowed(link, version, request, |r| &mut r.topics, allowed, answer, |r| r.responses).await
     } else {
-        let (allowed, denied): (Vec<TopicName>, Vec<TopicName>) =
-            std::mem::take(&mut request.topic_names).into_iter().partition(|n| may(authz, acl::DELETE, n.0.as_str()));
-        request.topic_names = allowed;
-        refused.extend(denied.into_iter().map(|n| DeletableTopicResult::default().with_name(Some(n))));
-    }
-    let refused = refused.into_iter().map(|r| r.with_error_code(REFUSED.code()));
-    let nothing = request.topics.is_empty() && request.topic_names.is_empty();
-    let answered = match nothing {
-        true => Vec::new(),
-        false => match forward(link, version, &request, "DeleteTopics").await {
-            Ok(response) => response.responses,
-            Err(error) => {
-                let failed = |r: DeletableTopicResult| r.with_error_code(error.code());
-                let by_state = request
-                    .topics
-                    .iter()
-                    .map(|t| DeletableTopicResult::default().with_name(t.name.clone()).with_topic_id(t.topic_id));
-                let by_name =
-                    request.topic_names.iter().map(|n| DeletableTopicResult::default().with_name(Some(n.clone())));
-                by_state.chain(by_name).map(failed).collect()
-            }
-        },
+        let allowed = |n: &TopicName| may(authz, acl::DELETE, n.0.as_str());
+        let answer = |n: &TopicName, error: ResponseError| {
+            DeletableTopicResult::default().with_name(Some(n.clone())).with_error_code(error.code())
+        };
+        forward_allowed(link, version, request, |r| &mut r.topic_names, allowed, answer, |r| r.responses).await
     };
-    DeleteTopicsResponse::default().with_responses(answered.into_iter().chain(refused).collect())
+    DeleteTopicsResponse::default().with_responses(responses)
 }
 
 pub async fn create_partitions(
     link: &ControllerLink,
     authz: &Authz<'_>,
-    mut request: CreatePartitionsRequest,
+    request: CreatePartitionsRequest,
     version: i16,
 ) -> CreatePartitionsResponse {
-    let (allowed, refused): (Vec<_>, Vec<_>) =
-        std::mem::take(&mut request.topics).into_iter().partition(|t| may(authz, acl::ALTER, t.name.0.as_str()));
-    let refused = refused
-        .into_iter()
-        .map(|t| CreatePartitionsTopicResult::default().with_name(t.name).with_error_code(REFUSED.code()));
-    request.topics = allowed;
-    let answered = match request.topics.is_empty() {
-        true => Vec::new(),
-        false => match forward(link, version, &request, "CreatePartitions").await {
-            Ok(response) => response.results,
-            Err(error) => request
-                .topics
-                .iter()
-                .map(|t| CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()))
-                .collect(),
-        },
-    };
-    CreatePartitionsResponse::default().with_results(answered.into_iter().chain(refused).collect())
+    let results = forward_allowed(
+        link,
+        version,
+        request,
+        |r| &mut r.topics,
+        |t| may(authz, acl::ALTER, t.name.0.as_str()),
+        |t, error| CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()),
+        |response| response.results,
+    )
+    .await;
+    CreatePartitionsResponse::default().with_results(results)
 }
 
 pub async fn elect_leaders(
@@ -188,10 +226,7 @@ pub async fn elect_leaders(
     if !authz.cluster(acl::ALTER) {
         return ElectLeadersResponse::default().with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
-    match forward(link, version, &request, "ElectLeaders").await {
-        Ok(response) => response,
-        Err(error) => ElectLeadersResponse::default().with_error_code(error.code()),
-    }
+    forward_whole(link, version, &request, |error| ElectLeadersResponse::default().with_error_code(error.code())).await
 }
 
 /// A config resource (type, name) and the answer for it (error code, message).
@@ -225,7 +260,7 @@ fn reassemble(
 /// Which of a config request's resources passed this broker's checks go to the controller:
 /// `resources` takes them out of the request (the others are dropped), `answers` reads the
 /// controller's answer. Returns every resource's answer (`reassemble`).
-async fn forward_configs<R: kafka_protocol::protocol::Request, T>(
+async fn forward_configs<R: Request, T>(
     link: &ControllerLink,
     version: i16,
     checks: Vec<Result<(), Refusal>>,
@@ -240,12 +275,31 @@ async fn forward_configs<R: kafka_protocol::protocol::Request, T>(
     *resources(&mut request) = passed.collect();
     let answered = match resources(&mut request).is_empty() {
         true => Ok(HashMap::new()),
-        false => {
-            let what = std::any::type_name::<R>().rsplit("::").next().unwrap_or_default();
-            forward(link, version, &request, what).await.map(answers)
-        }
+        false => forward(link, version, &request).await.map(answers),
     };
     reassemble(keys, checks, answered)
+}
+
+/// A config request forwarded (`forward_configs`) and answered: IncrementalAlterConfigs and
+/// AlterConfigs differ only in their types.
+macro_rules! forward_config_request {
+    ($link:expr, $version:expr, $checks:expr, $request:expr, $resource_response:ident, $response:ident) => {{
+        let answered = forward_configs(
+            $link,
+            $version,
+            $checks,
+            $request,
+            |r| &mut r.resources,
+            |r| (r.resource_type, r.resource_name.clone()),
+            |response| {
+                let answers = response.responses.into_iter();
+                answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
+            },
+        )
+        .await;
+        let responses: Vec<_> = super::config_resource_responses!($resource_response, answered);
+        $response::default().with_responses(responses)
+    }};
 }
 
 /// IncrementalAlterConfigs: `checks` are this broker's preprocessing
@@ -256,21 +310,14 @@ pub async fn incremental_alter_configs(
     request: IncrementalAlterConfigsRequest,
     version: i16,
 ) -> IncrementalAlterConfigsResponse {
-    let answered = forward_configs(
+    forward_config_request!(
         link,
         version,
         checks,
         request,
-        |r| &mut r.resources,
-        |r| (r.resource_type, r.resource_name.clone()),
-        |response| {
-            let answers = response.responses.into_iter();
-            answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
-        },
+        IncrementalAlterConfigsResourceResponse,
+        IncrementalAlterConfigsResponse
     )
-    .await;
-    let responses: Vec<_> = super::config_resource_responses!(IncrementalAlterConfigsResourceResponse, answered);
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
 /// Legacy AlterConfigs, the same way (`configs::alter_configs_preprocess`).
@@ -280,21 +327,7 @@ pub async fn alter_configs(
     request: AlterConfigsRequest,
     version: i16,
 ) -> AlterConfigsResponse {
-    let answered = forward_configs(
-        link,
-        version,
-        checks,
-        request,
-        |r| &mut r.resources,
-        |r| (r.resource_type, r.resource_name.clone()),
-        |response| {
-            let answers = response.responses.into_iter();
-            answers.map(|r| ((r.resource_type, r.resource_name), (r.error_code, r.error_message))).collect()
-        },
-    )
-    .await;
-    let responses: Vec<_> = super::config_resource_responses!(AlterConfigsResourceResponse, answered);
-    AlterConfigsResponse::default().with_responses(responses)
+    forward_config_request!(link, version, checks, request, AlterConfigsResourceResponse, AlterConfigsResponse)
 }
 
 /// AlterPartitionReassignments: ALTER on the cluster here, then the controller's answer (every
@@ -309,10 +342,7 @@ pub async fn alter_partition_reassignments(
         let (code, message) = super::cluster_denied();
         return cluster::reassignments_refused(&request, code, message);
     }
-    match forward(link, version, &request, "AlterPartitionReassignments").await {
-        Ok(response) => response,
-        Err(error) => cluster::reassignments_refused(&request, error.code(), None),
-    }
+    forward_whole(link, version, &request, |error| cluster::reassignments_refused(&request, error.code(), None)).await
 }
 
 /// ListPartitionReassignments: DESCRIBE on the cluster here, then the controller's answer.
@@ -326,10 +356,8 @@ pub async fn list_partition_reassignments(
         let (code, message) = super::cluster_denied();
         return cluster::list_reassignments_refused(&request, code, message);
     }
-    match forward(link, version, &request, "ListPartitionReassignments").await {
-        Ok(response) => response,
-        Err(error) => cluster::list_reassignments_refused(&request, error.code(), None),
-    }
+    let failed = |error: ResponseError| cluster::list_reassignments_refused(&request, error.code(), None);
+    forward_whole(link, version, &request, failed).await
 }
 
 #[cfg(test)]

@@ -111,6 +111,33 @@ pub fn validate_topic_name(name: &str) -> Result<(), CreateError> {
     Err(CreateError::new(ResponseError::InvalidTopicException, format!("Topic name is invalid: {reason}")))
 }
 
+/// Whether `name` may be given to a new topic, checked as Kafka's controller does: a legal name,
+/// not the metadata log's, not `taken`, and not colliding with one of the `existing` names once
+/// '.' and '_' are unified (their metric names would clash).
+pub fn check_new_topic_name<'a>(
+    name: &str,
+    taken: impl FnOnce(&str) -> bool,
+    existing: impl IntoIterator<Item = &'a String>,
+) -> Result<(), CreateError> {
+    validate_topic_name(name)?;
+    if name == crate::raft::METADATA_TOPIC_NAME {
+        let message = format!("Topic name is invalid: '{name}' is reserved for the metadata log");
+        return Err(CreateError::new(ResponseError::InvalidTopicException, message));
+    }
+    if taken(name) {
+        return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
+    }
+    // A name with neither '.' nor '_' collides only with itself, taken above.
+    let unified = name.replace('.', "_");
+    if unified != name || name.contains('_') {
+        if let Some(existing) = existing.into_iter().find(|t| t.replace('.', "_") == unified) {
+            let message = format!("Topic '{name}' collides with existing topic: {existing}");
+            return Err(CreateError::new(ResponseError::InvalidTopicException, message));
+        }
+    }
+    Ok(())
+}
+
 impl TopicRegistry {
     /// Opens (locking, formatting) the log directories, then the topics in them.
     pub fn open(config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
@@ -386,27 +413,11 @@ impl TopicRegistry {
             .map_err(|e| CreateError::new(ResponseError::InvalidConfig, e.to_string()))
     }
 
-    /// Whether `name` may be given to a new topic, checked as Kafka's controller does: a legal
-    /// name, not taken, and not colliding with an existing topic's once '.' and '_' are unified
-    /// (their metric names would clash).
+    /// Whether `name` may be given to a new topic (`check_new_topic_name`, against this
+    /// registry's topics).
     pub fn check_new_name(&self, name: &str) -> Result<(), CreateError> {
-        validate_topic_name(name)?;
-        if name == crate::raft::METADATA_TOPIC_NAME {
-            let message = format!("Topic name is invalid: '{name}' is reserved for the metadata log");
-            return Err(CreateError::new(ResponseError::InvalidTopicException, message));
-        }
         let topics = self.read();
-        if topics.contains_key(name) {
-            return Err(CreateError::new(ResponseError::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
-        }
-        let unified = name.replace('.', "_");
-        if unified != name || name.contains('_') {
-            if let Some(existing) = topics.keys().find(|t| t.replace('.', "_") == unified) {
-                let message = format!("Topic '{name}' collides with existing topic: {existing}");
-                return Err(CreateError::new(ResponseError::InvalidTopicException, message));
-            }
-        }
-        Ok(())
+        check_new_topic_name(name, |n| topics.contains_key(n), topics.keys())
     }
 
     /// The topic defaults in force.

@@ -1,6 +1,6 @@
 //! This node's membership of a KRaft cluster: its roles (`process.roles`), how it finds the
 //! controller quorum (`controller.quorum.voters`, `controller.quorum.bootstrap.servers`,
-//! `controller.listener.names`), its link to the active controller (`client.rs`) and, as a
+//! `controller.listener.names`), its link to the active controller (`link.rs`, `client.rs`) and, as a
 //! broker, its registration, heartbeats and controlled shutdown (`lifecycle.rs`, Kafka's
 //! `BrokerLifecycleManager`).
 //!
@@ -15,6 +15,7 @@
 pub mod client;
 pub mod isr;
 pub mod lifecycle;
+mod link;
 pub mod producer_ids;
 
 use std::path::Path;
@@ -30,6 +31,7 @@ use crate::raft::observer::{Observer, ObserverHandle};
 use crate::replica::fetcher::{FetcherSetup, FollowerFetcher};
 use crate::replica::manager::ReplicaManager;
 use lifecycle::{Endpoint, Lifecycle, State};
+pub use link::ControllerLink;
 
 /// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
 const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
@@ -37,66 +39,14 @@ const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a shutting-down broker waits for the controller to let it go.
 const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
-/// Requests this broker forwards to the active controller (Kafka's `ForwardingManager`,
-/// without its Envelope: the controller sees this broker's connection): the admin changes a
-/// broker of a controller quorum does not make itself.
-#[derive(Clone)]
-pub struct ControllerLink {
-    config: NodeConfig,
-    leader: watch::Receiver<Option<crate::raft::observer::Leader>>,
-    image: watch::Receiver<std::sync::Arc<crate::metadata::image::MetadataImage>>,
-}
-
-impl ControllerLink {
-    /// The metadata image replicated from the quorum, as of now.
-    pub fn image(&self) -> std::sync::Arc<crate::metadata::image::MetadataImage> {
-        self.image.borrow().clone()
-    }
-
-    /// Sends `request` to the active controller on a connection of its own and returns the answer.
-    pub async fn forward<R: kafka_protocol::protocol::Request>(
-        &self,
-        version: i16,
-        request: &R,
-    ) -> anyhow::Result<R::Response> {
-        let mut conn = self.connect().await?;
-        conn.send(version, request, Duration::ZERO).await
-    }
-
-    /// A client's request forwarded (Kafka's `ForwardingManager`): as `forward`, but `None` when
-    /// the controller's ApiVersions, asked first on the same connection, does not list the
-    /// request at `version`.
-    pub async fn forward_if_served<R: kafka_protocol::protocol::Request>(
-        &self,
-        version: i16,
-        request: &R,
-    ) -> anyhow::Result<Option<R::Response>> {
-        let mut conn = self.connect().await?;
-        let versions = conn.send(0, &kafka_protocol::messages::ApiVersionsRequest::default(), Duration::ZERO).await?;
-        anyhow::ensure!(versions.error_code == 0, "ApiVersions answered error {}", versions.error_code);
-        let served =
-            versions.api_keys.iter().any(|k| k.api_key == R::KEY && (k.min_version..=k.max_version).contains(&version));
-        if !served {
-            return Ok(None);
-        }
-        conn.send(version, request, Duration::ZERO).await.map(Some)
-    }
-
-    async fn connect(&self) -> anyhow::Result<client::Connection> {
-        let leader = self.leader.borrow().clone();
-        let Some(leader) = leader else { anyhow::bail!("the active controller is not known yet") };
-        let timeout = Duration::from_millis(self.config.request_timeout_ms.max(30_000));
-        let client_id = format!("broker-{}-forwarding", self.config.node_id);
-        client::Connection::connect(&leader.addr, &client_id, timeout).await
-    }
-}
-
 /// A running broker membership: the metadata observer, the lifecycle and the follower
 /// fetcher, until `stop`.
 pub struct Membership {
     stop: watch::Sender<bool>,
     pub metadata: ObserverHandle,
     pub state: watch::Receiver<State>,
+    /// The last metadata image applied to the replicas and topics (`apply_images`).
+    applied: watch::Receiver<Arc<MetadataImage>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -119,14 +69,16 @@ impl Membership {
         let (lifecycle, state) =
             Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone());
         let ReplicaHost { manager, apply, tick } = replicas;
-        tasks.push(tokio::spawn(apply_images(metadata.image.clone(), apply, tick, manager.clone(), stop_rx.clone())));
+        let (applied_tx, applied) = watch::channel(metadata.image.borrow().clone());
+        let images = metadata.image.clone();
+        tasks.push(tokio::spawn(apply_images(images, applied_tx, apply, tick, manager.clone(), stop_rx.clone())));
         let follower = FollowerFetcher::new(fetcher, manager.clone(), metadata.image.clone(), state.clone());
         tasks.push(tokio::spawn(follower.run(stop_rx.clone())));
         let link =
-            ControllerLink { config: config.clone(), leader: metadata.leader.clone(), image: metadata.image.clone() };
+            ControllerLink::new(config.clone(), metadata.leader.clone(), metadata.image.clone(), applied.clone());
         tasks.push(tokio::spawn(isr::run(manager, link, state.clone(), stop_rx.clone())));
         tasks.push(tokio::spawn(lifecycle.run(stop_rx, CONTROLLED_SHUTDOWN_WAIT)));
-        Ok(Membership { stop, metadata, state, tasks })
+        Ok(Membership { stop, metadata, state, applied, tasks })
     }
 
     /// Runs `task` (given the stop signal) until the membership stops.
@@ -139,11 +91,8 @@ impl Membership {
 
     /// The link admin requests are forwarded through.
     pub fn controller_link(&self, config: &NodeConfig) -> ControllerLink {
-        ControllerLink {
-            config: config.clone(),
-            leader: self.metadata.leader.clone(),
-            image: self.metadata.image.clone(),
-        }
+        let (leader, image) = (self.metadata.leader.clone(), self.metadata.image.clone());
+        ControllerLink::new(config.clone(), leader, image, self.applied.clone())
     }
 
     /// Controlled shutdown with the controller (bounded), then the observer stops.
@@ -164,10 +113,11 @@ pub struct ReplicaHost {
     pub tick: Duration,
 }
 
-/// Applies every metadata image to the replicas (in order, each once), and runs the leaders'
-/// ISR checks.
+/// Applies every metadata image to the replicas (in order, each once), publishing each in
+/// `applied` once applied, and runs the leaders' ISR checks.
 async fn apply_images(
     mut image: watch::Receiver<Arc<MetadataImage>>,
+    applied: watch::Sender<Arc<MetadataImage>>,
     apply: Box<dyn Fn(&MetadataImage) + Send + Sync>,
     tick: Duration,
     manager: Arc<ReplicaManager>,
@@ -177,6 +127,7 @@ async fn apply_images(
     let mut checkpoints = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     let current = image.borrow_and_update().clone();
     apply(&current);
+    applied.send_replace(current);
     while !*stop.borrow() {
         tokio::select! {
             changed = image.changed() => {
@@ -185,6 +136,7 @@ async fn apply_images(
                 }
                 let current = image.borrow_and_update().clone();
                 apply(&current);
+                applied.send_replace(current);
             }
             _ = ticks.tick() => manager.tick(crate::log::now_ms()),
             _ = checkpoints.tick() => manager.checkpoint(),

@@ -1,0 +1,164 @@
+//! This broker's link to the active controller (Kafka's `ForwardingManager` and
+//! `NodeToControllerChannelManager`, without the Envelope: the controller sees this broker's
+//! connection): admin requests forwarded, and the broker's own AlterPartition,
+//! AllocateProducerIds and internal-topic creations.
+//!
+//! Connections are kept between requests (a few idle ones, one request at a time on each), so a
+//! forward costs one round trip: the controller's ApiVersions is asked once per connection, on
+//! its first forward that checks it, and kept with it.
+//! Invariants: a connection goes back to the idle ones only after an exchange completed on it
+//! (never with a response outstanding); a connection to a controller that is no longer the
+//! active one is dropped, and its ApiVersions with it (a new connection asks again); a kept
+//! connection found closed (an I/O error: the controller closed it while idle, or restarted) is
+//! replaced by a new one and the request sent once more on it (as Kafka's channel retries after
+//! a disconnect), never after a timeout (the controller may still be deciding it).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::protocol::Request;
+use tokio::sync::watch;
+
+use super::{client, NodeConfig};
+use crate::metadata::image::MetadataImage;
+use crate::raft::observer::Leader;
+
+/// Idle connections kept at most; more concurrent forwards open more, closed after use.
+const MAX_IDLE: usize = 4;
+
+#[derive(Clone)]
+pub struct ControllerLink {
+    config: NodeConfig,
+    leader: watch::Receiver<Option<Leader>>,
+    image: watch::Receiver<Arc<MetadataImage>>,
+    /// The last image this broker applied to its replicas and topics (after `image`).
+    applied: watch::Receiver<Arc<MetadataImage>>,
+    idle: Arc<Mutex<Vec<Kept>>>,
+}
+
+/// A connection to the controller and its ApiVersions table, once asked on it.
+struct Kept {
+    conn: client::Connection,
+    versions: Option<Vec<ApiVersion>>,
+}
+
+impl ControllerLink {
+    pub(super) fn new(
+        config: NodeConfig,
+        leader: watch::Receiver<Option<Leader>>,
+        image: watch::Receiver<Arc<MetadataImage>>,
+        applied: watch::Receiver<Arc<MetadataImage>>,
+    ) -> ControllerLink {
+        ControllerLink { config, leader, image, applied, idle: Arc::default() }
+    }
+
+    /// The metadata image replicated from the quorum, as of now.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    /// Waits, at most `timeout`, until this broker has applied (to its replicas and topics) an
+    /// image where `done` holds; whether it has.
+    pub async fn wait_applied(&self, timeout: Duration, done: impl Fn(&MetadataImage) -> bool) -> bool {
+        let mut applied = self.applied.clone();
+        let reached = tokio::time::timeout(timeout, applied.wait_for(|image| done(image))).await;
+        reached.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Sends `request` to the active controller and returns the answer.
+    pub async fn forward<R: Request>(&self, version: i16, request: &R) -> anyhow::Result<R::Response> {
+        let answer = self.send(version, request, false).await?;
+        answer.ok_or_else(|| anyhow::anyhow!("no answer"))
+    }
+
+    /// A client's request forwarded (Kafka's `ForwardingManager`): as `forward`, but `None` when
+    /// the controller's ApiVersions (asked once per connection) does not list the request at
+    /// `version`.
+    pub async fn forward_if_served<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<Option<R::Response>> {
+        self.send(version, request, true).await
+    }
+
+    async fn send<R: Request>(&self, version: i16, request: &R, check: bool) -> anyhow::Result<Option<R::Response>> {
+        let addr = self.leader_addr()?;
+        if let Some(mut kept) = self.take_idle(&addr) {
+            match exchange(&mut kept, version, request, check).await {
+                Ok(answer) => {
+                    self.put_idle(kept);
+                    return Ok(answer);
+                }
+                // Closed by the controller while idle (its idle timeout, a restart): once more on
+                // a new connection.
+                Err(e) if e.downcast_ref::<std::io::Error>().is_some() => {
+                    tracing::debug!(error = %e, %addr, "a kept connection to the controller was closed");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut kept = Kept { conn: self.connect(&addr).await?, versions: None };
+        let answer = exchange(&mut kept, version, request, check).await?;
+        self.put_idle(kept);
+        Ok(answer)
+    }
+
+    fn leader_addr(&self) -> anyhow::Result<String> {
+        let leader = self.leader.borrow();
+        let Some(leader) = leader.as_ref() else { anyhow::bail!("the active controller is not known yet") };
+        Ok(leader.addr.clone())
+    }
+
+    /// An idle connection to `addr`; those to another address (a former controller) are dropped.
+    fn take_idle(&self, addr: &str) -> Option<Kept> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.retain(|k| k.conn.addr() == addr);
+        idle.pop()
+    }
+
+    fn put_idle(&self, kept: Kept) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(kept);
+        }
+    }
+
+    async fn connect(&self, addr: &str) -> anyhow::Result<client::Connection> {
+        let timeout = Duration::from_millis(self.config.request_timeout_ms.max(30_000));
+        let client_id = format!("broker-{}-forwarding", self.config.node_id);
+        client::Connection::connect(addr, &client_id, timeout).await
+    }
+}
+
+/// One request on `kept`, after its ApiVersions (asked the first time) when `check`: `None` when
+/// the controller does not serve the request at `version`.
+async fn exchange<R: Request>(
+    kept: &mut Kept,
+    version: i16,
+    request: &R,
+    check: bool,
+) -> anyhow::Result<Option<R::Response>> {
+    if check {
+        let versions = match kept.versions.take() {
+            Some(versions) => versions,
+            None => {
+                let answer = kept.conn.send(0, &ApiVersionsRequest::default(), Duration::ZERO).await?;
+                anyhow::ensure!(answer.error_code == 0, "ApiVersions answered error {}", answer.error_code);
+                answer.api_keys
+            }
+        };
+        let served = versions.iter().any(|k| k.api_key == R::KEY && (k.min_version..=k.max_version).contains(&version));
+        kept.versions = Some(versions);
+        if !served {
+            return Ok(None);
+        }
+    }
+    kept.conn.send(version, request, Duration::ZERO).await.map(Some)
+}
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;
