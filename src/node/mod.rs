@@ -111,13 +111,14 @@ impl Membership {
         endpoints: Vec<Endpoint>,
         fetcher: FetcherSetup,
         replicas: ReplicaHost,
+        epochs: lifecycle::Epochs,
     ) -> anyhow::Result<Membership> {
         let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
         let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = vec![tokio::spawn(observer.run(stop_rx.clone()))];
         let (lifecycle, state) =
-            Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone());
+            Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone(), epochs);
         let ReplicaHost { manager, apply, tick } = replicas;
         tasks.push(tokio::spawn(apply_images(metadata.image.clone(), apply, tick, manager.clone(), stop_rx.clone())));
         let follower = FollowerFetcher::new(fetcher, manager.clone(), metadata.image.clone(), state.clone());
