@@ -121,3 +121,43 @@ def test_elr_member_is_elected_after_the_isr_empties_and_nothing_acknowledged_is
     assert_log_is(live, TOPIC, acked, 1)
     brokers[1].start()
     wait_for_isr(AdminClient({"bootstrap.servers": c.bootstrap()}), TOPIC, [1, 2, 3], leaders=[2], timeout=60)
+
+
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
+
+
+def elr_line(kt: KafkaTools, ctl: str) -> dict:
+    """`kafka-features --bootstrap-controller ctl describe`: the eligible.leader.replicas.version row."""
+    out = kt.run(FEATURES, "--bootstrap-controller", ctl, "describe").stdout
+    for line in out.splitlines():
+        fields = dict(f.split(": ", 1) for f in line.strip().split("\t") if ": " in f)
+        if fields.get("Feature") == "eligible.leader.replicas.version":
+            return fields
+    return {"missing": out}
+
+
+@pytest.mark.parametrize("controller", ["kafka", "ketch"])
+def test_kafka_features_on_the_controller_turns_elr_off_and_on(start_cluster, kafka_libs, tmp_path, controller):
+    """`kafka-features --bootstrap-controller`: a new cluster has eligible.leader.replicas.version 1
+    (supported 0-1); level 2 is refused with Kafka's message; a downgrade to 0 and an upgrade back
+    to 1 are applied (the epoch grows)."""
+    c = start_cluster({1: (TARGET, {})}, controller=controller, kill=True)
+    c.wait_registered(AdminClient({"bootstrap.servers": c.bootstrap()}), timeout=60)
+    kt, ctl = KafkaTools(kafka_libs, c.brokers[1], tmp_path), c.ctl.bootstrap
+    first = elr_line(kt, ctl)
+    assert (first.get("SupportedMinVersion"), first.get("SupportedMaxVersion"), first.get("FinalizedVersionLevel")) \
+        == ("0", "1", "1"), first
+    refused = kt.run(FEATURES, "--bootstrap-controller", ctl, "upgrade", "--feature",
+                     "eligible.leader.replicas.version=2", check=False)
+    assert refused.returncode != 0, refused.out
+    assert "Could not upgrade eligible.leader.replicas.version to 2. The update failed for all features since the " \
+           "following feature had an error: Invalid update version 2 for feature eligible.leader.replicas.version. " \
+           "Local controller 3000 only supports versions 0-1" in refused.out, refused.out
+    down = kt.run(FEATURES, "--bootstrap-controller", ctl, "downgrade", "--feature",
+                  "eligible.leader.replicas.version=0")
+    assert down.stdout.strip() == "eligible.leader.replicas.version was downgraded to 0.", down.out
+    after_down = wait_for(lambda: (d := elr_line(kt, ctl)).get("FinalizedVersionLevel") == "0" and d, "ELR off")
+    up = kt.run(FEATURES, "--bootstrap-controller", ctl, "upgrade", "--feature", "eligible.leader.replicas.version=1")
+    assert up.stdout.strip() == "eligible.leader.replicas.version was upgraded to 1.", up.out
+    after_up = wait_for(lambda: (d := elr_line(kt, ctl)).get("FinalizedVersionLevel") == "1" and d, "ELR on")
+    assert int(first["Epoch"]) < int(after_down["Epoch"]) < int(after_up["Epoch"]), (first, after_down, after_up)

@@ -1,7 +1,7 @@
 //! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
 //! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
 //! ApiVersions, the brokers' own requests to the active controller, and the admin requests a
-//! controller serves (topics, elections, config changes: directly from `--bootstrap-controller`
+//! controller serves (topics, elections, config changes, feature levels: directly from `--bootstrap-controller`
 //! clients or forwarded by brokers). Thin: each request goes to
 //! `controller::quorum::QuorumController` and the decision functions it writes with.
 //!
@@ -10,7 +10,9 @@
 //! connection.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse, FinalizedFeatureKey};
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{
     DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
@@ -53,6 +55,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::UpdateFeatures, 0, 2),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -151,6 +154,9 @@ async fn handle_direct(
         RequestKind::ListPartitionReassignments(r) => {
             ResponseKind::ListPartitionReassignments(controller_reassign::list(controller, &r))
         }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(super::controller_features::update_features(controller, &r, version))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
@@ -180,8 +186,16 @@ pub fn api_versions(controller: &QuorumController) -> ApiVersionsResponse {
                 .with_max_version_level(*level)
         })
         .collect();
+    // What this controller supports (`kafka-features describe` shows it next to the levels).
+    let supported = crate::node::lifecycle::SUPPORTED_FEATURES
+        .iter()
+        .map(|(name, min, max)| {
+            SupportedFeatureKey::default().with_name(str_bytes(name)).with_min_version(*min).with_max_version(*max)
+        })
+        .collect();
     ApiVersionsResponse::default()
         .with_api_keys(keys)
+        .with_supported_features(supported)
         .with_finalized_features_epoch(image.offset.max(0))
         .with_finalized_features(finalized)
 }

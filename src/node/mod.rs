@@ -91,6 +91,14 @@ impl ControllerLink {
     }
 }
 
+/// What this broker registers with: its log directories' ids (the first is the metadata one),
+/// its endpoints, and the broker epochs of clean shutdown detection.
+pub struct Registration {
+    pub log_dir_ids: Vec<Uuid>,
+    pub endpoints: Vec<Endpoint>,
+    pub epochs: lifecycle::Epochs,
+}
+
 /// A running broker membership: the metadata observer, the lifecycle and the follower
 /// fetcher, until `stop`.
 pub struct Membership {
@@ -102,17 +110,16 @@ pub struct Membership {
 
 impl Membership {
     /// Starts fetching the quorum's metadata log into `metadata_dir` and registering this
-    /// broker with `endpoints` and its log directories' ids (the first is the metadata one).
+    /// broker as `registration` says.
     pub fn start(
         config: &NodeConfig,
         metadata_dir: &Path,
         cluster_id: &str,
-        log_dir_ids: Vec<Uuid>,
-        endpoints: Vec<Endpoint>,
+        registration: Registration,
         fetcher: FetcherSetup,
         replicas: ReplicaHost,
-        epochs: lifecycle::Epochs,
     ) -> anyhow::Result<Membership> {
+        let Registration { log_dir_ids, endpoints, epochs } = registration;
         let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
         let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
         let (stop, stop_rx) = watch::channel(false);

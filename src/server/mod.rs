@@ -235,7 +235,8 @@ fn start_membership(
         previous: broker.topics.previous_broker_epoch(),
         current: broker.topics.broker_epoch_cell(),
     };
-    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints, fetcher, replicas, epochs)
+    let registration = crate::node::Registration { log_dir_ids: ids, endpoints, epochs };
+    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, registration, fetcher, replicas)
 }
 
 /// The security protocol of a listener: `listener.security.protocol.map`, else the listener's
