@@ -645,3 +645,7 @@ fn directory_ids(log_dirs: &LogDirs, partitions: &HostedPartitions) -> Vec<Strin
         .map(|p| log_dirs.index_of_path(&p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
         .collect()
 }
+
+#[cfg(test)]
+#[path = "clean_shutdown_tests.rs"]
+mod clean_shutdown_tests;
