@@ -19,12 +19,12 @@ use crate::error::LogError;
 use crate::log::batch::{self, BatchSummary};
 use crate::log::cleaner::{self, CleanPlan, CleanedGroup};
 use crate::log::dir_health::DirHealth;
+use crate::log::epoch_cache::EpochCache;
 use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::{FileSlice, Segment};
 
 mod retention;
 
-const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 /// Log start offset moved by DeleteRecords inside the first segment (one decimal number).
 const LOG_START_CHECKPOINT: &str = "log-start-offset";
 
@@ -44,8 +44,7 @@ pub struct PartitionLog {
     /// a flag: a segment created while an fsync is running is not covered by it.)
     dir_changes: u64,
     dir_changes_synced: u64,
-    /// (leader epoch, first offset written in it), ascending.
-    epochs: Vec<(i32, i64)>,
+    epochs: EpochCache,
     /// Idempotent producers' sequence state.
     producers: ProducerState,
     /// Compaction: records below this offset have been cleaned (`cleaner-offset-checkpoint`).
@@ -139,13 +138,13 @@ impl PartitionLog {
             last_flush_ms: now_ms,
             dir_changes: 1,
             dir_changes_synced: 0,
-            epochs: Vec::new(),
+            epochs: EpochCache::empty(dir),
             producers: ProducerState::default(),
             roll_jitter_ms,
             cleaner_checkpoint: 0,
             health: Default::default(),
         };
-        log.load_epochs()?;
+        log.epochs = EpochCache::load(dir, log.log_end_offset())?;
         if let Ok(text) = std::fs::read_to_string(log.dir.join(cleaner::CHECKPOINT_FILE)) {
             log.cleaner_checkpoint = text.trim().parse::<i64>().unwrap_or(0).clamp(0, log.log_end_offset());
         }
@@ -164,6 +163,7 @@ impl PartitionLog {
     pub fn offline(dir: PathBuf, config: TopicConfig, health: std::sync::Arc<DirHealth>) -> PartitionLog {
         assert!(health.is_offline(), "an offline placeholder needs an offline directory");
         PartitionLog {
+            epochs: EpochCache::empty(&dir),
             dir,
             config,
             segments: Vec::new(),
@@ -174,7 +174,6 @@ impl PartitionLog {
             last_flush_ms: 0,
             dir_changes: 0,
             dir_changes_synced: 0,
-            epochs: Vec::new(),
             producers: ProducerState::default(),
             cleaner_checkpoint: 0,
             roll_jitter_ms: 0,
@@ -235,25 +234,12 @@ impl PartitionLog {
         self.segments.iter().map(|s| (s.base_offset, s.size())).collect()
     }
     pub fn latest_epoch(&self) -> Option<(i32, i64)> {
-        self.epochs.last().copied()
+        self.epochs.latest()
     }
 
-    /// OffsetForLeaderEpoch: the largest epoch <= `epoch` and the offset where it ended (the
-    /// next epoch's start, or the log end for the latest). Like Kafka, the current leader epoch
-    /// (0 on this single node) counts as started at the log start even before any write.
-    /// Returns (-1, -1) for an epoch older than every known one or newer than the latest.
+    /// OffsetForLeaderEpoch (`EpochCache::end_offset_for`).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        let implicit = [(0, self.log_start_offset)];
-        let epochs: &[(i32, i64)] = if self.epochs.is_empty() { &implicit } else { &self.epochs };
-        let i = epochs.partition_point(|(e, _)| *e <= epoch);
-        // Older than every known epoch, or newer than the latest (Kafka's `endOffsetFor`: no
-        // higher entry and not the latest): undefined.
-        if i == 0 || (i == epochs.len() && epochs[i - 1].0 != epoch) {
-            return (-1, -1);
-        }
-        let found = epochs[i - 1].0;
-        let end = epochs.get(i).map_or(self.log_end_offset(), |(_, start)| *start);
-        (found, end)
+        self.epochs.end_offset_for(epoch, self.log_start_offset, self.log_end_offset())
     }
 
     fn active(&self) -> &Segment {
@@ -642,43 +628,7 @@ impl PartitionLog {
 
     /// Records that `leader_epoch` starts at `offset` if it is newer than the latest epoch.
     fn assign_epoch(&mut self, leader_epoch: i32, offset: i64) -> Result<(), LogError> {
-        if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
-            self.epochs.push((leader_epoch, offset));
-            self.write_epochs()?;
-        }
-        Ok(())
-    }
-
-    fn load_epochs(&mut self) -> Result<(), LogError> {
-        let path = self.dir.join(EPOCH_CHECKPOINT);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let lines = text.lines().skip(2);
-        let end = self.log_end_offset();
-        for line in lines {
-            let mut parts = line.split_whitespace();
-            if let (Some(Ok(epoch)), Some(Ok(start))) =
-                (parts.next().map(str::parse::<i32>), parts.next().map(str::parse::<i64>))
-            {
-                // Entries past the recovered log end describe data that was truncated.
-                if start < end {
-                    self.epochs.push((epoch, start));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn write_epochs(&self) -> Result<(), LogError> {
-        let mut text = format!("0\n{}\n", self.epochs.len());
-        for (epoch, start) in &self.epochs {
-            text.push_str(&format!("{epoch} {start}\n"));
-        }
-        write_atomically(&self.dir.join(EPOCH_CHECKPOINT), text.as_bytes())?;
-        Ok(())
+        self.epochs.assign(leader_epoch, offset)
     }
 
     /// Truncates the log to end before `offset` (a follower whose log diverged from its new
@@ -711,11 +661,7 @@ impl PartitionLog {
         self.segments.last_mut().expect("active segment").truncate_to(offset)?;
         let end = self.log_end_offset();
         assert!(end <= offset && end >= self.log_start_offset, "truncated to {end}, asked {offset}");
-        let before = self.epochs.len();
-        self.epochs.retain(|(_, start)| *start < end);
-        if self.epochs.len() != before {
-            self.write_epochs()?;
-        }
+        self.epochs.truncate_from_end(end)?;
         self.high_watermark = self.high_watermark.min(end);
         self.flushed_offset = self.flushed_offset.min(end);
         self.cleaner_checkpoint = self.cleaner_checkpoint.min(end);
@@ -726,7 +672,7 @@ impl PartitionLog {
 
     /// The leader-epoch cache: `(epoch, first offset written in it)`, ascending.
     pub fn epochs(&self) -> &[(i32, i64)] {
-        &self.epochs
+        self.epochs.entries()
     }
 
     /// Closes the log after an fsync of everything (clean shutdown).
