@@ -151,9 +151,9 @@ def default_value(kt, via: list[str], name: str) -> str | None:
 
 
 def test_cluster_default_broker_config_reaches_every_broker(cluster, kt, controller):
-    """Kafka's controller also holds a cluster-level min.insync.replicas (written at its activation
-    when the cluster is formatted with ELR, eligible.leader.replicas.version=1; a Ketch controller
-    formats without ELR): only the names set here are looked at."""
+    """Both controllers also hold a cluster-level min.insync.replicas (Kafka's written at its
+    activation when the cluster is formatted with ELR, eligible.leader.replicas.version=1, a Ketch
+    controller's with its bootstrap records): only the names set here are looked at."""
     ctl, broker3 = via_controller(cluster), via_broker(cluster.brokers[3])
 
     def everywhere(name: str, value: str | None):

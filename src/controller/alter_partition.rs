@@ -100,6 +100,7 @@ fn alter_one(
     validate(image, partition, requester, data, &isr)?;
     let election = if unclean_enabled(image, config, &topic.name) { Election::Unclean } else { Election::Default };
     let record = PartitionChange::new(topic.id, data.partition_index, partition, leader_acceptor(image, partition))
+        .with_elr(image, &topic.name)
         .target_isr(isr.iter().map(|b| b.broker_id.0).collect())
         .target_recovery_state(data.leader_recovery_state)
         .election(election)

@@ -13,7 +13,8 @@
 //! within `broker.session.timeout.ms`, in controlled shutdown from its first `want_shut_down`
 //! until it leads nothing and every active broker has seen the records moving its partitions.
 //! Fencing, controlled shutdown and a new incarnation take the broker out of every ISR and
-//! leadership; unfencing elects it where a partition has no leader.
+//! leadership (with ELR on, a new incarnation after an unclean shutdown out of every ELR too);
+//! unfencing elects it where a partition has no leader.
 //!
 //! Records are Kafka 4.1's (metadata.version >= 3.3-IV2): fencing and unfencing are
 //! BrokerRegistrationChangeRecords. A registration's records start with its RegisterBrokerRecord,
@@ -190,11 +191,18 @@ impl BrokerSessions {
                 record.in_controlled_shutdown = e.in_controlled_shutdown;
                 records.push(MetadataRecord::RegisterBroker(record));
             }
-            // A new incarnation: the previous one shut down uncleanly as far as the controller
-            // knows, so it leaves every ISR (Kafka's handleBrokerUncleanShutdown).
+            // A new incarnation: the previous one leaves every ISR (Kafka's handleBrokerShutdown).
+            // With ELR on, one that did not shut down cleanly (its PreviousBrokerEpoch is not
+            // the registered epoch, KIP-966) leaves every ELR too.
             None => {
+                let clean = request.previous_broker_epoch == existing.map_or(-2, |e| e.epoch);
+                let event = if !clean && super::elr::enabled(image) {
+                    BrokerEvent::UncleanShutdown(broker_id)
+                } else {
+                    BrokerEvent::Leaves(broker_id)
+                };
                 records.push(MetadataRecord::RegisterBroker(record));
-                records.extend(leader_and_isr_updates(image, &self.config, BrokerEvent::Leaves(broker_id)));
+                records.extend(leader_and_isr_updates(image, &self.config, event));
                 self.sessions.remove(&broker_id);
             }
         }

@@ -38,7 +38,6 @@ pub const OP_SUBTRACT: i8 = 3;
 
 /// Kafka's limit on a config value (`ConfigurationControlManager`), in UTF-16 units.
 const MAX_VALUE_LENGTH: usize = 32767;
-const ELR_FEATURE: &str = "eligible.leader.replicas.version";
 const MIN_ISR: &str = "min.insync.replicas";
 
 pub type Refusal = (ResponseError, String);
@@ -222,8 +221,9 @@ fn java_split(value: &str) -> Vec<String> {
     items
 }
 
+/// Kafka's `FeatureControlManager.isElrFeatureEnabled`.
 fn elr_enabled(image: &MetadataImage) -> bool {
-    image.features.get(ELR_FEATURE).is_some_and(|level| *level >= 1)
+    super::elr::enabled(image)
 }
 
 /// Kafka's `validateAlterConfig`: the new values, then the validator, then existence.

@@ -378,7 +378,8 @@ fn through_the_quorum_controller_durably() {
     assert!(response.responses.iter().all(|r| r.error_code == 0 && r.error_message.is_none()), "{response:?}");
     let legacy_response = crate::handlers::controller_configs::alter_configs(
         &controller,
-        legacy(BROKER, "", &[("log.segment.bytes", Some("1048576"))]),
+        // The cluster-level min.insync.replicas (bootstrapped, ELR on) cannot be removed.
+        legacy(BROKER, "", &[("log.segment.bytes", Some("1048576")), ("min.insync.replicas", Some("1"))]),
     );
     assert_eq!(legacy_response.responses[0].error_code, 0);
     controller.close();
@@ -387,7 +388,11 @@ fn through_the_quorum_controller_durably() {
     let image = reopened.image();
     assert_eq!(image.configs[&(TOPIC, "t".to_string())]["retention.ms"], "1234");
     let cluster_default: Vec<_> = image.configs[&(BROKER, String::new())].keys().cloned().collect();
-    assert_eq!(cluster_default, vec!["log.segment.bytes".to_string()], "legacy replaced the cluster default set");
+    assert_eq!(
+        cluster_default,
+        vec!["log.segment.bytes".to_string(), "min.insync.replicas".to_string()],
+        "legacy replaced the cluster default set"
+    );
 
     // DescribeConfigs on the controller (what kafka-configs --bootstrap-controller reads first).
     use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest, DescribeConfigsResource};
@@ -414,7 +419,7 @@ fn through_the_quorum_controller_durably() {
     assert_eq!(reopened.image().configs[&(BROKER, String::new())]["num.partitions"], "5");
     let default = describe(BROKER, "");
     let names: Vec<&str> = default.configs.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, vec!["log.segment.bytes"], "num.partitions is not dynamic: not described");
+    assert_eq!(names, vec!["log.segment.bytes", "min.insync.replicas"], "num.partitions is not dynamic: not described");
     assert_eq!(describe(BROKER, "3000").error_code, 0);
     let other = describe(BROKER, "1");
     assert_eq!(other.error_code, ResponseError::InvalidRequest.code());

@@ -13,6 +13,8 @@
 pub mod alter_partition;
 pub mod brokers;
 pub mod config_changes;
+pub mod elr;
+pub mod feature_changes;
 pub mod partition_change;
 pub mod placement;
 pub mod producer_ids;

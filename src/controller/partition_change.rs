@@ -2,9 +2,14 @@
 //! recovery state) and `ReplicationControlManager.generateLeaderAndIsrUpdates` (the changes a
 //! broker's fencing, unfencing or shutdown makes to every partition it is in).
 //!
-//! Without ELR: Ketch clusters are formatted with `eligible.leader.replicas.version=0`, so the
-//! ELR is never grown (a non-empty one left by an earlier version is cleared, as Kafka clears it
-//! when ELR is disabled) and the last known ELR is left alone.
+//! Eligible leader replicas (KIP-966, `controller::elr`): a change built `with_elr` (ELR on:
+//! the topic's effective min ISR) tracks the ELR, may empty the ISR (the leader becomes -1), may
+//! elect an acceptable ELR member when the ISR is empty (the ISR becomes that member alone, a
+//! clean election) and the last known leader when the ISR and the ELR are both empty (unclean),
+//! and keeps the last known leader in the last known ELR. Without ELR (a cluster with
+//! `eligible.leader.replicas.version=0`) the ELR is never grown (a non-empty one is cleared, as
+//! Kafka clears it when ELR is disabled), the ISR never empties and the last known ELR is left
+//! alone.
 //!
 //! Reassignment (Kafka's `completeReassignmentIfNeeded`, `setAssignmentChanges`): a change may
 //! set the target replicas, adding and removing replicas (starting or reverting a reassignment,
@@ -20,12 +25,14 @@
 //! leader change does.
 //!
 //! Invariants of every record built: it changes something (none otherwise); the new leader is
-//! -1 or a member of the new ISR; the ISR is never emptied (when no acceptable member is left,
-//! the leader becomes -1 and the ISR keeps its last members, as Kafka's does without ELR); the
-//! ISR only names replicas of the new assignment; adding and removing replicas are replicas.
+//! -1 or a member of the new ISR; without ELR the ISR is never emptied (when no acceptable member
+//! is left, the leader becomes -1 and the ISR keeps its last members, as Kafka's does); with ELR
+//! an empty ISR goes with no leader, and the ISR and the ELR never overlap; the ISR only names
+//! replicas of the new assignment; adding and removing replicas are replicas.
 
 use uuid::Uuid;
 
+use super::elr;
 use super::topic_changes::UNASSIGNED_DIRECTORY;
 use super::ControllerConfig;
 use crate::metadata::image::{MetadataImage, PartitionImage, NO_LEADER_CHANGE, TOPIC_RESOURCE};
@@ -67,6 +74,10 @@ pub struct PartitionChange<'a, F: Fn(i32) -> bool> {
     target_adding: Vec<i32>,
     /// The directories of replicas new to the partition.
     new_directories: Vec<(i32, Uuid)>,
+    /// With ELR on: the topic's effective min ISR.
+    min_isr: Option<usize>,
+    /// Brokers that restarted after an unclean shutdown: they leave the ISR and the ELR.
+    unclean_shutdown: Vec<i32>,
 }
 
 /// The replica sets a change aims at (Kafka's builder targets).
@@ -112,7 +123,27 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
             target_removing: partition.removing_replicas.clone(),
             target_adding: partition.adding_replicas.clone(),
             new_directories: Vec::new(),
+            min_isr: None,
+            unclean_shutdown: Vec::new(),
         }
+    }
+
+    /// Tracks eligible leader replicas when the image has ELR on (the min ISR of `topic`).
+    pub fn with_elr(mut self, image: &MetadataImage, topic: &str) -> Self {
+        self.min_isr = elr::min_isr_if_enabled(image, topic, self.partition);
+        self
+    }
+
+    /// ELR on with this min ISR (`None`: off).
+    pub fn min_isr(mut self, min_isr: Option<usize>) -> Self {
+        self.min_isr = min_isr;
+        self
+    }
+
+    /// Kafka's `setUncleanShutdownReplicas`: these replicas may not stay in (or enter) the ELR.
+    pub fn unclean_shutdown(mut self, brokers: Vec<i32>) -> Self {
+        self.unclean_shutdown = brokers;
+        self
     }
 
     /// The replicas, removing and adding replicas to have (starting, changing or reverting a
@@ -149,24 +180,36 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         self
     }
 
-    fn valid_leader(&self, targets: &Targets, replica: i32) -> bool {
-        targets.isr.contains(&replica) && (self.acceptable_leader)(replica)
+    /// In the ISR, or in the ELR while the ISR is empty, and acceptable.
+    fn valid_leader(&self, targets: &Targets, elr: &[i32], replica: i32) -> bool {
+        (targets.isr.contains(&replica) || (targets.isr.is_empty() && elr.contains(&replica)))
+            && (self.acceptable_leader)(replica)
+    }
+
+    /// Kafka's `canElectLastKnownLeader` (with KAFKA-19522: only an acceptable one).
+    fn last_known_leader(&self, targets: &Targets, elr: &[i32]) -> Option<i32> {
+        let last_known = &self.partition.last_known_elr;
+        let usable = self.min_isr.is_some() && elr.is_empty() && targets.isr.is_empty() && last_known.len() == 1;
+        last_known.first().copied().filter(|&r| usable && (self.acceptable_leader)(r))
     }
 
     /// The leader to have among the target replicas, and whether it was elected uncleanly.
-    fn elect(&self, targets: &Targets) -> (i32, bool) {
+    fn elect(&self, targets: &Targets, elr: &[i32]) -> (i32, bool) {
         let replicas = &targets.replicas;
         let current = self.partition.leader;
         if self.election == Election::Preferred {
-            if let Some(&preferred) = replicas.first().filter(|&&r| self.valid_leader(targets, r)) {
+            if let Some(&preferred) = replicas.first().filter(|&&r| self.valid_leader(targets, elr, r)) {
                 return (preferred, false);
             }
         }
-        if self.valid_leader(targets, current) {
+        if self.valid_leader(targets, elr, current) {
             return (current, false);
         }
-        if let Some(&leader) = replicas.iter().find(|&&r| self.valid_leader(targets, r)) {
+        if let Some(&leader) = replicas.iter().find(|&&r| self.valid_leader(targets, elr, r)) {
             return (leader, false);
+        }
+        if let Some(leader) = self.last_known_leader(targets, elr) {
+            return (leader, true);
         }
         if self.election == Election::Unclean {
             if let Some(&leader) = replicas.iter().find(|&&r| (self.acceptable_leader)(r)) {
@@ -188,8 +231,17 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
             adding: self.target_adding.clone(),
         };
         targets.complete_reassignment();
-        let (leader, unclean) = self.elect(&targets);
+        let mut target_elr = match self.min_isr {
+            Some(min_isr) => elr::target_elr(partition, &targets.isr, min_isr, &self.unclean_shutdown),
+            None => partition.eligible_leader_replicas.clone(),
+        };
+        let (leader, unclean) = self.elect(&targets, &target_elr);
         if leader != partition.leader {
+            if target_elr.contains(&leader) {
+                // Elected from the ELR (the ISR was empty): it becomes the ISR alone.
+                targets.isr = vec![leader];
+                target_elr.retain(|&r| r != leader);
+            }
             record.leader = leader;
             if unclean {
                 // Data loss is possible: the ISR becomes the new leader alone.
@@ -204,13 +256,19 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         if record.leader == NO_LEADER_CHANGE && !partition.replicas.iter().all(|r| targets.replicas.contains(r)) {
             record.leader = partition.leader;
         }
-        if !partition.eligible_leader_replicas.is_empty() {
-            record.eligible_leader_replicas = Some(Vec::new());
+        // Kafka's maybeUpdateRecordElr: an unclean election or ELR off empties the ELR.
+        if record.isr.is_some() || self.min_isr.is_none() {
+            target_elr.clear();
+        }
+        if target_elr != partition.eligible_leader_replicas {
+            record.eligible_leader_replicas = Some(target_elr);
         }
         // Without ELR the ISR never empties: the last members stay.
-        if record.isr.is_none() && !targets.isr.is_empty() && targets.isr != partition.isr {
+        let may_empty = self.min_isr.is_some();
+        if record.isr.is_none() && (!targets.isr.is_empty() || may_empty) && targets.isr != partition.isr {
             record.isr = Some(targets.isr.clone());
         }
+        self.last_known_leader_update(&mut record);
         self.assignment_changes(&targets, &mut record);
         if self.target_recovery_state != partition.leader_recovery_state {
             record.leader_recovery_state = self.target_recovery_state;
@@ -220,6 +278,24 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         }
         check_change(partition, &record);
         Some(record)
+    }
+
+    /// Kafka's `maybeUpdateLastKnownLeader`: the first change emptying the ISR records the leader
+    /// as the last known ELR; a change leaving or giving the partition a leader clears it.
+    fn last_known_leader_update(&self, record: &mut PartitionChangeRecord) {
+        if self.min_isr.is_none() {
+            return;
+        }
+        let partition = self.partition;
+        let known = &partition.last_known_elr;
+        let emptied = record.isr.as_ref().is_some_and(|isr| isr.is_empty());
+        if emptied && (known.len() != 1 || known[0] != partition.leader) {
+            record.last_known_elr = Some(vec![partition.leader]);
+        } else if (record.leader >= 0 || (partition.leader != NO_LEADER && record.leader != NO_LEADER))
+            && !known.is_empty()
+        {
+            record.last_known_elr = Some(Vec::new());
+        }
     }
 
     /// Kafka's `setAssignmentChanges` (directories only when the replicas change).
@@ -266,8 +342,10 @@ fn check_change(partition: &PartitionImage, change: &PartitionChangeRecord) {
     let isr = change.isr.as_ref().unwrap_or(&partition.isr);
     let replicas = change.replicas.as_ref().unwrap_or(&partition.replicas);
     let leader = if change.leader == NO_LEADER_CHANGE { partition.leader } else { change.leader };
-    assert!(!isr.is_empty(), "a change empties the ISR: {change:?}");
-    assert!(leader == NO_LEADER || isr.contains(&leader), "leader {leader} outside the ISR {isr:?}");
+    let elr = change.eligible_leader_replicas.as_ref().unwrap_or(&partition.eligible_leader_replicas);
+    debug_assert!(!isr.is_empty() || leader == NO_LEADER, "a change empties the ISR and keeps a leader: {change:?}");
+    debug_assert!(leader == NO_LEADER || isr.contains(&leader), "leader {leader} outside the ISR {isr:?}");
+    debug_assert!(!elr.iter().any(|r| isr.contains(r)), "ISR {isr:?} and ELR {elr:?} overlap");
     debug_assert!(isr.iter().all(|r| replicas.contains(r)), "ISR {isr:?} names a non-replica");
     let moving = change.adding_replicas.iter().chain(&change.removing_replicas).flatten();
     debug_assert!(moving.clone().all(|r| replicas.contains(r)), "adding or removing a non-replica: {change:?}");
@@ -329,6 +407,9 @@ pub enum BrokerEvent {
     /// A log directory of the broker went offline: the broker leaves the ISR and leadership of
     /// the partitions it holds there.
     DirectoryOffline(i32, Uuid),
+    /// The broker registered again after an unclean shutdown, with ELR on (Kafka's
+    /// `handleBrokerUncleanShutdown`): it leaves every ISR, ELR and leadership.
+    UncleanShutdown(i32),
 }
 
 /// Kafka's `generateLeaderAndIsrUpdates`: the partition changes `event` causes, in the order of
@@ -346,6 +427,9 @@ pub fn leader_and_isr_updates(
         for (&partition_id, partition) in &topic.partitions {
             let concerned = match event {
                 BrokerEvent::Leaves(b) => partition.isr.contains(&b),
+                BrokerEvent::UncleanShutdown(b) => {
+                    partition.isr.contains(&b) || partition.eligible_leader_replicas.contains(&b)
+                }
                 BrokerEvent::Joins(_) => partition.leader == NO_LEADER,
                 BrokerEvent::DirectoryOffline(b, dir) => directory_of(partition, b) == Some(dir),
             };
@@ -354,19 +438,27 @@ pub fn leader_and_isr_updates(
             }
             let acceptable = |r: i32| {
                 let allowed = match event {
-                    BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) => r != b && is_active(image, r),
+                    BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) | BrokerEvent::UncleanShutdown(b) => {
+                        r != b && is_active(image, r)
+                    }
                     BrokerEvent::Joins(b) => r == b || is_active(image, r),
                 };
                 allowed && has_online_dir(image, partition, r)
             };
             let target_isr = match event {
-                BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) => {
+                BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) | BrokerEvent::UncleanShutdown(b) => {
                     partition.isr.iter().copied().filter(|&r| r != b).collect()
                 }
                 BrokerEvent::Joins(_) => partition.isr.clone(),
             };
+            let unclean_shutdown = match event {
+                BrokerEvent::UncleanShutdown(b) => vec![b],
+                _ => Vec::new(),
+            };
             let change = PartitionChange::new(topic.id, partition_id, partition, acceptable)
+                .with_elr(image, &topic.name)
                 .target_isr(target_isr)
+                .unclean_shutdown(unclean_shutdown)
                 .election(election)
                 .build();
             records.extend(change.map(MetadataRecord::PartitionChange));

@@ -188,6 +188,7 @@ fn cancel(
     }
     let election = if unclean { Election::Unclean } else { Election::Default };
     Ok(PartitionChange::new(topic.id, index, partition, leader_acceptor(image, partition))
+        .with_elr(image, &topic.name)
         .election(election)
         .target_isr(revert.isr)
         .target_assignment(revert.replicas, Vec::new(), Vec::new(), |b| default_directory(image, b))
@@ -221,6 +222,7 @@ fn change(
     let removing = if moving.removing.is_empty() { partition.removing_replicas.clone() } else { moving.removing };
     let adding = if moving.adding.is_empty() { partition.adding_replicas.clone() } else { moving.adding };
     Ok(PartitionChange::new(topic.id, index, partition, leader_acceptor(image, partition))
+        .with_elr(image, &topic.name)
         .target_assignment(replicas, removing, adding, |b| default_directory(image, b))
         .build())
 }

@@ -362,6 +362,7 @@ fn elect_one(
         ElectionType::Unclean => Election::Unclean,
     };
     let change = PartitionChange::new(topic.id, partition_id, partition, leader_acceptor(image, partition))
+        .with_elr(image, &topic.name)
         .election(kind)
         .build();
     match (change, election) {
@@ -385,6 +386,7 @@ pub fn balance_leaders(image: &MetadataImage, max_elections: usize) -> (Vec<Meta
                 continue;
             }
             let change = PartitionChange::new(topic.id, partition_id, partition, leader_acceptor(image, partition))
+                .with_elr(image, &topic.name)
                 .election(Election::Preferred)
                 .build();
             records.extend(change.map(MetadataRecord::PartitionChange));

@@ -1,7 +1,7 @@
 //! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
 //! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
 //! ApiVersions, the brokers' own requests to the active controller, and the admin requests a
-//! controller serves (topics, elections, config changes: directly from `--bootstrap-controller`
+//! controller serves (topics, elections, config changes, feature levels: directly from `--bootstrap-controller`
 //! clients or forwarded by brokers). Thin: each request goes to
 //! `controller::quorum::QuorumController` and the decision functions it writes with.
 //!
@@ -10,7 +10,7 @@
 //! connection.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use kafka_protocol::messages::api_versions_response::{ApiVersionsResponse, SupportedFeatureKey};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{
     DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
@@ -54,6 +54,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::UpdateFeatures, 0, 2),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -152,6 +153,9 @@ async fn handle_direct(
         RequestKind::ListPartitionReassignments(r) => {
             ResponseKind::ListPartitionReassignments(controller_reassign::list(controller, &r))
         }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(super::controller_features::update_features(controller, &r, version))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
@@ -165,8 +169,16 @@ async fn handle_direct(
 /// ApiVersions: the controller's table and the finalized features of its image.
 pub fn api_versions(controller: &QuorumController) -> ApiVersionsResponse {
     let image = controller.image();
+    // What this controller supports (`kafka-features describe` shows it next to the levels).
+    let supported = crate::node::lifecycle::SUPPORTED_FEATURES
+        .iter()
+        .map(|(name, min, max)| {
+            SupportedFeatureKey::default().with_name(str_bytes(name)).with_min_version(*min).with_max_version(*max)
+        })
+        .collect();
     ApiVersionsResponse::default()
         .with_api_keys(version_table(SERVED))
+        .with_supported_features(supported)
         .with_finalized_features_epoch(image.offset.max(0))
         .with_finalized_features(finalized_features(&image.features))
 }

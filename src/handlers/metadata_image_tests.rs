@@ -28,6 +28,7 @@ pub(crate) fn broker(id: i32, fenced: bool, listeners: &[&str], log_dirs: &[Uuid
         fenced,
         in_controlled_shutdown: false,
         log_dirs: log_dirs.to_vec(),
+        supported_features: Default::default(),
     }
 }
 

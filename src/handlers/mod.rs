@@ -17,6 +17,7 @@ mod controller_admin;
 pub mod controller_apis;
 pub(crate) mod controller_configs;
 pub(crate) mod controller_describe_configs;
+pub(crate) mod controller_features;
 mod controller_reassign;
 mod controller_topics;
 mod create_topics;

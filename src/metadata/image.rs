@@ -115,6 +115,8 @@ pub struct BrokerImage {
     pub fenced: bool,
     pub in_controlled_shutdown: bool,
     pub log_dirs: Vec<Uuid>,
+    /// The feature levels the broker registered as supported: name -> (min, max).
+    pub supported_features: BTreeMap<String, (i16, i16)>,
 }
 
 impl BrokerImage {
@@ -137,6 +139,11 @@ impl BrokerImage {
             fenced: r.fenced,
             in_controlled_shutdown: r.in_controlled_shutdown,
             log_dirs: r.log_dirs.clone(),
+            supported_features: r
+                .features
+                .iter()
+                .map(|f| (f.name.clone(), (f.min_supported_version, f.max_supported_version)))
+                .collect(),
         }
     }
 }

@@ -42,6 +42,21 @@ pub use store::random_bytes;
 /// Written into `<log.dir>/.ketch/` after every log was closed cleanly.
 pub const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
 
+/// The clean shutdown marker's line naming the broker epoch (`broker.epoch=<epoch>`).
+const BROKER_EPOCH_KEY: &str = "broker.epoch";
+
+/// The broker epoch a clean shutdown marker carries, -1 when it has none (or is unreadable).
+fn marker_broker_epoch(marker: &std::path::Path) -> i64 {
+    let content = std::fs::read_to_string(marker).unwrap_or_default();
+    content
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .find(|(key, _)| key.trim() == BROKER_EPOCH_KEY)
+        .and_then(|(_, value)| value.trim().parse::<i64>().ok())
+        .filter(|epoch| *epoch >= 0)
+        .unwrap_or(-1)
+}
+
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_BYTES: usize = 249;
 
@@ -70,6 +85,12 @@ pub struct TopicRegistry {
     store: Mutex<store::MetadataStore>,
     /// Moves between log directories in progress (AlterReplicaLogDirs).
     moves: replica_move::Moves,
+    /// The broker epoch the clean shutdown marker found at start carried (-1: none), Kafka's
+    /// `PreviousBrokerEpoch` of the next registration (KIP-966 clean shutdown detection).
+    previous_broker_epoch: i64,
+    /// The broker epoch of this process's registration (-1: none yet), written into the clean
+    /// shutdown marker.
+    broker_epoch: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// Why a topic could not be created, as Kafka reports it.
@@ -171,6 +192,7 @@ impl TopicRegistry {
         // marker (in the metadata directory) covers every log directory: all close together.
         let marker = log_dir.join(".ketch").join(CLEAN_SHUTDOWN_MARKER);
         let clean = marker.exists();
+        let previous_broker_epoch = if clean { marker_broker_epoch(&marker) } else { -1 };
         let stored_topics = metadata.topics();
         // Moves between directories a crash interrupted are finished or undone first.
         replica_move::recover(&log_dirs, |topic, p| {
@@ -294,6 +316,8 @@ impl TopicRegistry {
             topics: RwLock::new(topics),
             store: Mutex::new(metadata),
             moves: Default::default(),
+            previous_broker_epoch,
+            broker_epoch: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
         })
     }
 
@@ -585,11 +609,26 @@ impl TopicRegistry {
         Ok(Some(topic))
     }
 
-    /// Records that every log was fsynced and closed (the next start may skip full recovery).
+    /// Records that every log was fsynced and closed (the next start may skip full recovery),
+    /// with the broker epoch of this process's registration when it has one (as Kafka's
+    /// `.kafka_cleanshutdown` file carries it).
     pub fn mark_clean_shutdown(&self) -> std::io::Result<()> {
         let dir = self.log_dir.join(".ketch");
         std::fs::create_dir_all(&dir)?;
-        crate::log::partition_log::write_atomically(&dir.join(CLEAN_SHUTDOWN_MARKER), b"clean\n")
+        let epoch = self.broker_epoch.load(std::sync::atomic::Ordering::Acquire);
+        let content = if epoch >= 0 { format!("clean\n{BROKER_EPOCH_KEY}={epoch}\n") } else { "clean\n".to_string() };
+        crate::log::partition_log::write_atomically(&dir.join(CLEAN_SHUTDOWN_MARKER), content.as_bytes())
+    }
+
+    /// The broker epoch the last clean shutdown recorded (-1 when none: a crash, or no
+    /// registration before it).
+    pub fn previous_broker_epoch(&self) -> i64 {
+        self.previous_broker_epoch
+    }
+
+    /// Where the registration's broker epoch is kept for the clean shutdown marker.
+    pub fn broker_epoch_cell(&self) -> Arc<std::sync::atomic::AtomicI64> {
+        self.broker_epoch.clone()
     }
 
     /// Every open partition (for background tasks and shutdown).
@@ -617,3 +656,7 @@ fn directory_ids(log_dirs: &LogDirs, partitions: &HostedPartitions) -> Vec<Strin
         .map(|p| log_dirs.index_of_path(&p.log_dir()).map_or_else(String::new, |i| log_dirs.dirs()[i].id.clone()))
         .collect()
 }
+
+#[cfg(test)]
+#[path = "clean_shutdown_tests.rs"]
+mod clean_shutdown_tests;

@@ -64,8 +64,20 @@ pub enum State {
     ShutDown,
 }
 
+/// The broker epochs of KIP-966's clean shutdown detection.
+#[derive(Debug, Clone)]
+pub struct Epochs {
+    /// Registered with as `PreviousBrokerEpoch` (the epoch the last clean shutdown recorded,
+    /// -1 after a crash): the controller keeps this broker's ELR memberships only when it is the
+    /// epoch it last registered.
+    pub previous: i64,
+    /// Set to each new registration's epoch (the clean shutdown marker records it).
+    pub current: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
 pub struct Lifecycle {
     config: NodeConfig,
+    epochs: Epochs,
     cluster_id: String,
     incarnation_id: Uuid,
     endpoints: Vec<Endpoint>,
@@ -82,10 +94,22 @@ impl Lifecycle {
         endpoints: Vec<Endpoint>,
         log_dirs: Vec<Uuid>,
         metadata: ObserverHandle,
+        epochs: Epochs,
     ) -> (Lifecycle, watch::Receiver<State>) {
         let (state_tx, state) = watch::channel(State::Registering);
         let incarnation_id = Uuid::from_bytes(crate::metadata::random_bytes());
-        (Lifecycle { config, cluster_id, incarnation_id, endpoints, log_dirs, metadata, state_tx, conn: None }, state)
+        let lifecycle = Lifecycle {
+            config,
+            epochs,
+            cluster_id,
+            incarnation_id,
+            endpoints,
+            log_dirs,
+            metadata,
+            state_tx,
+            conn: None,
+        };
+        (lifecycle, state)
     }
 
     /// Registers and heartbeats until `stop` turns true, then shuts down with the controller's
@@ -103,6 +127,7 @@ impl Lifecycle {
                 None => self.register().await.map(|e| {
                     tracing::info!(broker_epoch = e, "registered with the controller");
                     epoch = Some(e);
+                    self.epochs.current.store(e, std::sync::atomic::Ordering::Release);
                     caught_up = false;
                     self.state_tx.send_replace(State::Fenced(e));
                 }),
@@ -209,7 +234,7 @@ impl Lifecycle {
             )
             .with_rack(self.config.rack.clone().map(StrBytes::from_string))
             .with_log_dirs(self.log_dirs.clone())
-            .with_previous_broker_epoch(-1);
+            .with_previous_broker_epoch(self.epochs.previous);
         let conn = self.controller().await?;
         let response = conn.send(REGISTRATION_VERSION, &request, Duration::ZERO).await?;
         if response.error_code != 0 {

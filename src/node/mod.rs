@@ -39,6 +39,14 @@ const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a shutting-down broker waits for the controller to let it go.
 const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
+/// What this broker registers with: its log directories' ids (the first is the metadata one),
+/// its endpoints, and the broker epochs of clean shutdown detection.
+pub struct Registration {
+    pub log_dir_ids: Vec<Uuid>,
+    pub endpoints: Vec<Endpoint>,
+    pub epochs: lifecycle::Epochs,
+}
+
 /// A running broker membership: the metadata observer, the lifecycle and the follower
 /// fetcher, until `stop`.
 pub struct Membership {
@@ -52,22 +60,22 @@ pub struct Membership {
 
 impl Membership {
     /// Starts fetching the quorum's metadata log into `metadata_dir` and registering this
-    /// broker with `endpoints` and its log directories' ids (the first is the metadata one).
+    /// broker as `registration` says.
     pub fn start(
         config: &NodeConfig,
         metadata_dir: &Path,
         cluster_id: &str,
-        log_dir_ids: Vec<Uuid>,
-        endpoints: Vec<Endpoint>,
+        registration: Registration,
         fetcher: FetcherSetup,
         replicas: ReplicaHost,
     ) -> anyhow::Result<Membership> {
+        let Registration { log_dir_ids, endpoints, epochs } = registration;
         let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
         let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = vec![tokio::spawn(observer.run(stop_rx.clone()))];
         let (lifecycle, state) =
-            Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone());
+            Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone(), epochs);
         let ReplicaHost { manager, apply, tick } = replicas;
         let (applied_tx, applied) = watch::channel(metadata.image.borrow().clone());
         let images = metadata.image.clone();

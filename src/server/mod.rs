@@ -231,7 +231,12 @@ fn start_membership(
     });
     let tick = Duration::from_millis((lag_ms / 2).clamp(100, 5_000) as u64);
     let replicas = crate::node::ReplicaHost { manager, apply, tick };
-    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, ids, endpoints, fetcher, replicas)
+    let epochs = crate::node::lifecycle::Epochs {
+        previous: broker.topics.previous_broker_epoch(),
+        current: broker.topics.broker_epoch_cell(),
+    };
+    let registration = crate::node::Registration { log_dir_ids: ids, endpoints, epochs };
+    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, registration, fetcher, replicas)
 }
 
 /// The security protocol of a listener: `listener.security.protocol.map`, else the listener's
