@@ -5,7 +5,8 @@
 //! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
 //! (kept here, decided by the replica layer: appends do not move it) and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
 //! On disk: `<log.dir>/<topic>-<partition>/` holding the segments and `leader-epoch-checkpoint`
-//! (Kafka's text format: version line, count line, then `epoch start_offset` lines).
+//! (Kafka's text format: version line, count line, then `epoch start_offset` lines; its rules
+//! are in `epochs.rs`).
 //! Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
 //! offset, non-overlapping and contiguous; only the last segment is ever written to;
 //! `flushed_offset` <= log_end_offset and everything below it has been fsynced.
@@ -22,6 +23,7 @@ use crate::log::dir_health::DirHealth;
 use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::{FileSlice, Segment};
 
+mod epochs;
 mod retention;
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
@@ -46,6 +48,11 @@ pub struct PartitionLog {
     dir_changes_synced: u64,
     /// (leader epoch, first offset written in it), ascending.
     epochs: Vec<(i32, i64)>,
+    /// Rewrites of the epoch checkpoint so far, and how many of them an fsync covers (as
+    /// `dir_changes`: the checkpoint is written on the append path without fsync and made
+    /// durable by the next flush, see `epochs.rs`).
+    epoch_writes: u64,
+    epoch_writes_synced: u64,
     /// Idempotent producers' sequence state.
     producers: ProducerState,
     /// Compaction: records below this offset have been cleaned (`cleaner-offset-checkpoint`).
@@ -74,6 +81,8 @@ pub struct FlushWork {
     pub up_to_offset: i64,
     /// Set when the directory is synced too: the directory changes that sync covers.
     pub dir_changes: Option<u64>,
+    /// Set when the leader-epoch checkpoint is synced too: the rewrites that sync covers.
+    pub epoch_writes: Option<u64>,
 }
 
 impl FlushWork {
@@ -140,12 +149,14 @@ impl PartitionLog {
             dir_changes: 1,
             dir_changes_synced: 0,
             epochs: Vec::new(),
+            epoch_writes: 0,
+            epoch_writes_synced: 0,
             producers: ProducerState::default(),
             roll_jitter_ms,
             cleaner_checkpoint: 0,
             health: Default::default(),
         };
-        log.load_epochs()?;
+        log.load_epochs(recover_tail)?;
         if let Ok(text) = std::fs::read_to_string(log.dir.join(cleaner::CHECKPOINT_FILE)) {
             log.cleaner_checkpoint = text.trim().parse::<i64>().unwrap_or(0).clamp(0, log.log_end_offset());
         }
@@ -175,6 +186,8 @@ impl PartitionLog {
             dir_changes: 0,
             dir_changes_synced: 0,
             epochs: Vec::new(),
+            epoch_writes: 0,
+            epoch_writes_synced: 0,
             producers: ProducerState::default(),
             cleaner_checkpoint: 0,
             roll_jitter_ms: 0,
@@ -502,6 +515,9 @@ impl PartitionLog {
     /// `roll`, with the new segment created at `now_ms`.
     fn roll_at(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base = self.log_end_offset();
+        // Only the active segment may hold batches whose epoch is not durable in the checkpoint
+        // (recovery re-reads only that one, see `epochs.rs`).
+        self.sync_epochs()?;
         let active = self.segments.last_mut().expect("active segment");
         active.sync_indexes()?;
         active.release_preallocation()?;
@@ -537,6 +553,10 @@ impl PartitionLog {
             }
             files.push(segment.sync_handle()?);
         }
+        let includes_epochs = self.epoch_writes > self.epoch_writes_synced;
+        if includes_epochs {
+            files.push(File::open(self.dir.join(EPOCH_CHECKPOINT))?);
+        }
         let includes_dir = self.dir_changes > self.dir_changes_synced;
         if includes_dir {
             // The directory too, so newly created segment files survive a crash.
@@ -546,6 +566,7 @@ impl PartitionLog {
             files,
             up_to_offset: self.log_end_offset(),
             dir_changes: includes_dir.then_some(self.dir_changes),
+            epoch_writes: includes_epochs.then_some(self.epoch_writes),
         })
     }
 
@@ -554,6 +575,9 @@ impl PartitionLog {
         let offset = work.up_to_offset;
         if let Some(changes) = work.dir_changes {
             self.dir_changes_synced = self.dir_changes_synced.max(changes);
+        }
+        if let Some(writes) = work.epoch_writes {
+            self.epoch_writes_synced = self.epoch_writes_synced.max(writes);
         }
         if offset > self.flushed_offset {
             self.flushed_offset = offset;
@@ -640,47 +664,6 @@ impl PartitionLog {
             .map(|s| (s.offset_of_max_timestamp, s.max_timestamp))
     }
 
-    /// Records that `leader_epoch` starts at `offset` if it is newer than the latest epoch.
-    fn assign_epoch(&mut self, leader_epoch: i32, offset: i64) -> Result<(), LogError> {
-        if self.epochs.last().is_none_or(|(e, _)| *e < leader_epoch) {
-            self.epochs.push((leader_epoch, offset));
-            self.write_epochs()?;
-        }
-        Ok(())
-    }
-
-    fn load_epochs(&mut self) -> Result<(), LogError> {
-        let path = self.dir.join(EPOCH_CHECKPOINT);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let lines = text.lines().skip(2);
-        let end = self.log_end_offset();
-        for line in lines {
-            let mut parts = line.split_whitespace();
-            if let (Some(Ok(epoch)), Some(Ok(start))) =
-                (parts.next().map(str::parse::<i32>), parts.next().map(str::parse::<i64>))
-            {
-                // Entries past the recovered log end describe data that was truncated.
-                if start < end {
-                    self.epochs.push((epoch, start));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn write_epochs(&self) -> Result<(), LogError> {
-        let mut text = format!("0\n{}\n", self.epochs.len());
-        for (epoch, start) in &self.epochs {
-            text.push_str(&format!("{epoch} {start}\n"));
-        }
-        write_atomically(&self.dir.join(EPOCH_CHECKPOINT), text.as_bytes())?;
-        Ok(())
-    }
-
     /// Truncates the log to end before `offset` (a follower whose log diverged from its new
     /// leader's, Kafka's `UnifiedLog.truncateTo`): whole batches go (the log may end before
     /// `offset`), segments past it are deleted, the leader-epoch cache, high watermark, flushed
@@ -714,7 +697,7 @@ impl PartitionLog {
         let before = self.epochs.len();
         self.epochs.retain(|(_, start)| *start < end);
         if self.epochs.len() != before {
-            self.write_epochs()?;
+            self.write_epochs_synced()?;
         }
         self.high_watermark = self.high_watermark.min(end);
         self.flushed_offset = self.flushed_offset.min(end);
@@ -740,6 +723,7 @@ impl PartitionLog {
         // The next open reserves again if `preallocate` is still set.
         active.release_preallocation()?;
         self.flushed_offset = work.up_to_offset;
+        self.epoch_writes_synced = self.epoch_writes;
         // A snapshot at the log end lets the next start skip replaying the log. Not needed when
         // one is there already (nothing appended since) or there is nothing to replay.
         let end = work.up_to_offset;

@@ -91,7 +91,7 @@ impl PartitionLog {
         if let Some(first) = self.epochs.first_mut() {
             first.1 = first.1.max(self.log_start_offset);
         }
-        self.write_epochs()?;
+        self.write_epochs_synced()?;
         for segment in removed {
             tracing::info!(dir = %self.dir.display(), base_offset = segment.base_offset, "retention deleted segment");
             segment.delete_after(self.config.file_delete_delay_ms)?;
