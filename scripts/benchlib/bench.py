@@ -99,7 +99,7 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
             "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
             "appender.console.layout.pattern = [%d] %p %m (%c)%n\nrootLogger.level = WARN\n"
             "rootLogger.appenderRef.stderr.ref = STDERR\n")
-        if "kafka" in self.systems:
+        if any(s.startswith("kafka") for s in self.systems):
             log("formatting a Kafka KRaft data directory (StorageTool, once)")
             Kafka.format_template(self.libs, self.tmp)
         self.git = self._git_info()
@@ -136,7 +136,7 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
 
     def new_broker(self, system: str, name: str) -> Broker:
         wd = self.tmp / name
-        if system == "kafka":
+        if system.startswith("kafka"):
             return Kafka(system, wd, self.libs)
         return Ketch(system, wd, self.ketch_bin)
 

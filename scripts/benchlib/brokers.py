@@ -139,6 +139,9 @@ class Kafka(Broker):
             # after every deletion instead, see Bench._delete_topic).
             "log.segment.delete.delay.ms": "1000",
         }
+        if self.system == "kafka-fsync":
+            # Ketch's durability: every append fsynced before it is acknowledged.
+            props["log.flush.interval.messages"] = "1"
         self.props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         if not self.data.exists() or not any(self.data.iterdir()):
             shutil.copytree(Kafka.template, self.data, dirs_exist_ok=True)

@@ -16,16 +16,22 @@ KAFKA_VERSION = os.environ.get("KAFKA_VERSION", "4.1.0")
 JAVA = os.environ.get("JAVA", "java")
 GO = os.environ.get("GO", "go")
 CARGO = os.environ.get("CARGO", "cargo")
-SYSTEMS_ALL = ["kafka", "ketch", "ketch-nofsync"]
+SYSTEMS_ALL = ["kafka", "ketch", "ketch-nofsync", "kafka-fsync"]
+# Systems that differ from another only in durability: run only where that matters (acks=all
+# produce, ProducerPerformance acks=all, e2e), not for footprint, consume, conns, scale or cluster.
+DURABILITY_VARIANTS = {"ketch-nofsync", "kafka-fsync"}
 LABEL = {
     "kafka": f"Kafka {KAFKA_VERSION}",
     "ketch": "Ketch (default)",
     "ketch-nofsync": "Ketch (fsync off)",
+    "kafka-fsync": f"Kafka {KAFKA_VERSION} (fsync)",
 }
 DURABILITY = {
     "kafka": "no fsync (Kafka default: page cache, flush left to the OS)",
     "ketch": "fsync before acknowledging acks=all (ketch.acks.all.fsync=true, default)",
     "ketch-nofsync": "no fsync (ketch.acks.all.fsync=false)",
+    "kafka-fsync": "fsync of every append before it is acknowledged (log.flush.interval.messages=1): Ketch's "
+                   "durability for acks=all",
 }
 WORKLOADS_ALL = ["startup", "idle", "produce", "producer-perf", "consume", "e2e", "conns", "scale", "cluster", "failover"]
 # run only when named in --workloads (several minutes per system and run); failover is the

@@ -126,7 +126,9 @@ class Report:
 
     def write_results(self):
         shown = [s for s in SYSTEMS_ALL if s in self.systems]
-        ratio_systems = [s for s in shown if s != "kafka"] if "kafka" in shown else []
+        ratio_systems = [s for s in shown if s not in ("kafka", "kafka-fsync")] if "kafka" in shown else []
+        # Ketch's default against Kafka at the same durability (fsync before the acknowledgement).
+        same_durability = "ketch" in shown and "kafka-fsync" in shown
         md = []
         md.append(f"# Ketch vs Apache Kafka {KAFKA_VERSION} — {'quick' if self.quick else 'full'} benchmark\n")
         md.append(f"- Date (UTC): {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M')}; "
@@ -156,7 +158,9 @@ class Report:
         for s in shown:
             md.append(f"- **{LABEL[s]}**: {DURABILITY[s]}")
         md.append("")
-        hdr = ["Workload", "Metric"] + [LABEL[s] for s in shown] + [f"{LABEL[s]} / Kafka" for s in ratio_systems] + ["Target (Ketch/Kafka)"]
+        hdr = ["Workload", "Metric"] + [LABEL[s] for s in shown] + [f"{LABEL[s]} / Kafka" for s in ratio_systems]
+        hdr += [f"{LABEL['ketch']} / {LABEL['kafka-fsync']}"] if same_durability else []
+        hdr += ["Target (Ketch/Kafka)"]
         md.append("| " + " | ".join(hdr) + " |")
         md.append("|" + "---|" * len(hdr))
         chart = []  # (label, {system: ratio}, target, higher)
@@ -169,6 +173,8 @@ class Report:
             cells, meds = [], {}
             for s in shown:
                 txt, m = self.cell(metric, s)
+                if not txt and s == "kafka-fsync":
+                    txt = "n/a"
                 if not txt and s == "ketch-nofsync":
                     txt = "= default (acks=1 never fsyncs)" if ".acks1." in metric else "n/a"
                 cells.append(txt)
@@ -184,6 +190,9 @@ class Report:
                     rcells.append(f"{fmt_ratio(ratio)}{mark}")
                 else:
                     rcells.append("")
+            if same_durability:
+                ketch, kafka_fsync = meds.get("ketch"), meds.get("kafka-fsync")
+                rcells.append(fmt_ratio(ketch / kafka_fsync) if ketch is not None and kafka_fsync else "")
             md.append("| " + " | ".join([f"**{section}**" if section else "",
                                          f"{label} ({unit}, {'higher' if higher else 'lower'} is better)"]
                                         + cells + rcells + [ttext]) + " |")

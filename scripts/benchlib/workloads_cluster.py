@@ -34,7 +34,7 @@ class ClusterWorkloads:
         return KetchCluster(system, root, self.ketch_bin)
 
     def w_cluster(self):
-        systems = list(self.systems)
+        systems = [s for s in self.systems if s != "kafka-fsync"]
         self.notes.append(
             "cluster: per system and run a fresh controller (node 3000, process.roles=controller) and brokers "
             "1-3 (process.roles=broker) of that system, started after the previous system's cluster was killed; "

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from .brokers import Kafka
-from .config import log
+from .config import DURABILITY_VARIANTS, log
 from .proc import RssSampler, RunFailed, cpu_s, fd_count, free_port, reap, rss_mb, socket_count, spawn, tail_text
 
 
@@ -21,7 +21,7 @@ class FootprintWorkloads:
     """Workloads about what a broker costs and how it scales (methods of Bench)."""
 
     def w_startup(self):
-        systems = [s for s in self.systems if s != "ketch-nofsync"]
+        systems = [s for s in self.systems if s not in DURABILITY_VARIANTS]
         for r in range(self.runs):
             for s in self.order(systems, r):
                 name = f"startup-{s}-{r}"
@@ -46,7 +46,7 @@ class FootprintWorkloads:
                     shutil.rmtree(b.workdir, ignore_errors=True)
 
     def w_idle(self):
-        live = [s for s in self.systems if s in self.brokers]
+        live = [s for s in self.systems if s in self.brokers and s not in DURABILITY_VARIANTS]
         c0 = {s: cpu_s(self.brokers[s].pid) for s in live}
         time.sleep(self.settle)
         for s in live:
@@ -81,7 +81,7 @@ class FootprintWorkloads:
                 self.fail("idle.rss_1000_mb", s, "broker died")
 
     def w_conns(self):
-        systems = [s for s in self.systems if s in self.brokers and s != "ketch-nofsync"]
+        systems = [s for s in self.systems if s in self.brokers and s not in DURABILITY_VARIANTS]
         clients = 1000
         for r in range(max(1, self.runs // 2)):
             for s in self.order(systems, r):
@@ -137,7 +137,7 @@ class FootprintWorkloads:
         # a fresh broker per system, one at a time (the long-lived ones are stopped first)
         for s in list(self.brokers):
             self.brokers.pop(s).stop()
-        systems = [s for s in self.systems if s != "ketch-nofsync"]
+        systems = [s for s in self.systems if s not in DURABILITY_VARIANTS]
         topics = [f"scale-{i}" for i in range(10)]
         records = 5_000_000  # upper bound; each run stops after scale_duration
         for s in systems:

@@ -10,7 +10,7 @@ import re
 import subprocess
 import uuid
 
-from .config import JAVA, KAFKA_TOOL_JVM, log
+from .config import DURABILITY_VARIANTS, JAVA, KAFKA_TOOL_JVM, log
 from .proc import RssSampler, RunFailed, run, tail_text
 
 
@@ -40,7 +40,7 @@ class ThroughputWorkloads:
         return [(acks, comp) for acks in ("1", "all") for comp in ("none", "lz4")]
 
     def _systems_for_acks(self, acks: str) -> list[str]:
-        return [s for s in self.systems if s in self.brokers and (acks == "all" or s != "ketch-nofsync")]
+        return [s for s in self.systems if s in self.brokers and (acks == "all" or s not in DURABILITY_VARIANTS)]
 
     def w_produce(self):
         peaks: dict[str, float] = {}
@@ -115,7 +115,7 @@ class ThroughputWorkloads:
                     self._delete_topic(s, topic)
 
     def w_consume(self):
-        systems = [s for s in self.systems if s in self.brokers and s != "ketch-nofsync"]
+        systems = [s for s in self.systems if s in self.brokers and s not in DURABILITY_VARIANTS]
         n = self.consume_records
         topic = "consume-big"
         loaded = []

@@ -1,5 +1,6 @@
 //! ListOffsets: earliest, latest, max timestamp, and the first offset at or after a timestamp.
-//! Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED on each partition), as in Kafka.
+//! Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED on each partition), as in Kafka. The
+//! answer's rules (high watermark, epochs, OFFSET_NOT_AVAILABLE) are `replica::offsets`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,14 +13,9 @@ use kafka_protocol::messages::list_offsets_response::{
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::replica::offsets::{OffsetView, Reader};
+use crate::replica::{self, offsets};
 use crate::security::acl;
-
-const LATEST: i64 = -1;
-const EARLIEST: i64 = -2;
-const MAX_TIMESTAMP: i64 = -3;
-const EARLIEST_LOCAL: i64 = -4;
-const EARLIEST_PENDING_UPLOAD: i64 = -5;
-const LATEST_TIERED: i64 = -6;
 
 /// A partition's answer before any offset is found.
 fn unanswered(partition_index: i32) -> ListOffsetsPartitionResponse {
@@ -79,23 +75,34 @@ pub fn handle(
                     if log.health().is_offline() {
                         return response.with_error_code(ResponseError::KafkaStorageError.code());
                     }
-                    // The leader epoch field exists from v4 on; older versions must leave it at -1.
-                    let epoch = if version >= 4 { log.latest_epoch().map_or(0, |(e, _)| e) } else { -1 };
-                    let found = match p.timestamp {
-                        LATEST | LATEST_TIERED if req.isolation_level == 1 => Ok(Some((log.last_stable_offset(), -1))),
-                        LATEST | LATEST_TIERED => Ok(Some((log.high_watermark(), -1))),
-                        EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
-                        EARLIEST_PENDING_UPLOAD => Ok(None),
-                        MAX_TIMESTAMP => Ok(log.max_timestamp()),
-                        ts if ts >= 0 => log.offset_for_timestamp(ts),
-                        _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
+                    // A replicated partition's replica state (a broker of a controller quorum).
+                    let replicated = broker.replicas.get().and_then(|rm| rm.get(&partition.topic, partition.index));
+                    let view = OffsetView {
+                        log_start_offset: log.log_start_offset(),
+                        log_end_offset: log.log_end_offset(),
+                        high_watermark: log.high_watermark(),
+                        last_stable_offset: log.last_stable_offset(),
+                        epochs: log.epochs(),
+                        leader_epoch: replicated.as_ref().map_or_else(|| replica::leader_epoch(&log), |r| r.leader().1),
+                        epoch_start_offset: replicated.as_ref().and_then(|r| r.epoch_start_offset()),
                     };
+                    let reader = Reader::of(req.replica_id.0, req.isolation_level);
+                    let found = offsets::fetch_offset_for_timestamp(&view, reader, p.timestamp, |ts| {
+                        let found = if ts == offsets::MAX_TIMESTAMP {
+                            Ok(log.max_timestamp())
+                        } else {
+                            log.offset_for_timestamp(ts)
+                        };
+                        found.map_err(|e| e.code())
+                    });
                     match found {
-                        Ok(Some((offset, timestamp))) => {
-                            response.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(epoch)
-                        }
+                        // The leader epoch field exists from v4 on; older versions leave it at -1.
+                        Ok(Some((offset, timestamp, epoch))) => response
+                            .with_offset(offset)
+                            .with_timestamp(timestamp)
+                            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
                         Ok(None) => response,
-                        Err(e) => response.with_error_code(e.code()),
+                        Err(code) => response.with_error_code(code),
                     }
                 })
                 .collect();

@@ -2,17 +2,18 @@
 //! compression, recovery, retention and group-commit fsync.
 //!
 //! Layering: `batch` (format + validation) and `compression` are pure; `index` and `segment`
-//! own files; `partition_log` owns one partition's segments; `flusher` batches fsyncs across
-//! partitions and producers. Nothing here knows about the network or the Kafka protocol
-//! messages. Seams for later work: producer state (idempotence, transactions) will hang off
-//! `PartitionLog::append`, and the high watermark is kept apart from the log end offset for
-//! replication.
+//! own files; `partition_log` owns one partition's segments, with its leader-epoch cache
+//! (`epoch_cache`) and producer state (`producer_state`: idempotence, transactions); `flusher`
+//! batches fsyncs across partitions and producers. Nothing here knows about the network or the
+//! Kafka protocol messages, nor decides the high watermark: the replica layer does and storage
+//! keeps it.
 
 pub mod batch;
 pub mod cleaner;
 pub mod compression;
 pub mod deleter;
 pub mod dir_health;
+pub mod epoch_cache;
 pub mod flusher;
 pub mod index;
 pub mod lz4_frame;

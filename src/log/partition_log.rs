@@ -5,8 +5,8 @@
 //! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
 //! (kept here, decided by the replica layer: appends do not move it) and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
 //! On disk: `<log.dir>/<topic>-<partition>/` holding the segments and `leader-epoch-checkpoint`
-//! (Kafka's text format: version line, count line, then `epoch start_offset` lines; its rules
-//! are in `epochs.rs`).
+//! (Kafka's text format: version line, count line, then `epoch start_offset` lines; when it is
+//! synced: `epoch_cache.rs`).
 //! Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
 //! offset, non-overlapping and contiguous; only the last segment is ever written to;
 //! `flushed_offset` <= log_end_offset and everything below it has been fsynced.
@@ -20,13 +20,12 @@ use crate::error::LogError;
 use crate::log::batch::{self, BatchSummary};
 use crate::log::cleaner::{self, CleanPlan, CleanedGroup};
 use crate::log::dir_health::DirHealth;
+use crate::log::epoch_cache::EpochCache;
 use crate::log::producer_state::{Check, ProducerState};
 use crate::log::segment::{FileSlice, Segment};
 
-mod epochs;
 mod retention;
 
-const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 /// Log start offset moved by DeleteRecords inside the first segment (one decimal number).
 const LOG_START_CHECKPOINT: &str = "log-start-offset";
 
@@ -46,13 +45,7 @@ pub struct PartitionLog {
     /// a flag: a segment created while an fsync is running is not covered by it.)
     dir_changes: u64,
     dir_changes_synced: u64,
-    /// (leader epoch, first offset written in it), ascending.
-    epochs: Vec<(i32, i64)>,
-    /// Rewrites of the epoch checkpoint so far, and how many of them an fsync covers (as
-    /// `dir_changes`: the checkpoint is written on the append path without fsync and made
-    /// durable by the next flush, see `epochs.rs`).
-    epoch_writes: u64,
-    epoch_writes_synced: u64,
+    epochs: EpochCache,
     /// Idempotent producers' sequence state.
     producers: ProducerState,
     /// Compaction: records below this offset have been cleaned (`cleaner-offset-checkpoint`).
@@ -81,7 +74,7 @@ pub struct FlushWork {
     pub up_to_offset: i64,
     /// Set when the directory is synced too: the directory changes that sync covers.
     pub dir_changes: Option<u64>,
-    /// Set when the leader-epoch checkpoint is synced too: the rewrites that sync covers.
+    /// Set when the leader-epoch checkpoint is synced too: the writes that sync covers.
     pub epoch_writes: Option<u64>,
 }
 
@@ -148,15 +141,16 @@ impl PartitionLog {
             last_flush_ms: now_ms,
             dir_changes: 1,
             dir_changes_synced: 0,
-            epochs: Vec::new(),
-            epoch_writes: 0,
-            epoch_writes_synced: 0,
+            epochs: EpochCache::empty(dir),
             producers: ProducerState::default(),
             roll_jitter_ms,
             cleaner_checkpoint: 0,
             health: Default::default(),
         };
-        log.load_epochs(recover_tail)?;
+        log.epochs = EpochCache::load(dir, log.log_end_offset())?;
+        if recover_tail || !log.epochs.intact() {
+            log.recover_epochs()?;
+        }
         if let Ok(text) = std::fs::read_to_string(log.dir.join(cleaner::CHECKPOINT_FILE)) {
             log.cleaner_checkpoint = text.trim().parse::<i64>().unwrap_or(0).clamp(0, log.log_end_offset());
         }
@@ -175,6 +169,7 @@ impl PartitionLog {
     pub fn offline(dir: PathBuf, config: TopicConfig, health: std::sync::Arc<DirHealth>) -> PartitionLog {
         assert!(health.is_offline(), "an offline placeholder needs an offline directory");
         PartitionLog {
+            epochs: EpochCache::empty(&dir),
             dir,
             config,
             segments: Vec::new(),
@@ -185,9 +180,6 @@ impl PartitionLog {
             last_flush_ms: 0,
             dir_changes: 0,
             dir_changes_synced: 0,
-            epochs: Vec::new(),
-            epoch_writes: 0,
-            epoch_writes_synced: 0,
             producers: ProducerState::default(),
             cleaner_checkpoint: 0,
             roll_jitter_ms: 0,
@@ -248,25 +240,12 @@ impl PartitionLog {
         self.segments.iter().map(|s| (s.base_offset, s.size())).collect()
     }
     pub fn latest_epoch(&self) -> Option<(i32, i64)> {
-        self.epochs.last().copied()
+        self.epochs.latest()
     }
 
-    /// OffsetForLeaderEpoch: the largest epoch <= `epoch` and the offset where it ended (the
-    /// next epoch's start, or the log end for the latest). Like Kafka, the current leader epoch
-    /// (0 on this single node) counts as started at the log start even before any write.
-    /// Returns (-1, -1) for an epoch older than every known one or newer than the latest.
+    /// OffsetForLeaderEpoch (`EpochCache::end_offset_for`).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        let implicit = [(0, self.log_start_offset)];
-        let epochs: &[(i32, i64)] = if self.epochs.is_empty() { &implicit } else { &self.epochs };
-        let i = epochs.partition_point(|(e, _)| *e <= epoch);
-        // Older than every known epoch, or newer than the latest (Kafka's `endOffsetFor`: no
-        // higher entry and not the latest): undefined.
-        if i == 0 || (i == epochs.len() && epochs[i - 1].0 != epoch) {
-            return (-1, -1);
-        }
-        let found = epochs[i - 1].0;
-        let end = epochs.get(i).map_or(self.log_end_offset(), |(_, start)| *start);
-        (found, end)
+        self.epochs.end_offset_for(epoch, self.log_start_offset, self.log_end_offset())
     }
 
     fn active(&self) -> &Segment {
@@ -514,10 +493,10 @@ impl PartitionLog {
 
     /// `roll`, with the new segment created at `now_ms`.
     fn roll_at(&mut self, now_ms: i64) -> Result<(), LogError> {
-        let base = self.log_end_offset();
         // Only the active segment may hold batches whose epoch is not durable in the checkpoint
-        // (recovery re-reads only that one, see `epochs.rs`).
-        self.sync_epochs()?;
+        // (recovery re-reads only that one).
+        self.epochs.sync()?;
+        let base = self.log_end_offset();
         let active = self.segments.last_mut().expect("active segment");
         active.sync_indexes()?;
         active.release_preallocation()?;
@@ -553,11 +532,12 @@ impl PartitionLog {
             }
             files.push(segment.sync_handle()?);
         }
-        let includes_epochs = self.epoch_writes > self.epoch_writes_synced;
-        if includes_epochs {
-            files.push(File::open(self.dir.join(EPOCH_CHECKPOINT))?);
+        let epoch_writes = self.epochs.unsynced();
+        if epoch_writes.is_some() {
+            files.push(self.epochs.file()?);
         }
-        let includes_dir = self.dir_changes > self.dir_changes_synced;
+        // A new epoch checkpoint is a rename in the directory: synced with it.
+        let includes_dir = self.dir_changes > self.dir_changes_synced || epoch_writes.is_some();
         if includes_dir {
             // The directory too, so newly created segment files survive a crash.
             files.push(File::open(&self.dir)?);
@@ -566,7 +546,7 @@ impl PartitionLog {
             files,
             up_to_offset: self.log_end_offset(),
             dir_changes: includes_dir.then_some(self.dir_changes),
-            epoch_writes: includes_epochs.then_some(self.epoch_writes),
+            epoch_writes,
         })
     }
 
@@ -577,7 +557,7 @@ impl PartitionLog {
             self.dir_changes_synced = self.dir_changes_synced.max(changes);
         }
         if let Some(writes) = work.epoch_writes {
-            self.epoch_writes_synced = self.epoch_writes_synced.max(writes);
+            self.epochs.mark_synced(writes);
         }
         if offset > self.flushed_offset {
             self.flushed_offset = offset;
@@ -664,6 +644,31 @@ impl PartitionLog {
             .map(|s| (s.offset_of_max_timestamp, s.max_timestamp))
     }
 
+    /// Records that `leader_epoch` starts at `offset` if it is newer than the latest epoch.
+    fn assign_epoch(&mut self, leader_epoch: i32, offset: i64) -> Result<(), LogError> {
+        self.epochs.assign(leader_epoch, offset)
+    }
+
+    /// After an unclean shutdown (or with a checkpoint that does not parse): the epochs of the
+    /// active segment's batches (of every segment's) the checkpoint lacks (`EpochCache::recover`).
+    fn recover_epochs(&mut self) -> Result<(), LogError> {
+        let clear = !self.epochs.intact();
+        if clear {
+            tracing::warn!(dir = %self.dir.display(), "leader-epoch-checkpoint unreadable: rebuilt from the log");
+        }
+        let from = if clear { 0 } else { self.segments.len().saturating_sub(1) };
+        let mut batches = Vec::new();
+        for segment in &self.segments[from..] {
+            segment.for_each_header(segment.base_offset, |h| {
+                // Only where the epoch rises: a batch of an epoch seen already adds nothing.
+                if batches.last().is_none_or(|&(e, _): &(i32, i64)| e < h.leader_epoch()) {
+                    batches.push((h.leader_epoch(), h.base_offset()));
+                }
+            })?;
+        }
+        self.epochs.recover(&batches, clear)
+    }
+
     /// Truncates the log to end before `offset` (a follower whose log diverged from its new
     /// leader's, Kafka's `UnifiedLog.truncateTo`): whole batches go (the log may end before
     /// `offset`), segments past it are deleted, the leader-epoch cache, high watermark, flushed
@@ -694,11 +699,7 @@ impl PartitionLog {
         self.segments.last_mut().expect("active segment").truncate_to(offset)?;
         let end = self.log_end_offset();
         assert!(end <= offset && end >= self.log_start_offset, "truncated to {end}, asked {offset}");
-        let before = self.epochs.len();
-        self.epochs.retain(|(_, start)| *start < end);
-        if self.epochs.len() != before {
-            self.write_epochs_synced()?;
-        }
+        self.epochs.truncate_from_end(end)?;
         self.high_watermark = self.high_watermark.min(end);
         self.flushed_offset = self.flushed_offset.min(end);
         self.cleaner_checkpoint = self.cleaner_checkpoint.min(end);
@@ -709,7 +710,7 @@ impl PartitionLog {
 
     /// The leader-epoch cache: `(epoch, first offset written in it)`, ascending.
     pub fn epochs(&self) -> &[(i32, i64)] {
-        &self.epochs
+        self.epochs.entries()
     }
 
     /// Closes the log after an fsync of everything (clean shutdown).
@@ -723,7 +724,9 @@ impl PartitionLog {
         // The next open reserves again if `preallocate` is still set.
         active.release_preallocation()?;
         self.flushed_offset = work.up_to_offset;
-        self.epoch_writes_synced = self.epoch_writes;
+        if let Some(writes) = work.epoch_writes {
+            self.epochs.mark_synced(writes);
+        }
         // A snapshot at the log end lets the next start skip replaying the log. Not needed when
         // one is there already (nothing appended since) or there is nothing to replay.
         let end = work.up_to_offset;

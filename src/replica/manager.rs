@@ -84,6 +84,15 @@ impl Replica {
         }
     }
 
+    /// As leader, the log end offset when this broker became leader at its current epoch
+    /// (Kafka's `leaderEpochStartOffsetOpt`); `None` as follower.
+    pub fn epoch_start_offset(&self) -> Option<i64> {
+        match &*self.role() {
+            Role::Leader(s) => Some(s.epoch_start_offset),
+            Role::Follower { .. } => None,
+        }
+    }
+
     /// Kafka's check of a request's `current_leader_epoch` (KIP-320, -1 skips it), then that
     /// this broker leads the partition.
     pub fn check_leader(&self, requested_epoch: i32) -> Result<(), ResponseError> {

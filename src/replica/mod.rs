@@ -1,15 +1,15 @@
 //! The replica layer, between the handlers and coordinators above and the partition logs below
 //! (Kafka's `Partition` and `ReplicaManager`): it decides the high watermark, storage does not.
 //!
-//! Today Ketch runs one node: every hosted partition is led by this node at `LEADER_EPOCH` with
-//! an in-sync replica set of this node alone, so after every append the high watermark is the
-//! minimum log end offset over the ISR, i.e. the local log end. Followers, ISR changes
-//! (AlterPartition), leader epochs from the metadata image and the delayed produce/fetch
-//! operations of replication (issue 14) come here.
+//! Two ways to run: a single node (no controller quorum) leads every hosted partition at
+//! `LEADER_EPOCH` (or its log's latest epoch) with an in-sync replica set of itself alone, so the
+//! free functions below move the high watermark to the log end after every append; a broker of a
+//! controller quorum runs `manager.rs` (roles, leader epochs and ISR from the metadata image,
+//! follower fetching in `fetcher.rs`, acks=all waits, AlterPartition).
 //!
 //! `state.rs` is the replication state machine itself (follower states, ISR changes, high
 //! watermark, acks=all, follower truncation), without I/O and checked by a seeded simulation;
-//! the cluster's data plane drives it (issue 14, next steps).
+//! `offsets.rs` is ListOffsets' rules on a replica; `checkpoint.rs` the high-watermark file.
 //!
 //! Invariants: every append made as leader (client batches, coordinator records, transaction
 //! markers) goes through this module, so the high-watermark rule has one home; the high
@@ -18,6 +18,7 @@
 pub mod checkpoint;
 pub mod fetcher;
 pub mod manager;
+pub mod offsets;
 pub mod state;
 
 use crate::error::LogError;

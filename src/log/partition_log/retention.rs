@@ -85,13 +85,7 @@ impl PartitionLog {
         let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
         self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
         self.producers.truncate_head(self.log_start_offset);
-        // Keep the epoch in force at the new log start (its start clamped), drop older ones.
-        let first_kept = self.epochs.partition_point(|(_, start)| *start <= self.log_start_offset).saturating_sub(1);
-        self.epochs.drain(..first_kept);
-        if let Some(first) = self.epochs.first_mut() {
-            first.1 = first.1.max(self.log_start_offset);
-        }
-        self.write_epochs_synced()?;
+        self.epochs.truncate_from_start(self.log_start_offset)?;
         for segment in removed {
             tracing::info!(dir = %self.dir.display(), base_offset = segment.base_offset, "retention deleted segment");
             segment.delete_after(self.config.file_delete_delay_ms)?;
