@@ -285,8 +285,8 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
             self._guard("scale", self.w_scale)
         for s in list(self.brokers):
             self.brokers.pop(s).stop()
-        if "cluster" in steps:  # after every single broker is stopped: one system's cluster at a time
-            log("== cluster: 3 brokers under a controller, per system")
+        if "cluster" in steps or "failover" in steps:  # after every single broker is stopped: one system's cluster at a time
+            log("== cluster: 3 brokers under a controller, per system" + ("" if "cluster" in steps else " (failover only)"))
             self._guard("cluster", self.w_cluster)
         self.t_bench = time.monotonic() - t0
         self.write_results()

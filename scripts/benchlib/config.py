@@ -33,9 +33,10 @@ DURABILITY = {
     "kafka-fsync": "fsync of every append before it is acknowledged (log.flush.interval.messages=1): Ketch's "
                    "durability for acks=all",
 }
-WORKLOADS_ALL = ["startup", "idle", "produce", "producer-perf", "consume", "e2e", "conns", "scale", "cluster"]
-# run only when named in --workloads (several minutes per system and run)
-WORKLOADS_OPT_IN = ["cluster"]
+WORKLOADS_ALL = ["startup", "idle", "produce", "producer-perf", "consume", "e2e", "conns", "scale", "cluster", "failover"]
+# run only when named in --workloads (several minutes per system and run); failover is the
+# cluster workload with its failover step only
+WORKLOADS_OPT_IN = ["cluster", "failover"]
 # kafka-server-start.sh / kafka-run-class.sh defaults
 KAFKA_BROKER_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",

@@ -142,7 +142,7 @@ class Report:
                   f"(ProducerPerformance), text-like payloads (lz4 ≈2-3x); consume topic: "
                   f"{self.consume_records * 1024 // 2**20} MiB; e2e: {self.e2e_rate:,} rec/s for {self.e2e_duration}s "
                   f"after {self.e2e_warmup}s warm-up; MB = 2^20 bytes")
-        if "cluster" in self.workloads:
+        if "cluster" in self.workloads or "failover" in self.workloads:
             md.append(f"- Cluster workload: {self.cluster_runs} runs per system, each on a fresh 3-broker cluster "
                       f"(controller + 3 brokers, all on this machine), one system's cluster at a time (the single "
                       f"brokers above are stopped before); {self.cluster_records:,} records per produce run; "

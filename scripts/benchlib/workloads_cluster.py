@@ -1,9 +1,10 @@
 """The cluster workload of scripts/bench, as a mixin of Bench: three brokers under a controller of
 the same kind (benchlib.cluster), one system's cluster at a time, alternating the systems run by
 run. Each run starts a fresh cluster, measures acks=all produce throughput and end-to-end latency
-on a topic of replication factor 3 (min.insync.replicas=2), then (kafka and ketch only) the
-failover of a 1,000-partition RF 3 topic when broker 2 is killed with SIGKILL, and kills the
-cluster before the next system's run starts.
+on a topic of replication factor 3 (min.insync.replicas=2), then the failover of a
+1,000-partition RF 3 topic when broker 2 is killed with SIGKILL, and kills the cluster before the
+next system's run starts. `--workloads failover` (without cluster) runs the failover step only,
+after the same start and warm-up.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class ClusterWorkloads:
             f"JVMs with kafka-server-start.sh's options; {self.cluster_records:,} records per produce run; "
             f"failover: after one acknowledged write on each of the 1,000 partitions and 2 s idle, broker {KILLED} killed with SIGKILL by the client, which then retries a 1 KiB acks=all "
             "write on every partition that broker led (10 ms backoff, metadata at most 10 ms old) until each "
-            "is acknowledged; Ketch with fsync off is not run for failover")
+            "is acknowledged")
+        failover_only = "cluster" not in self.workloads
         for r in range(self.cluster_runs):
             for s in self.order(systems, r):
                 name = f"cluster-{s}-{r}"
@@ -58,16 +60,16 @@ class ClusterWorkloads:
                                 str(self.cluster_records // 4), "-size", "1024", "-acks", "all", timeout=300,
                                 what=f"cluster warm-up {s}")
                 except RunFailed as e:
-                    for m in CLUSTER_METRICS + (FAILOVER_METRICS if s != "ketch-nofsync" else []):
+                    for m in ([] if failover_only else CLUSTER_METRICS) + FAILOVER_METRICS:
                         self.fail(m, s, f"cluster start: {e}")
                     self._keep_cluster_logs(c, name)
                     c.stop()
                     self._remove_cluster(c)
                     continue
-                self._cluster_produce(c, s)
-                self._cluster_e2e(c, s, r)
-                if s != "ketch-nofsync":
-                    self._cluster_failover(c, s)
+                if not failover_only:
+                    self._cluster_produce(c, s)
+                    self._cluster_e2e(c, s, r)
+                self._cluster_failover(c, s)
                 # kept whether or not a step failed: the failover's timeline is in them (the
                 # controller's fencing, the brokers' leadership changes; the client gives the kill time)
                 self._keep_cluster_logs(c, name)

@@ -21,6 +21,15 @@
 //! so the new broker epoch is the offset of that record (Kafka writes the ISR removals of a new
 //! incarnation first and uses the batch's first offset: same epoch, same atomic batch).
 //!
+//! A broker is also fenced, as by a lapsed session, when the connection that carried its
+//! heartbeats closed and it did not heartbeat again within a grace period: twice the time
+//! between its last two heartbeats, at least `MIN_DISCONNECT_GRACE_MS`, never more than the
+//! session timeout. A process killed with SIGKILL has its connections closed by its OS at once,
+//! so it is fenced after about a second instead of after `broker.session.timeout.ms`; a live
+//! broker whose connection dropped reconnects and heartbeats within the grace (its next beat is
+//! due within one interval) and keeps its session. (Kafka's controller waits for the session
+//! timeout only.)
+//!
 //! Invariants: a session exists for every broker this controller registered or saw at
 //! `touch_all`; a session's fencing mirrors the image's once the returned records are applied; a
 //! controlled-shutdown offset is only kept for an unfenced broker.
@@ -58,6 +67,9 @@ pub struct HeartbeatAnswer {
     pub should_shut_down: bool,
 }
 
+/// The least grace between the close of a broker's heartbeat connection and its fencing.
+pub const MIN_DISCONNECT_GRACE_MS: i64 = 1_000;
+
 /// Kafka's `BrokerControlState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -84,6 +96,39 @@ struct Session {
     fenced: bool,
     /// In controlled shutdown: the last offset of the records that moved its partitions away.
     controlled_shutdown_offset: Option<i64>,
+    /// The connection the broker's last heartbeat came on (none: not known).
+    connection: Option<u64>,
+    /// When that connection closed, while no heartbeat came since.
+    disconnected_ms: Option<i64>,
+    /// When the broker last heartbeated, and the time between its last two heartbeats.
+    last_heartbeat_ms: Option<i64>,
+    heartbeat_gap_ms: Option<i64>,
+}
+
+impl Session {
+    fn new(incarnation_id: Uuid, now_ms: i64, registration_offset: i64, fenced: bool) -> Session {
+        Session {
+            incarnation_id,
+            last_contact_ms: now_ms,
+            metadata_offset: -1,
+            registration_offset,
+            fenced,
+            controlled_shutdown_offset: None,
+            connection: None,
+            disconnected_ms: None,
+            last_heartbeat_ms: None,
+            heartbeat_gap_ms: None,
+        }
+    }
+
+    /// When this session lapses: its timeout after the last contact, or earlier, the grace
+    /// after its heartbeat connection closed.
+    fn lapses_at(&self, timeout_ms: i64) -> i64 {
+        let lapses = self.last_contact_ms + timeout_ms;
+        let Some(closed) = self.disconnected_ms else { return lapses };
+        let grace = self.heartbeat_gap_ms.map_or(timeout_ms, |gap| (2 * gap).max(MIN_DISCONNECT_GRACE_MS));
+        lapses.min(closed + grace.min(timeout_ms))
+    }
 }
 
 /// The controller's view of its brokers' sessions.
@@ -105,16 +150,9 @@ impl BrokerSessions {
     pub fn touch_all(&mut self, image: &MetadataImage, now_ms: i64) {
         self.sessions.clear();
         for b in image.brokers.values() {
-            let session = Session {
-                incarnation_id: b.incarnation_id,
-                last_contact_ms: now_ms,
-                metadata_offset: -1,
-                // The image does not keep the offset of the registration record; its epoch is
-                // that offset unless the same incarnation registered again since.
-                registration_offset: b.epoch,
-                fenced: b.fenced,
-                controlled_shutdown_offset: None,
-            };
+            // The image does not keep the offset of the registration record; its epoch is that
+            // offset unless the same incarnation registered again since.
+            let session = Session::new(b.incarnation_id, now_ms, b.epoch, b.fenced);
             self.sessions.insert(b.id, session);
         }
     }
@@ -208,14 +246,10 @@ impl BrokerSessions {
         }
         let MetadataRecord::RegisterBroker(registered) = &records[0] else { unreachable!() };
         let (epoch, fenced) = (registered.broker_epoch, registered.fenced);
-        let session = self.sessions.entry(broker_id).or_insert_with(|| Session {
-            incarnation_id: request.incarnation_id,
-            last_contact_ms: now_ms,
-            metadata_offset: -1,
-            registration_offset: next_offset,
-            fenced,
-            controlled_shutdown_offset: None,
-        });
+        let session = self
+            .sessions
+            .entry(broker_id)
+            .or_insert_with(|| Session::new(request.incarnation_id, now_ms, next_offset, fenced));
         // Kafka's BrokerHeartbeatManager.register: the reported offset survives only a change
         // of fencing.
         let metadata_offset = if session.fenced != fenced { session.metadata_offset } else { -1 };
@@ -225,12 +259,14 @@ impl BrokerSessions {
         Ok((records, epoch))
     }
 
-    /// BrokerHeartbeat: the records to append at `next_offset` (the log end offset) and the
-    /// answer, or STALE_BROKER_EPOCH (also for an unregistered broker, as Kafka).
+    /// BrokerHeartbeat, received on `connection` (an id unique to it): the records to append at
+    /// `next_offset` (the log end offset) and the answer, or STALE_BROKER_EPOCH (also for an
+    /// unregistered broker, as Kafka).
     pub fn heartbeat(
         &mut self,
         image: &MetadataImage,
         request: &BrokerHeartbeatRequest,
+        connection: Option<u64>,
         next_offset: i64,
         now_ms: i64,
     ) -> Result<(Vec<MetadataRecord>, HeartbeatAnswer), ResponseError> {
@@ -273,6 +309,10 @@ impl BrokerSessions {
         }
         let session = self.sessions.get_mut(&broker_id).expect("present");
         touch(session, next.fenced(), request.current_metadata_offset, now_ms);
+        session.heartbeat_gap_ms = session.last_heartbeat_ms.map(|last| now_ms - last).or(session.heartbeat_gap_ms);
+        session.last_heartbeat_ms = Some(now_ms);
+        session.connection = connection;
+        session.disconnected_ms = None;
         if next == State::ControlledShutdown && session.controlled_shutdown_offset.is_none() {
             // The offset of the last record of this heartbeat's batch (Kafka's batch end offset).
             session.controlled_shutdown_offset = Some(next_offset + records.len() as i64 - 1);
@@ -286,20 +326,42 @@ impl BrokerSessions {
         Ok((records, answer))
     }
 
-    /// Fences the unfenced broker whose session lapsed longest ago, if any (one at a time, so
-    /// the effect of each fencing is seen before the next, as Kafka's `maybeFenceOneStaleBroker`).
+    /// The connection `connection` closed: a broker whose heartbeats came on it is fenced
+    /// unless it heartbeats again within the grace (`expire`). Returns those brokers.
+    pub fn connection_closed(&mut self, connection: u64, now_ms: i64) -> Vec<i32> {
+        let mut brokers = Vec::new();
+        for (&id, session) in &mut self.sessions {
+            if !session.fenced && session.connection == Some(connection) && session.disconnected_ms.is_none() {
+                session.disconnected_ms = Some(now_ms);
+                brokers.push(id);
+            }
+        }
+        brokers
+    }
+
+    /// Fences the unfenced broker whose session lapsed longest ago (its timeout, or the grace
+    /// after its heartbeat connection closed), if any (one at a time, so the effect of each
+    /// fencing is seen before the next, as Kafka's `maybeFenceOneStaleBroker`).
     pub fn expire(&mut self, image: &MetadataImage, now_ms: i64) -> Vec<MetadataRecord> {
         let timeout_ms = self.config.session_timeout_ms;
         let stale = self
             .sessions
             .iter()
-            .filter(|(_, s)| !s.fenced && s.last_contact_ms + timeout_ms < now_ms)
-            .min_by_key(|(&id, s)| (s.last_contact_ms, id))
+            .filter(|(_, s)| !s.fenced && s.lapses_at(timeout_ms) < now_ms)
+            .min_by_key(|(&id, s)| (s.lapses_at(timeout_ms), id))
             .map(|(&id, _)| id);
         let Some(broker_id) = stale else { return Vec::new() };
         let session = self.sessions.get_mut(&broker_id).expect("present");
+        if let Some(closed) = session.disconnected_ms.filter(|_| session.last_contact_ms + timeout_ms >= now_ms) {
+            tracing::info!(
+                broker = broker_id,
+                closed_ms_ago = now_ms - closed,
+                "heartbeat connection closed and no heartbeat since: fencing the broker"
+            );
+        }
         session.fenced = true;
         session.controlled_shutdown_offset = None;
+        session.disconnected_ms = None;
         if !image.brokers.contains_key(&broker_id) {
             // Unregistered meanwhile: nothing to fence in the image.
             self.sessions.remove(&broker_id);
@@ -311,7 +373,7 @@ impl BrokerSessions {
     /// When `expire` should run next: the earliest time an unfenced session lapses.
     pub fn next_expiry_ms(&self) -> Option<i64> {
         let timeout_ms = self.config.session_timeout_ms;
-        self.sessions.values().filter(|s| !s.fenced).map(|s| s.last_contact_ms + timeout_ms + 1).min()
+        self.sessions.values().filter(|s| !s.fenced).map(|s| s.lapses_at(timeout_ms) + 1).min()
     }
 
     /// Kafka's `handleBrokerFenced`: the broker leaves every ISR and leadership, then is fenced.
@@ -345,7 +407,7 @@ impl BrokerSessions {
     pub fn has_valid_session(&self, broker_id: i32, now_ms: i64) -> bool {
         self.sessions
             .get(&broker_id)
-            .is_some_and(|s| !s.fenced && s.last_contact_ms + self.config.session_timeout_ms >= now_ms)
+            .is_some_and(|s| !s.fenced && s.lapses_at(self.config.session_timeout_ms) >= now_ms)
     }
 
     /// The lowest metadata offset reported by an unfenced broker not shutting down.

@@ -42,11 +42,13 @@ fn beat(id: i32, epoch: i64, offset: i64) -> BrokerHeartbeatRequest {
 struct Env {
     c: Cluster,
     s: BrokerSessions,
+    /// The connection each broker's heartbeats come on (default: its id).
+    connections: BTreeMap<i32, u64>,
 }
 
 impl Env {
     fn new() -> Env {
-        Env { c: Cluster::new(), s: BrokerSessions::new(config()) }
+        Env { c: Cluster::new(), s: BrokerSessions::new(config()), connections: BTreeMap::new() }
     }
 
     fn register(&mut self, request: &BrokerRegistrationRequest, now_ms: i64) -> Result<i64, Refusal> {
@@ -75,7 +77,10 @@ impl Env {
     }
 
     fn send(&mut self, request: &BrokerHeartbeatRequest, now_ms: i64) -> Result<HeartbeatAnswer, ResponseError> {
-        let (records, answer) = self.s.heartbeat(&self.c.image, request, self.c.next_offset, now_ms)?;
+        let id = request.broker_id.0;
+        let connection = self.connections.get(&id).copied().unwrap_or(id as u64);
+        let (records, answer) =
+            self.s.heartbeat(&self.c.image, request, Some(connection), self.c.next_offset, now_ms)?;
         self.c.apply(&records);
         Ok(answer)
     }
@@ -217,11 +222,11 @@ fn a_new_incarnation_waits_for_the_old_session_to_lapse() {
     assert_eq!(new_epoch, offset + 1);
     assert!(env.fenced(1));
     assert_eq!(
-        env.s.heartbeat(&env.c.image, &beat(1, epoch, 100), env.c.next_offset, 9200).unwrap_err(),
+        env.s.heartbeat(&env.c.image, &beat(1, epoch, 100), None, env.c.next_offset, 9200).unwrap_err(),
         ResponseError::StaleBrokerEpoch
     );
     assert_eq!(
-        env.s.heartbeat(&env.c.image, &beat(9, 0, 100), env.c.next_offset, 9200).unwrap_err(),
+        env.s.heartbeat(&env.c.image, &beat(9, 0, 100), None, env.c.next_offset, 9200).unwrap_err(),
         ResponseError::StaleBrokerEpoch,
         "unknown broker"
     );
@@ -267,6 +272,71 @@ fn an_expired_session_fences_the_broker_and_moves_its_partitions() {
     let p2 = env.c.partition(t, 2);
     assert_eq!((p2.leader, p2.isr), (1, vec![1]));
     assert_eq!(env.c.partition(t, 0).leader, 2, "leadership does not come back by itself");
+}
+
+#[test]
+fn a_closed_heartbeat_connection_fences_the_broker_after_twice_its_heartbeat_interval() {
+    let mut env = Env::three_unfenced();
+    let t = env.c.add_topic("t", 1, &[&[2, 1, 3]]);
+    for now in [500, 1000, 1500] {
+        for id in 1..=3 {
+            env.beat(id, now).unwrap();
+        }
+    }
+    // Broker 2 killed: its connection closes at 1600; 2 x its 500 ms heartbeat interval later,
+    // and not a session timeout (9 s) later, it is fenced and leaves its partition.
+    assert_eq!(env.s.connection_closed(99, 1600), Vec::<i32>::new(), "nobody's heartbeats came on 99");
+    assert_eq!(env.s.connection_closed(2, 1600), vec![2]);
+    assert_eq!(env.s.next_expiry_ms(), Some(2601));
+    assert!(env.s.has_valid_session(2, 2600));
+    env.beat(1, 2000).unwrap();
+    env.beat(3, 2000).unwrap();
+    assert_eq!(env.expire(2600), 0, "within the grace");
+    assert!(env.expire(2601) > 0);
+    assert!(env.fenced(2) && !env.fenced(1) && !env.fenced(3));
+    assert!(!env.s.has_valid_session(2, 2601));
+    assert_eq!(env.c.partition(t, 0).leader, 1);
+    assert_eq!(env.expire(2601), 0, "the others heartbeat on open connections");
+    assert_eq!(env.s.connection_closed(2, 2700), Vec::<i32>::new(), "a fenced broker is not fenced again");
+}
+
+#[test]
+fn a_broker_that_reconnects_and_heartbeats_keeps_its_session() {
+    let mut env = Env::three_unfenced();
+    for now in [500, 1000] {
+        for id in 1..=3 {
+            env.beat(id, now).unwrap();
+        }
+    }
+    // Broker 1's connection drops; it heartbeats on a new one within the grace.
+    assert_eq!(env.s.connection_closed(1, 1100), vec![1]);
+    env.connections.insert(1, 11);
+    env.beat(1, 1500).unwrap();
+    assert_eq!(env.expire(3000), 0);
+    // The old connection's close seen only after the new one carried a heartbeat: no effect.
+    env.connections.insert(1, 12);
+    env.beat(1, 3500).unwrap();
+    assert_eq!(env.s.connection_closed(11, 3600), Vec::<i32>::new());
+    assert_eq!(env.expire(5000), 0);
+    assert!(!env.fenced(1));
+
+    // The grace is at least MIN_DISCONNECT_GRACE_MS (heartbeats 100 ms apart)...
+    env.beat(2, 5600).unwrap();
+    env.beat(2, 5700).unwrap();
+    env.beat(3, 5700).unwrap();
+    assert_eq!(env.s.connection_closed(2, 6000), vec![2]);
+    assert_eq!(env.expire(6000 + MIN_DISCONNECT_GRACE_MS), 0);
+    assert!(env.expire(6001 + MIN_DISCONNECT_GRACE_MS) > 0);
+    assert!(env.fenced(2) && !env.fenced(1) && !env.fenced(3));
+    // ...and at most the session timeout (heartbeats 4.7 s apart: 9.4 s, capped at 9 s).
+    env.beat(1, 7000).unwrap();
+    env.beat(3, 10_400).unwrap();
+    assert_eq!(env.s.connection_closed(3, 10_500), vec![3]);
+    env.beat(1, 14_000).unwrap();
+    assert_eq!(env.s.next_expiry_ms(), Some(19_401));
+    assert_eq!(env.expire(19_400), 0);
+    assert!(env.expire(19_401) > 0);
+    assert!(env.fenced(3) && !env.fenced(1));
 }
 
 #[test]

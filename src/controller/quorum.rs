@@ -205,6 +205,15 @@ impl QuorumController {
         Ok(fenced)
     }
 
+    /// A connection to this controller closed: brokers whose heartbeats came on it are fenced
+    /// unless they heartbeat again soon (`BrokerSessions::connection_closed`).
+    pub fn connection_closed(&self, connection: u64) {
+        let brokers = self.lock().sessions.connection_closed(connection, crate::log::now_ms());
+        for broker in brokers {
+            tracing::info!(broker, "the connection of the broker's heartbeats closed");
+        }
+    }
+
     /// Answers an observer's Fetch, holding it up to its `max_wait_ms` while there is nothing new.
     pub async fn fetch(&self, request: &FetchRequest, endpoint: &LeaderEndpoint) -> FetchResponse {
         let wait = Duration::from_millis(request.max_wait_ms.clamp(0, 60_000) as u64);

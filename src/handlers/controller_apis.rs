@@ -68,15 +68,17 @@ pub struct ControllerListener {
     pub endpoint: LeaderEndpoint,
 }
 
-/// Serves one request.
+/// Serves one request, received on `connection` (an id unique to the connection: the
+/// controller fences a broker whose heartbeat connection closed, see `controller::brokers`).
 pub async fn handle(
     controller: &QuorumController,
     listener: &ControllerListener,
     request: DecodedRequest,
+    connection: u64,
 ) -> ResponseKind {
     match request.body {
         RequestKind::Envelope(envelope) => ResponseKind::Envelope(forwarded(controller, listener, envelope).await),
-        _ => handle_direct(controller, listener, request).await,
+        _ => handle_direct(controller, listener, request, Some(connection)).await,
     }
 }
 
@@ -101,7 +103,7 @@ async fn forwarded(
         }
     };
     let (api_key, version, correlation_id) = (inner.api_key, inner.version, inner.header.correlation_id);
-    let body = handle_direct(controller, listener, inner).await;
+    let body = handle_direct(controller, listener, inner, None).await;
     match protocol::encode_response(api_key, version, correlation_id, &body) {
         // Without the length prefix: the envelope's bytes field has its own length.
         Ok(frame) => EnvelopeResponse::default().with_response_data(Some(frame.freeze().slice(4..))),
@@ -116,6 +118,7 @@ async fn handle_direct(
     controller: &QuorumController,
     listener: &ControllerListener,
     request: DecodedRequest,
+    connection: Option<u64>,
 ) -> ResponseKind {
     let version = request.version;
     match request.body {
@@ -124,7 +127,7 @@ async fn handle_direct(
         RequestKind::DescribeQuorum(_) => ResponseKind::DescribeQuorum(describe_quorum(controller, listener, version)),
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster(controller, listener, &r)),
         RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(register(controller, &r)),
-        RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(heartbeat(controller, &r)),
+        RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(heartbeat(controller, &r, connection)),
         RequestKind::AlterPartition(r) => {
             let config = controller.settings.config;
             let answer = controller.change(|d| alter_partition::alter_partition(d.image, &config, &r, version));
@@ -286,11 +289,16 @@ fn register(controller: &QuorumController, request: &BrokerRegistrationRequest) 
 
 /// BrokerHeartbeat: the broker's session, and the fencing, unfencing or controlled shutdown it
 /// moves the broker to.
-fn heartbeat(controller: &QuorumController, request: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
-    let decided = controller.change(|d| match d.sessions.heartbeat(d.image, request, d.next_offset, d.now_ms) {
-        Ok((records, answer)) => (records, Ok(answer)),
-        Err(error) => (Vec::new(), Err(error)),
-    });
+fn heartbeat(
+    controller: &QuorumController,
+    request: &BrokerHeartbeatRequest,
+    connection: Option<u64>,
+) -> BrokerHeartbeatResponse {
+    let decided =
+        controller.change(|d| match d.sessions.heartbeat(d.image, request, connection, d.next_offset, d.now_ms) {
+            Ok((records, answer)) => (records, Ok(answer)),
+            Err(error) => (Vec::new(), Err(error)),
+        });
     match decided {
         Ok(Ok(answer)) => BrokerHeartbeatResponse::default()
             .with_is_caught_up(answer.is_caught_up)

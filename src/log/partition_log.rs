@@ -5,7 +5,8 @@
 //! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
 //! (kept here, decided by the replica layer: appends do not move it) and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
 //! On disk: `<log.dir>/<topic>-<partition>/` holding the segments and `leader-epoch-checkpoint`
-//! (Kafka's text format: version line, count line, then `epoch start_offset` lines).
+//! (Kafka's text format: version line, count line, then `epoch start_offset` lines; when it is
+//! synced: `epoch_cache.rs`).
 //! Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
 //! offset, non-overlapping and contiguous; only the last segment is ever written to;
 //! `flushed_offset` <= log_end_offset and everything below it has been fsynced.
@@ -73,6 +74,8 @@ pub struct FlushWork {
     pub up_to_offset: i64,
     /// Set when the directory is synced too: the directory changes that sync covers.
     pub dir_changes: Option<u64>,
+    /// Set when the leader-epoch checkpoint is synced too: the writes that sync covers.
+    pub epoch_writes: Option<u64>,
 }
 
 impl FlushWork {
@@ -145,6 +148,9 @@ impl PartitionLog {
             health: Default::default(),
         };
         log.epochs = EpochCache::load(dir, log.log_end_offset())?;
+        if recover_tail || !log.epochs.intact() {
+            log.recover_epochs()?;
+        }
         if let Ok(text) = std::fs::read_to_string(log.dir.join(cleaner::CHECKPOINT_FILE)) {
             log.cleaner_checkpoint = text.trim().parse::<i64>().unwrap_or(0).clamp(0, log.log_end_offset());
         }
@@ -489,6 +495,9 @@ impl PartitionLog {
 
     /// `roll`, with the new segment created at `now_ms`.
     fn roll_at(&mut self, now_ms: i64) -> Result<(), LogError> {
+        // Only the active segment may hold batches whose epoch is not durable in the checkpoint
+        // (recovery re-reads only that one).
+        self.epochs.sync()?;
         let base = self.log_end_offset();
         let active = self.segments.last_mut().expect("active segment");
         active.sync_indexes()?;
@@ -525,7 +534,12 @@ impl PartitionLog {
             }
             files.push(segment.sync_handle()?);
         }
-        let includes_dir = self.dir_changes > self.dir_changes_synced;
+        let epoch_writes = self.epochs.unsynced();
+        if epoch_writes.is_some() {
+            files.push(self.epochs.file()?);
+        }
+        // A new epoch checkpoint is a rename in the directory: synced with it.
+        let includes_dir = self.dir_changes > self.dir_changes_synced || epoch_writes.is_some();
         if includes_dir {
             // The directory too, so newly created segment files survive a crash.
             files.push(File::open(&self.dir)?);
@@ -534,6 +548,7 @@ impl PartitionLog {
             files,
             up_to_offset: self.log_end_offset(),
             dir_changes: includes_dir.then_some(self.dir_changes),
+            epoch_writes,
         })
     }
 
@@ -542,6 +557,9 @@ impl PartitionLog {
         let offset = work.up_to_offset;
         if let Some(changes) = work.dir_changes {
             self.dir_changes_synced = self.dir_changes_synced.max(changes);
+        }
+        if let Some(writes) = work.epoch_writes {
+            self.epochs.mark_synced(writes);
         }
         if offset > self.flushed_offset {
             self.flushed_offset = offset;
@@ -633,6 +651,26 @@ impl PartitionLog {
         self.epochs.assign(leader_epoch, offset)
     }
 
+    /// After an unclean shutdown (or with a checkpoint that does not parse): the epochs of the
+    /// active segment's batches (of every segment's) the checkpoint lacks (`EpochCache::recover`).
+    fn recover_epochs(&mut self) -> Result<(), LogError> {
+        let clear = !self.epochs.intact();
+        if clear {
+            tracing::warn!(dir = %self.dir.display(), "leader-epoch-checkpoint unreadable: rebuilt from the log");
+        }
+        let from = if clear { 0 } else { self.segments.len().saturating_sub(1) };
+        let mut batches = Vec::new();
+        for segment in &self.segments[from..] {
+            segment.for_each_header(segment.base_offset, |h| {
+                // Only where the epoch rises: a batch of an epoch seen already adds nothing.
+                if batches.last().is_none_or(|&(e, _): &(i32, i64)| e < h.leader_epoch()) {
+                    batches.push((h.leader_epoch(), h.base_offset()));
+                }
+            })?;
+        }
+        self.epochs.recover(&batches, clear)
+    }
+
     /// Truncates the log to end before `offset` (a follower whose log diverged from its new
     /// leader's, Kafka's `UnifiedLog.truncateTo`): whole batches go (the log may end before
     /// `offset`), segments past it are deleted, the leader-epoch cache, high watermark, flushed
@@ -688,6 +726,9 @@ impl PartitionLog {
         // The next open reserves again if `preallocate` is still set.
         active.release_preallocation()?;
         self.flushed_offset = work.up_to_offset;
+        if let Some(writes) = work.epoch_writes {
+            self.epochs.mark_synced(writes);
+        }
         // A snapshot at the log end lets the next start skip replaying the log. Not needed when
         // one is there already (nothing appended since) or there is nothing to replay.
         let end = work.up_to_offset;

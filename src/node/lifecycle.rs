@@ -30,6 +30,8 @@ const HEARTBEAT_VERSION: i16 = 1;
 const STALE_BROKER_EPOCH: i16 = 77;
 const NOT_CONTROLLER: i16 = 41;
 const BROKER_ID_NOT_REGISTERED: i16 = 102;
+/// How soon a request that failed on an open connection is retried (Kafka's first backoff).
+const RETRY_AFTER_DISCONNECT: Duration = Duration::from_millis(100);
 
 /// The features this broker supports, as (name, min, max) levels. `metadata.version` 7..27 is
 /// Kafka 3.3-IV3 .. 4.1-IV1: every metadata record version of Kafka 4.1's schemas is decoded
@@ -123,6 +125,7 @@ impl Lifecycle {
             if *stop.borrow() {
                 break;
             }
+            let had_connection = self.conn.is_some();
             let step = match epoch {
                 None => self.register().await.map(|e| {
                     tracing::info!(broker_epoch = e, "registered with the controller");
@@ -152,8 +155,16 @@ impl Lifecycle {
                     Err(HeartbeatError::Other(e)) => Err(e),
                 },
             };
+            // A request that failed on an open connection (it was closed under it) is retried on
+            // a new one soon, as Kafka's broker does after a disconnect: the controller fences a
+            // broker whose heartbeat connection closed and that does not heartbeat again within
+            // about two intervals.
+            let mut wait = interval;
             if let Err(e) = step {
                 failures += 1;
+                if had_connection {
+                    wait = interval.min(RETRY_AFTER_DISCONNECT);
+                }
                 // Quiet while the controller is being found; loud when it keeps refusing.
                 if failures % 20 == 5 {
                     tracing::warn!(error = %e, failures, "request to the controller failed");
@@ -165,7 +176,7 @@ impl Lifecycle {
                 failures = 0;
             }
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
             }
         }

@@ -6,12 +6,13 @@
 //! (`state::truncation_point`), and follow the leader's high watermark.
 //!
 //! A partition whose leader refuses a fetch is left alone for `replica.fetch.backoff.ms`, or
-//! until the image moves its leader or epoch.
+//! until the image moves its leader or epoch. A partition that starts following a leader
+//! interrupts that leader's fetch in flight (a long poll), so it is fetched at once.
 //! Invariants: a follower log only grows at its end with the leader's batches; its high
 //! watermark never passes its log end; one fetch per (leader, fetcher id) is in flight, each
 //! on its own connection, and each partition is fetched by exactly one of them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -202,9 +203,33 @@ impl LeaderFetcher {
                 }
                 continue;
             };
-            let fetched = tokio::select! {
-                r = self.fetch_from(&image, epoch, &ready) => r,
-                _ = stop.changed() => break,
+            // A partition that starts following this leader (a failover) is not left waiting for
+            // the fetch in flight, a long poll of up to replica.fetch.wait.max.ms: that fetch is
+            // dropped (with its connection) and the next one names it.
+            let known: HashSet<(Uuid, i32, i32)> = followed.iter().map(|f| (f.0, f.1, f.3)).collect();
+            let (manager, setup, leader, fetcher_id) =
+                (self.manager.clone(), self.setup.clone(), self.leader, self.fetcher_id);
+            let fetched = {
+                let fetch = self.fetch_from(&image, epoch, &ready);
+                tokio::pin!(fetch);
+                loop {
+                    tokio::select! {
+                        r = &mut fetch => break Some(r),
+                        _ = generation.changed() => {
+                            let new = manager.followers().iter().any(|f| {
+                                f.2 == leader && setup.fetcher_of(f.0, f.1) == fetcher_id && !known.contains(&(f.0, f.1, f.3))
+                            });
+                            if new {
+                                break None;
+                            }
+                        }
+                        _ = stop.changed() => break None,
+                    }
+                }
+            };
+            let Some(fetched) = fetched else {
+                self.conn = None;
+                continue;
             };
             if let Err(e) = fetched {
                 tracing::debug!(leader = self.leader, error = %e, "follower fetch failed");

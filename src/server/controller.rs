@@ -2,7 +2,8 @@
 //! listeners, reads request frames, and answers each through `handlers::controller_apis`, one
 //! request at a time per connection (as Kafka's channel muting does); a held Fetch holds only
 //! its own connection. Plaintext listeners only for now (SSL and SASL controller listeners come
-//! with the security issue).
+//! with the security issue). Each connection has an id; when one closes, the controller is told
+//! (a broker whose heartbeats came on it is fenced unless it heartbeats again soon).
 //!
 //! Invariants: as the broker's connections (`connection.rs`): a frame over
 //! `socket.request.max.bytes` or one the guard refuses closes that connection only, and memory
@@ -102,10 +103,13 @@ async fn accept_loop(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let (named, controller) = (named.clone(), controller.clone());
+                let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
-                    if let Err(e) = serve(stream, &named, &controller, max_frame).await {
+                    if let Err(e) = serve(stream, &named, &controller, max_frame, connection).await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
+                    // However it ended (EOF, error): a broker that heartbeated on it may be gone.
+                    controller.connection_closed(connection);
                 });
             }
             Err(e) => {
@@ -116,29 +120,38 @@ async fn accept_loop(
     }
 }
 
+/// Ids of the accepted connections (for the brokers' sessions: which one carried heartbeats).
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 async fn serve(
     stream: TcpStream,
     named: &ControllerListener,
     controller: &QuorumController,
     max_frame: usize,
+    connection: u64,
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut spares = Spares::default();
     while let Some(frame) = read_frame(&mut reader, max_frame, &mut spares).await? {
-        let out = answer(frame, named, controller).await?;
+        let out = answer(frame, named, controller, connection).await?;
         write.write_all(&out).await?;
     }
     Ok(())
 }
 
 /// The response frame for one request frame (an error closes the connection).
-async fn answer(frame: Bytes, named: &ControllerListener, controller: &QuorumController) -> anyhow::Result<Bytes> {
+async fn answer(
+    frame: Bytes,
+    named: &ControllerListener,
+    controller: &QuorumController,
+    connection: u64,
+) -> anyhow::Result<Bytes> {
     match protocol::decode_served_request(frame, controller_apis::is_served) {
         Ok(request) => {
             let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
-            let body = controller_apis::handle(controller, named, request).await;
+            let body = controller_apis::handle(controller, named, request, connection).await;
             Ok(protocol::encode_response(api_key, version, correlation_id, &body)?.freeze())
         }
         Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {
