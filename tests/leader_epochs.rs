@@ -1,4 +1,4 @@
-//! The leader-epoch checkpoint (`log/partition_log/epochs.rs`): a new epoch's entry is written
+//! The leader-epoch checkpoint (`log/epoch_cache.rs`): a new epoch's entry is written
 //! on the append path without an fsync and made durable by the partition's next flush; recovery
 //! after an unclean shutdown restores entries the checkpoint lacks from the active segment's
 //! batches, and rebuilds a checkpoint that does not parse from every segment.

@@ -23,30 +23,41 @@ pub fn handle(
         let (code, message) = cluster_denied();
         return UpdateFeaturesResponse::default().with_error_code(code).with_error_message(message);
     }
-    let updates: Vec<(String, i16, i8)> = req
-        .feature_updates
+    let refused =
+        broker.features.update(&requested_updates(&req, version), req.validate_only).err().map(|r| (r.0, r.1));
+    answer(&req, version, refused)
+}
+
+/// The request's updates as (feature, max level, upgrade type); v0 had a flag instead of the
+/// upgrade type.
+pub fn requested_updates(req: &UpdateFeaturesRequest, version: i16) -> Vec<(String, i16, i8)> {
+    req.feature_updates
         .iter()
         .map(|u| {
-            // v0 had a flag instead of the upgrade type.
-            let upgrade_type = if version == 0 {
-                if u.allow_downgrade {
-                    SAFE_DOWNGRADE
-                } else {
-                    UPGRADE
-                }
-            } else {
-                u.upgrade_type
+            let upgrade_type = match (version, u.allow_downgrade) {
+                (0, true) => SAFE_DOWNGRADE,
+                (0, false) => UPGRADE,
+                _ => u.upgrade_type,
             };
             (u.feature.as_str().to_string(), u.max_version_level, upgrade_type)
         })
-        .collect();
-    match broker.features.update(&updates, req.validate_only) {
-        Err(refused) => {
-            UpdateFeaturesResponse::default().with_error_code(refused.0.code()).with_error_message(Some(str_bytes(
-                &format!("The update failed for all features since the following feature had an error: {}", refused.1),
+        .collect()
+}
+
+/// Kafka 4.1's answer: a refusal (error, message) fails every update with a top-level error;
+/// on success v0-1 list each feature with the error name "NONE", later versions nothing.
+pub fn answer(
+    req: &UpdateFeaturesRequest,
+    version: i16,
+    refused: Option<(kafka_protocol::error::ResponseError, String)>,
+) -> UpdateFeaturesResponse {
+    match refused {
+        Some((error, message)) => {
+            UpdateFeaturesResponse::default().with_error_code(error.code()).with_error_message(Some(str_bytes(
+                &format!("The update failed for all features since the following feature had an error: {message}"),
             )))
         }
-        Ok(()) => {
+        None => {
             let results = if version <= 1 {
                 req.feature_updates
                     .iter()
