@@ -3,9 +3,8 @@
 //! after an unclean shutdown restores entries the checkpoint lacks from the active segment's
 //! batches, and rebuilds a checkpoint that does not parse from every segment.
 
-use bytes::{Bytes, BytesMut};
-use indexmap::IndexMap;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+mod common;
+
 use ketch::config::{BrokerConfig, Properties, TopicConfig};
 use ketch::log::batch;
 use ketch::log::PartitionLog;
@@ -18,25 +17,7 @@ fn defaults() -> TopicConfig {
 }
 
 fn append_at_epoch(log: &mut PartitionLog, value: &str, epoch: i32) -> i64 {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: NOW,
-        key: None,
-        value: Some(Bytes::from(value.to_string())),
-        headers: IndexMap::new(),
-    };
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
-    let (bytes, summary) = batch::validate_produce(buf.to_vec(), log.config(), NOW).unwrap();
+    let (bytes, summary) = batch::validate_produce(common::batch_at(value, NOW).to_vec(), log.config(), NOW).unwrap();
     log.append(bytes, &summary, epoch, NOW).unwrap().base_offset
 }
 

@@ -14,6 +14,7 @@
 //! Base offset and leader epoch sit outside the CRC, so the broker assigns them without
 //! recomputing it.
 
+use crate::log::producer_state::Marker;
 use std::io::BufRead;
 
 use bytes::Bytes;
@@ -424,9 +425,9 @@ fn record_timestamp_problem(
 /// A record's timestamp when it has none (Kafka's `RecordBatch.NO_TIMESTAMP`).
 const NO_TIMESTAMP: i64 = -1;
 
-/// For a control batch: its (single) record's control type (0 = abort, 1 = commit) and, for a
-/// transaction marker, the coordinator epoch in its value (-1 if the value has none).
-pub fn control_record(batch: &[u8]) -> Option<(i16, i32)> {
+/// For a control batch: its (single) record as a transaction marker: a commit for control type
+/// 1, else an abort, with the coordinator epoch in its value (-1 if the value has none).
+pub fn control_marker(batch: &[u8]) -> Option<Marker> {
     let header = Header::new(batch);
     if !header.is_control() || header.record_count() < 1 {
         return None;
@@ -453,7 +454,7 @@ pub fn control_record(batch: &[u8]) -> Option<(i16, i32)> {
         let bytes = [reader.byte().ok()?, reader.byte().ok()?, reader.byte().ok()?, reader.byte().ok()?];
         Some(i32::from_be_bytes(bytes))
     })();
-    Some((kind, coordinator_epoch.unwrap_or(-1)))
+    Some(Marker { commit: kind == 1, coordinator_epoch: coordinator_epoch.unwrap_or(-1) })
 }
 
 /// Encodes a transaction marker (control batch) for `producer_id` at `epoch`.

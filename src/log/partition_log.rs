@@ -265,11 +265,11 @@ impl PartitionLog {
                     return;
                 }
                 if header.is_control() {
-                    if let Some((kind, coordinator_epoch)) = batch::control_record(header.0) {
+                    if let Some(marker) = batch::control_marker(header.0) {
                         state.complete_txn(
                             header.producer_id(),
                             header.producer_epoch(),
-                            Marker { commit: kind == 1, coordinator_epoch },
+                            marker,
                             header.base_offset(),
                             header.max_timestamp(),
                         );
@@ -441,9 +441,8 @@ impl PartitionLog {
             // A marker fetched from the leader ends its producer's transaction here too (on the
             // leader, `append_marker` does it), so a follower that becomes leader has the
             // leader's open transactions, last stable offset and aborted transactions.
-            if let Some((kind, coordinator_epoch)) = batch::control_record(batch) {
+            if let Some(marker) = batch::control_marker(batch) {
                 let (id, epoch) = (header.producer_id(), header.producer_epoch());
-                let marker = Marker { commit: kind == 1, coordinator_epoch };
                 self.producers.complete_txn(id, epoch, marker, base_offset, header.max_timestamp());
             }
         } else if let Some(producer) = &producer {

@@ -122,6 +122,12 @@ pub fn closed(stream: &mut TcpStream) -> bool {
 }
 
 pub fn batch(value: &str) -> Bytes {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    batch_at(value, now)
+}
+
+/// One keyless, non-transactional record `value` at `timestamp`, in a v2 batch.
+pub fn batch_at(value: &str, timestamp: i64) -> Bytes {
     let record = Record {
         transactional: false,
         control: false,
@@ -132,7 +138,7 @@ pub fn batch(value: &str) -> Bytes {
         timestamp_type: TimestampType::Creation,
         offset: 0,
         sequence: -1,
-        timestamp: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
+        timestamp,
         key: None,
         value: Some(Bytes::from(value.to_string())),
         headers: Default::default(),
