@@ -72,6 +72,11 @@ class KafkaController(KafkaBroker):
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def voter(self) -> str:
+        """This controller as `controller.quorum.voters` names it (`id@host:port`)."""
+        return f"{CONTROLLER_ID}@{self.bootstrap}"
+
     def _write_props(self) -> None:
         props = {
             "process.roles": "controller",
@@ -109,6 +114,11 @@ class KetchController(KetchBroker):
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def voter(self) -> str:
+        """This controller as `controller.quorum.voters` names it (`id@host:port`)."""
+        return f"{CONTROLLER_ID}@{self.bootstrap}"
 
     def settings(self) -> dict[str, str]:
         props = {
@@ -151,7 +161,7 @@ def controller_settings(ctl: KafkaController, node_id: int) -> dict[str, str]:
     return {
         "process.roles": "broker",
         "node.id": str(node_id),
-        "controller.quorum.voters": f"{CONTROLLER_ID}@{ctl.bootstrap}",
+        "controller.quorum.voters": ctl.voter,
         "controller.listener.names": "CONTROLLER",
         "broker.heartbeat.interval.ms": "500",
     }

@@ -54,9 +54,9 @@ pub struct Broker {
     /// On a broker of a controller quorum: the partitions it hosts and their roles (set once
     /// the membership starts). None on a single node, which leads everything it hosts.
     pub replicas: std::sync::OnceLock<Arc<crate::replica::manager::ReplicaManager>>,
-    /// In a cluster: internal topics (`__consumer_offsets`, `__transaction_state`) whose
-    /// creation through the controller is in flight (one request at a time per topic).
-    pub creating_internal: std::sync::Mutex<std::collections::HashSet<&'static str>>,
+    /// In a cluster: topics whose auto-creation through the controller is in flight (one
+    /// request at a time per topic, `handlers::auto_create`).
+    pub auto_creating: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -85,7 +85,7 @@ impl Broker {
         // A cluster being formatted: like Kafka 4.1 formatting a cluster with eligible leader
         // replicas on (KIP-966), keep the cluster-wide min.insync.replicas as a cluster-default
         // dynamic config.
-        if formatting {
+        if formatting && node.roles == Roles::Combined {
             let value = dynamic.effective().topic_defaults.min_insync_replicas.to_string();
             let with_min_isr = |current: &crate::config::Properties| {
                 let mut set = current.clone();
@@ -100,7 +100,7 @@ impl Broker {
         // keeps the directories (and their locks) for the broker's lifetime.
         let topics = match node.roles {
             Roles::Combined | Roles::Controller => TopicRegistry::open_in(log_dirs, &dynamic.effective())?,
-            Roles::Broker => TopicRegistry::open_detached(log_dirs, &dynamic.effective())?,
+            Roles::Broker | Roles::BrokerController => TopicRegistry::open_detached(log_dirs, &dynamic.effective())?,
         };
         let cluster_id = topics.log_dirs().cluster_id().to_string();
         let (appended, _) = watch::channel(0u64);
@@ -110,7 +110,7 @@ impl Broker {
         );
         let producer_ids = match node.roles {
             Roles::Combined | Roles::Controller => ProducerIds::open(config.log_dir())?,
-            Roles::Broker => ProducerIds::from_controller(),
+            Roles::Broker | Roles::BrokerController => ProducerIds::from_controller(),
         };
         let producer_ids = Arc::new(producer_ids);
         let features = Features::open(config.log_dir(), config.node_id)?;
@@ -157,7 +157,7 @@ impl Broker {
             node,
             controller: std::sync::OnceLock::new(),
             replicas: std::sync::OnceLock::new(),
-            creating_internal: Default::default(),
+            auto_creating: Default::default(),
             appended,
         }))
     }
@@ -177,7 +177,7 @@ impl Broker {
     /// Recovery work that needs the runtime: transactions caught mid-commit are completed. A
     /// cluster broker loads `__transaction_state` partitions as it becomes their leader instead.
     pub async fn recover(&self) -> anyhow::Result<()> {
-        if self.node.roles == Roles::Broker {
+        if self.node.roles.is_cluster_broker() {
             return Ok(());
         }
         self.txns.load(&self.txn_deps()).await

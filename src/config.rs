@@ -396,7 +396,7 @@ pub struct Listener {
 }
 
 impl Listener {
-    fn parse_list(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    pub fn parse_list(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
         let mut out = Vec::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (name, rest) = item.split_once("://").ok_or_else(|| ConfigError::invalid(key, value))?;

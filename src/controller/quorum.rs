@@ -125,6 +125,18 @@ impl QuorumController {
             let min_isr = controller.settings.topic_defaults.min_insync_replicas;
             controller.write(&mut state, bootstrap_records(min_isr))?;
             tracing::info!("new metadata log: bootstrap feature levels and cluster min.insync.replicas written");
+        } else if !controller.image().features.contains_key("metadata.version") {
+            // A log a single Ketch node wrote (it kept its feature levels elsewhere) becoming a
+            // cluster's: the levels of a new cluster for every feature it does not finalize.
+            let mut state = controller.lock();
+            let finalized = state.image.features.clone();
+            let min_isr = controller.settings.topic_defaults.min_insync_replicas;
+            let missing = bootstrap_records(min_isr)
+                .into_iter()
+                .filter(|r| matches!(r, MetadataRecord::FeatureLevel(f) if !finalized.contains_key(&f.name)))
+                .collect();
+            controller.write(&mut state, missing)?;
+            tracing::info!("metadata log without metadata.version (a single node's): bootstrap feature levels written");
         }
         Ok(controller)
     }
@@ -246,6 +258,11 @@ impl QuorumController {
                 }
             }
         }
+    }
+
+    /// The log end offset, as of every durable change (the image is published before it moves).
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.appended.subscribe()
     }
 
     /// The leader epoch, end offset and observers' progress (DescribeQuorum).

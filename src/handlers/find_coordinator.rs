@@ -111,7 +111,7 @@ fn coordinator_in_cluster(
 ) -> Result<(i32, String, i32), ResponseError> {
     let image = link.image();
     let Some(found) = image.topic(topic) else {
-        create_internal_topic(broker, link, topic);
+        super::auto_create::request(broker, link, topic);
         return Err(ResponseError::CoordinatorNotAvailable);
     };
     let leader = found.partitions.get(&partition).map_or(-1, |p| p.leader);
@@ -119,56 +119,4 @@ fn coordinator_in_cluster(
         Some(e) => Ok((leader, e.host.clone(), i32::from(e.port))),
         None => Err(ResponseError::CoordinatorNotAvailable),
     }
-}
-
-/// Asks the controller to create an internal topic with Kafka's settings for it (Kafka's
-/// auto-creation): `__consumer_offsets` from `offsets.topic.*`, `__transaction_state` from
-/// `transaction.state.log.*`, both compacted; one request at a time per topic.
-fn create_internal_topic(broker: &Arc<Broker>, link: &crate::node::ControllerLink, name: &'static str) {
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
-    if !broker.creating_internal.lock().unwrap_or_else(|p| p.into_inner()).insert(name) {
-        return;
-    }
-    let config = |name: &str, value: String| {
-        CreatableTopicConfig::default().with_name(str_bytes(name)).with_value(Some(str_bytes(&value)))
-    };
-    let (partitions, replication_factor, configs) = if name == crate::group::OFFSETS_TOPIC {
-        let cfg = &broker.groups.config;
-        let configs = vec![
-            config("cleanup.policy", "compact".to_string()),
-            config("compression.type", "producer".to_string()),
-            config("segment.bytes", cfg.offsets_topic_segment_bytes.to_string()),
-        ];
-        (cfg.offsets_topic_partitions, cfg.offsets_topic_replication_factor, configs)
-    } else {
-        let cfg = &broker.txns.config;
-        let configs = vec![
-            config("cleanup.policy", "compact".to_string()),
-            config("compression.type", "uncompressed".to_string()),
-            config("segment.bytes", cfg.segment_bytes.to_string()),
-            config("min.insync.replicas", cfg.min_isr.to_string()),
-            config("unclean.leader.election.enable", "false".to_string()),
-        ];
-        (cfg.partitions, cfg.replication_factor, configs)
-    };
-    let topic = CreatableTopic::default()
-        .with_name(kafka_protocol::messages::TopicName(str_bytes(name)))
-        .with_num_partitions(partitions)
-        .with_replication_factor(replication_factor)
-        .with_configs(configs);
-    let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
-    let link = link.clone();
-    let broker = broker.clone();
-    tokio::spawn(async move {
-        match link.forward(7, &request).await {
-            Ok(r) => {
-                let code = r.topics.first().map_or(0, |t| t.error_code);
-                if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
-                    tracing::warn!(code, "creating {name} through the controller failed");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "creating {name} through the controller failed"),
-        }
-        broker.creating_internal.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-    });
 }

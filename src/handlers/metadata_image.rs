@@ -1,9 +1,10 @@
 //! Metadata on a broker of a controller quorum (`process.roles=broker`): the answer comes from
 //! the metadata image replicated from the quorum (`raft::observer`): the unfenced brokers with
 //! their endpoint on the listener the client came in on, every topic with its partitions'
-//! leaders, leader epochs, replicas and ISR. Topics are not auto-created here (CreateTopics is
-//! forwarded to the controller). The controller id answered is this broker's, as Kafka's brokers
-//! answer a broker id: admin requests sent to it are forwarded.
+//! leaders, leader epochs, replicas and ISR. A named topic it does not have is auto-created as
+//! Kafka's brokers do it (`auto_create`: a CreateTopics to the controller, the client answered
+//! UNKNOWN_TOPIC_OR_PARTITION meanwhile). The controller id answered is this broker's, as Kafka's
+//! brokers answer a broker id: admin requests sent to it are forwarded.
 //!
 //! Authorization as in `metadata.rs`: topics need DESCRIBE; the all-topics list leaves the
 //! others out, a named one is answered TOPIC_AUTHORIZATION_FAILED without its id.
@@ -47,6 +48,7 @@ pub fn handle(
         })
         .collect();
     let authz = ctx.authz(broker);
+    let auto_create = broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
     let requested = match req.topics {
         None => None,
         Some(list) if list.is_empty() && version == 0 => None,
@@ -76,7 +78,8 @@ pub fn handle(
                     }
                     Some(t) => describe(image, t, &ctx.listener),
                     None if name.is_some() => {
-                        error_topic(name.as_deref(), Uuid::nil(), ResponseError::UnknownTopicOrPartition)
+                        let name = name.as_deref().unwrap_or_default();
+                        error_topic(Some(name), Uuid::nil(), missing(broker, &authz, name, auto_create))
                     }
                     None => error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
                 }
@@ -97,6 +100,36 @@ pub fn handle(
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(cluster_operations)
+}
+
+/// The error for a named topic the image does not have, as Kafka's `KafkaApis` answers it: not
+/// described without DESCRIBE; auto-created (a CreateTopics to the controller, not awaited:
+/// UNKNOWN_TOPIC_OR_PARTITION until the client asks again and finds it) when the configuration
+/// and the request allow it and the client may CREATE it (on the cluster or the topic).
+fn missing(
+    broker: &Arc<Broker>,
+    authz: &crate::security::authorizer::Authz,
+    name: &str,
+    auto_create: bool,
+) -> ResponseError {
+    if !authz.allows(acl::DESCRIBE, acl::TOPIC, name) {
+        return ResponseError::TopicAuthorizationFailed;
+    }
+    if crate::metadata::validate_topic_name(name).is_err() {
+        return ResponseError::InvalidTopicException;
+    }
+    if !auto_create {
+        return ResponseError::UnknownTopicOrPartition;
+    }
+    if !authz.allows_quietly(acl::CREATE, acl::CLUSTER, acl::CLUSTER_NAME)
+        && !authz.allows(acl::CREATE, acl::TOPIC, name)
+    {
+        return ResponseError::TopicAuthorizationFailed;
+    }
+    if let Some(link) = broker.controller.get() {
+        super::auto_create::request(broker, link, name);
+    }
+    ResponseError::UnknownTopicOrPartition
 }
 
 fn describe(image: &MetadataImage, topic: &TopicImage, listener: &str) -> MetadataResponseTopic {

@@ -10,6 +10,7 @@
 mod acls;
 mod admin;
 mod api_versions;
+mod auto_create;
 mod cluster;
 mod configs;
 mod consumer_groups;

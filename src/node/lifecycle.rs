@@ -32,6 +32,8 @@ const NOT_CONTROLLER: i16 = 41;
 const BROKER_ID_NOT_REGISTERED: i16 = 102;
 /// How soon a request that failed on an open connection is retried (Kafka's first backoff).
 const RETRY_AFTER_DISCONNECT: Duration = Duration::from_millis(100);
+/// Between heartbeats while catching up with the metadata log (Kafka's STARTING state).
+const STARTING_HEARTBEAT: Duration = Duration::from_millis(10);
 
 /// The features this broker supports, as (name, min, max) levels. `metadata.version` 7..27 is
 /// Kafka 3.3-IV3 .. 4.1-IV1: every metadata record version of Kafka 4.1's schemas is decoded
@@ -126,8 +128,13 @@ impl Lifecycle {
                 break;
             }
             let had_connection = self.conn.is_some();
+            // Kafka's BrokerLifecycleManager: a heartbeat right after registering, then every
+            // 10 ms while catching up (STARTING) so that a broker with nothing to recover is
+            // unfenced in moments; every interval once caught up.
+            let mut next = interval;
             let step = match epoch {
                 None => self.register().await.map(|e| {
+                    next = Duration::ZERO;
                     tracing::info!(broker_epoch = e, "registered with the controller");
                     epoch = Some(e);
                     self.epochs.current.store(e, std::sync::atomic::Ordering::Release);
@@ -136,6 +143,9 @@ impl Lifecycle {
                 }),
                 Some(e) => match self.heartbeat(e, !caught_up, false).await {
                     Ok(beat) => {
+                        if !caught_up {
+                            next = STARTING_HEARTBEAT;
+                        }
                         if beat.is_caught_up && !caught_up {
                             tracing::info!("caught up with the metadata log: asking to be unfenced");
                             caught_up = true;
@@ -159,8 +169,9 @@ impl Lifecycle {
             // a new one soon, as Kafka's broker does after a disconnect: the controller fences a
             // broker whose heartbeat connection closed and that does not heartbeat again within
             // about two intervals.
-            let mut wait = interval;
+            let mut wait = next;
             if let Err(e) = step {
+                wait = interval;
                 failures += 1;
                 if had_connection {
                     wait = interval.min(RETRY_AFTER_DISCONNECT);

@@ -4,11 +4,14 @@
 //! broker, its registration, heartbeats and controlled shutdown (`lifecycle.rs`, Kafka's
 //! `BrokerLifecycleManager`).
 //!
-//! Two shapes today. With no `process.roles` (or `broker,controller` and this node the only
-//! voter) Ketch is one node holding its own metadata log (`raft::MetadataLog`), as before.
+//! The shapes (`Roles`). With no `process.roles` (or `broker,controller` without a controller
+//! listener) Ketch is one node holding its own metadata log (`raft::MetadataLog`), as before.
 //! With `process.roles=broker` it is a broker of a cluster whose controllers are elsewhere
-//! (Apache Kafka 4.1's controllers, from Maven, in the compat tests): it replicates their
-//! metadata log as an observer (`raft::observer`) and registers with the active controller.
+//! (Apache Kafka 4.1's controllers, from Maven, in the compat tests, or a Ketch controller): it
+//! replicates their metadata log as an observer (`raft::observer`) and registers with the active
+//! controller. With `process.roles=broker,controller` and a controller listener it is Kafka's
+//! combined node: the only controller of a cluster (`server::combined`) whose broker half is a
+//! broker like the others, reading its own controller's image instead of observing it.
 //! Invariants: the configuration is refused at start, with Kafka's meaning of each name, when it
 //! asks for something this Ketch cannot be (a controller among several voters: issue 15).
 
@@ -47,6 +50,15 @@ pub struct Registration {
     pub epochs: lifecycle::Epochs,
 }
 
+/// Where a broker's metadata image comes from.
+pub enum MetadataSource<'a> {
+    /// A broker only: the quorum's log, fetched as an observer into a copy in this directory.
+    Observe(&'a Path),
+    /// A combined node: its own controller publishes the image of its log (Kafka's combined
+    /// node shares one metadata log between its controller and its broker).
+    Local(ObserverHandle),
+}
+
 /// A running broker membership: the metadata observer, the lifecycle and the follower
 /// fetcher, until `stop`.
 pub struct Membership {
@@ -63,7 +75,7 @@ impl Membership {
     /// broker as `registration` says.
     pub fn start(
         config: &NodeConfig,
-        metadata_dir: &Path,
+        source: MetadataSource,
         cluster_id: &str,
         registration: Registration,
         fetcher: FetcherSetup,
@@ -71,9 +83,17 @@ impl Membership {
     ) -> anyhow::Result<Membership> {
         let Registration { log_dir_ids, endpoints, epochs } = registration;
         let directory_id = log_dir_ids.first().copied().unwrap_or(Uuid::nil());
-        let (observer, metadata) = Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
         let (stop, stop_rx) = watch::channel(false);
-        let mut tasks = vec![tokio::spawn(observer.run(stop_rx.clone()))];
+        let mut tasks = Vec::new();
+        let metadata = match source {
+            MetadataSource::Observe(metadata_dir) => {
+                let (observer, metadata) =
+                    Observer::open(metadata_dir, config.clone(), cluster_id.to_string(), directory_id)?;
+                tasks.push(tokio::spawn(observer.run(stop_rx.clone())));
+                metadata
+            }
+            MetadataSource::Local(metadata) => metadata,
+        };
         let (lifecycle, state) =
             Lifecycle::new(config.clone(), cluster_id.to_string(), endpoints, log_dir_ids, metadata.clone(), epochs);
         let ReplicaHost { manager, apply, tick } = replicas;
@@ -158,13 +178,25 @@ async fn apply_images(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Roles {
     /// One node: broker and the only controller (no `process.roles`, or `broker,controller`
-    /// with this node the only voter).
+    /// with this node the only voter and no controller listener), serving no other broker.
     Combined,
+    /// Broker and the only controller of a cluster (`process.roles=broker,controller` with
+    /// `controller.listener.names`): its controller serves other brokers on the controller
+    /// listener, and its broker is one of them (`server::combined`).
+    BrokerController,
     /// A broker only; the controllers are other nodes.
     Broker,
     /// A controller only (`process.roles=controller`), the only voter of its quorum: it serves
     /// brokers on its controller listener (`server::controller`).
     Controller,
+}
+
+impl Roles {
+    /// A broker of a cluster: its partitions, leaders and topics come from the controller's
+    /// metadata log, through `Membership`.
+    pub fn is_cluster_broker(self) -> bool {
+        matches!(self, Roles::Broker | Roles::BrokerController)
+    }
 }
 
 /// A voter of `controller.quorum.voters` (`id@host:port`).
@@ -226,31 +258,52 @@ impl NodeConfig {
         if let Some(other) = roles.iter().find(|r| *r != "broker" && *r != "controller") {
             anyhow::bail!("process.roles: unknown role {other} (Kafka's roles are broker and controller)");
         }
+        let controller_listener_names = list("controller.listener.names");
+        // A controller is the only voter of its quorum (issue 15 brings more): the voters list
+        // this node alone, or (Kafka 4.1's `server.properties`, formatted `--standalone`) the one
+        // bootstrap server is this node's own controller listener.
+        let only_voter = || -> anyhow::Result<()> {
+            if voters.iter().any(|v| v.id != node_id) {
+                anyhow::bail!(
+                    "a Ketch controller is the only voter of its quorum for now (a multi-voter quorum is issue 15): \
+                     controller.quorum.voters must list this node ({node_id}) only; or run Kafka's controllers and \
+                     Ketch brokers with process.roles=broker"
+                );
+            }
+            if !bootstrap_servers.is_empty()
+                && !bootstraps_itself(props, &bootstrap_servers, &controller_listener_names)?
+            {
+                anyhow::bail!(
+                    "a Ketch controller is the only voter of its quorum for now (a multi-voter quorum is issue 15): \
+                     controller.quorum.bootstrap.servers must name this node's own controller listener only"
+                );
+            }
+            Ok(())
+        };
         let roles = match (roles.is_empty(), broker, controller) {
             (true, _, _) => Roles::Combined,
             (false, true, false) => Roles::Broker,
             (false, true, true) => {
-                if voters.iter().any(|v| v.id != node_id) || !bootstrap_servers.is_empty() {
-                    anyhow::bail!(
-                        "process.roles=broker,controller with other voters: a Ketch controller is the only voter of \
-                         its quorum for now (a multi-voter quorum is issue 15); run Kafka's controllers and Ketch \
-                         brokers with process.roles=broker"
-                    );
+                only_voter()?;
+                // With a controller listener other brokers can join: a cluster's node. Without one
+                // nothing can reach the controller: one node, as with no process.roles.
+                match controller_listener_names.is_empty() {
+                    true => Roles::Combined,
+                    false => Roles::BrokerController,
                 }
-                Roles::Combined
             }
             (false, false, true) => {
-                if voters.iter().any(|v| v.id != node_id) || voters.is_empty() || !bootstrap_servers.is_empty() {
+                only_voter()?;
+                if voters.is_empty() && bootstrap_servers.is_empty() {
                     anyhow::bail!(
-                        "process.roles=controller: a Ketch controller is the only voter of its quorum for now (a \
-                         multi-voter quorum is issue 15): controller.quorum.voters must list this node ({node_id}) only"
+                        "process.roles=controller needs controller.quorum.voters (this node ({node_id}) only) or \
+                         controller.quorum.bootstrap.servers (its own controller listener)"
                     );
                 }
                 Roles::Controller
             }
             _ => anyhow::bail!("process.roles is empty"),
         };
-        let controller_listener_names = list("controller.listener.names");
         if roles == Roles::Broker {
             if voters.is_empty() && bootstrap_servers.is_empty() {
                 anyhow::bail!(
@@ -288,6 +341,20 @@ impl NodeConfig {
     pub fn voter(&self, id: i32) -> Option<&Voter> {
         self.voters.iter().find(|v| v.id == id)
     }
+}
+
+/// Whether `controller.quorum.bootstrap.servers` names one server only, at the port of one of
+/// this node's controller listeners (`listeners` entries named in `controller.listener.names`).
+fn bootstraps_itself(props: &Properties, servers: &[String], controller_listeners: &[String]) -> anyhow::Result<bool> {
+    let [server] = servers else {
+        return Ok(false);
+    };
+    let Some(listeners) = props.get("listeners") else {
+        return Ok(false);
+    };
+    let listeners = crate::config::Listener::parse_list("listeners", listeners)?;
+    let port = server.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    Ok(listeners.iter().any(|l| controller_listeners.contains(&l.name) && Some(l.port) == port && l.port != 0))
 }
 
 /// `id@host:port`, as `controller.quorum.voters` lists them.
@@ -331,8 +398,31 @@ mod tests {
         assert!(config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err());
         assert_eq!(
             config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,
-            Roles::Combined
+            Roles::Combined,
+            "no controller listener: nothing can join, one node"
         );
+        let combined = [
+            ("process.roles", "broker,controller"),
+            ("controller.listener.names", "CONTROLLER"),
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+        ];
+        let with = |extra: (&'static str, &'static str)| {
+            let mut pairs = combined.to_vec();
+            pairs.push(extra);
+            config(&pairs)
+        };
+        assert_eq!(with(("controller.quorum.voters", "2@h:9093")).unwrap().roles, Roles::BrokerController);
+        assert!(with(("controller.quorum.voters", "2@h:9093,3@h:9093")).is_err(), "another voter");
+        // Kafka 4.1's own server.properties (formatted --standalone): its one bootstrap server
+        // is its controller listener.
+        assert_eq!(
+            with(("controller.quorum.bootstrap.servers", "localhost:9093")).unwrap().roles,
+            Roles::BrokerController
+        );
+        assert!(with(("controller.quorum.bootstrap.servers", "localhost:9094")).is_err(), "someone else's");
+        assert!(with(("controller.quorum.bootstrap.servers", "a:9093,b:9093")).is_err(), "several");
+        assert!(Roles::BrokerController.is_cluster_broker() && Roles::Broker.is_cluster_broker());
+        assert!(!Roles::Combined.is_cluster_broker() && !Roles::Controller.is_cluster_broker());
         assert!(config(&[("process.roles", "broker"), ("controller.quorum.voters", "x@h:1")]).is_err());
     }
 }

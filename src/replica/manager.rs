@@ -596,6 +596,11 @@ impl ReplicaManager {
                     settings,
                 );
                 state.ineligible = ineligible;
+                // Kafka's makeLeader: the ISR may be this replica alone (or its followers
+                // ineligible), and the checkpointed high watermark behind the log end.
+                if state.maybe_advance_high_watermark(log.log_end_offset(), now_ms) {
+                    log.advance_high_watermark(state.high_watermark);
+                }
                 tracing::info!(topic = %partition.topic, partition = partition.index, leader_epoch = image.leader_epoch, isr = ?image.isr, log_end = log.log_end_offset(), "leading");
                 *role = Role::Leader(state);
                 new_leadership = true;

@@ -30,6 +30,35 @@ use crate::raft::leader::LeaderEndpoint;
 /// Runs a controller-only node until SIGTERM / ctrl-c.
 pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
     let log_dirs = LogDirs::open(&config)?;
+    let controller = open(&config, &node, log_dirs.cluster_id(), log_dirs.first()).await?;
+    let mut bound = Vec::new();
+    for listener in &config.listeners {
+        let host = if listener.host.is_empty() { "0.0.0.0" } else { listener.host.as_str() };
+        bound.push((listener.name.clone(), TcpListener::bind((host, listener.port)).await?));
+    }
+    let mut lines = String::new();
+    for (_, listener) in &bound {
+        lines.push_str(&format!("ketch listening on {}\n", listener.local_addr()?));
+    }
+    let tasks = serve(&controller, &config, bound)?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
+    }
+    super::shutdown_signal().await;
+    tracing::info!("controller shutting down");
+    stop(controller, tasks).await
+}
+
+/// Opens (or starts, with the bootstrap records) the metadata log in `metadata_dir` as the
+/// active controller of this node's cluster.
+pub async fn open(
+    config: &BrokerConfig,
+    node: &NodeConfig,
+    cluster_id: &str,
+    metadata_dir: &std::path::Path,
+) -> anyhow::Result<Arc<QuorumController>> {
     let settings = ControllerSettings {
         config: ControllerConfig {
             node_id: node.node_id,
@@ -39,7 +68,7 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
                 .get("unclean.leader.election.enable")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         },
-        cluster_id: log_dirs.cluster_id().to_string(),
+        cluster_id: cluster_id.to_string(),
         num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
         topic_defaults: config.topic_defaults.clone(),
@@ -51,24 +80,23 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
             .collect(),
         static_props: config.properties.clone(),
     };
-    let metadata_dir = log_dirs.first().to_path_buf();
-    let controller =
-        Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??);
+    let metadata_dir = metadata_dir.to_path_buf();
+    Ok(Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??))
+}
+
+/// Serves `controller` on the bound controller listeners (named as in `config.listeners`), and
+/// runs its timers: lapsed broker sessions, periodic elections. Returns the tasks, for `stop`.
+pub fn serve(
+    controller: &Arc<QuorumController>,
+    config: &BrokerConfig,
+    bound: Vec<(String, TcpListener)>,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let mut tasks = Vec::new();
-    let mut lines = String::new();
-    for listener in &config.listeners {
-        let host = if listener.host.is_empty() { "0.0.0.0" } else { listener.host.as_str() };
-        let bound = TcpListener::bind((host, listener.port)).await?;
-        let addr = bound.local_addr()?;
-        lines.push_str(&format!("ketch listening on {addr}\n"));
-        tracing::info!(listener = %listener.name, %addr, "controller listening");
-        let advertised = config.advertised_listeners.iter().find(|l| l.name == listener.name);
-        let endpoint = LeaderEndpoint {
-            host: advertised.map_or_else(|| addr.ip().to_string(), |l| l.host.clone()),
-            port: advertised.map_or(addr.port(), |l| l.port),
-        };
-        let named = Arc::new(ControllerListener { name: listener.name.clone(), endpoint });
-        tasks.push(tokio::spawn(accept_loop(bound, named, controller.clone(), config.socket_request_max_bytes)));
+    for (name, listener) in bound {
+        let addr = listener.local_addr()?;
+        tracing::info!(listener = %name, %addr, "controller listening");
+        let named = Arc::new(ControllerListener { name: name.clone(), endpoint: endpoint(config, &name, addr) });
+        tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), config.socket_request_max_bytes)));
     }
     tasks.push(tokio::spawn(expire_sessions(controller.clone())));
     let rebalance =
@@ -79,13 +107,26 @@ pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(300);
     tasks.push(tokio::spawn(periodic_elections(controller.clone(), rebalance, interval_s.max(1))));
-    {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
+    Ok(tasks)
+}
+
+/// Where the controller says it is on listener `name` bound at `addr`: its advertised entry, else
+/// the bound address (loopback for a wildcard one).
+pub fn endpoint(config: &BrokerConfig, name: &str, addr: std::net::SocketAddr) -> LeaderEndpoint {
+    let advertised = config.advertised_listeners.iter().find(|l| l.name == name);
+    let bound_host = match addr.ip().is_unspecified() {
+        true => "127.0.0.1".to_string(),
+        false => addr.ip().to_string(),
+    };
+    match advertised {
+        Some(l) if !l.host.is_empty() => LeaderEndpoint { host: l.host.clone(), port: l.port },
+        Some(l) => LeaderEndpoint { host: bound_host, port: if l.port == 0 { addr.port() } else { l.port } },
+        None => LeaderEndpoint { host: bound_host, port: addr.port() },
     }
-    super::shutdown_signal().await;
-    tracing::info!("controller shutting down");
+}
+
+/// Stops serving and closes the metadata log.
+pub async fn stop(controller: Arc<QuorumController>, tasks: Vec<tokio::task::JoinHandle<()>>) -> anyhow::Result<()> {
     for task in tasks {
         task.abort();
     }
@@ -105,7 +146,7 @@ async fn accept_loop(
                 let (named, controller) = (named.clone(), controller.clone());
                 let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
-                    if let Err(e) = serve(stream, &named, &controller, max_frame, connection).await {
+                    if let Err(e) = serve_connection(stream, &named, &controller, max_frame, connection).await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
                     // However it ended (EOF, error): a broker that heartbeated on it may be gone.
@@ -123,7 +164,7 @@ async fn accept_loop(
 /// Ids of the accepted connections (for the brokers' sessions: which one carried heartbeats).
 static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-async fn serve(
+async fn serve_connection(
     stream: TcpStream,
     named: &ControllerListener,
     controller: &QuorumController,

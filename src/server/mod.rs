@@ -13,6 +13,7 @@
 //! listener is bound, just before the listening lines are printed, and back to not ready when
 //! the shutdown signal arrives.
 
+mod combined;
 mod connection;
 pub mod controller;
 mod tls;
@@ -38,7 +39,7 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     metrics.attach(broker.clone());
     // TLS configurations first: a wrong keystore fails the start before anything listens.
     // SASL configurations too (mechanisms, JAAS users).
-    let mut tls_acceptors = Vec::new();
+    let mut tls_acceptors: Vec<Option<tokio_rustls::TlsAcceptor>> = Vec::new();
     let mut sasl_configs = Vec::new();
     for listener in &broker.config.listeners {
         let protocol = security_protocol(&broker.config.properties, &listener.name);
@@ -92,9 +93,39 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
             tracing::warn!(error = %e, "cannot write the listening lines to stdout");
         }
     }
-    let membership = match broker.node.roles {
-        crate::node::Roles::Broker => {
-            let mut membership = start_membership(&broker, &listeners)?;
+    // A combined node of a cluster: its controller listeners go to its controller, which must
+    // serve before its broker registers there.
+    let mut controller_half = None;
+    let metadata_dir = broker.topics.log_dirs().first().to_path_buf();
+    let source = match broker.node.roles {
+        crate::node::Roles::BrokerController => {
+            let mut bound = Vec::new();
+            let mut i = 0;
+            while i < listeners.len() {
+                if !broker.node.controller_listener_names.contains(&listeners[i].0) {
+                    i += 1;
+                    continue;
+                }
+                if tls_acceptors[i].is_some() || sasl_configs[i].is_some() {
+                    anyhow::bail!(
+                        "controller listener {}: a Ketch controller serves PLAINTEXT controller listeners only for now",
+                        listeners[i].0
+                    );
+                }
+                bound.push(listeners.remove(i));
+                tls_acceptors.remove(i);
+                sasl_configs.remove(i);
+            }
+            let (half, metadata) = combined::ControllerHalf::start(&broker, bound).await?;
+            controller_half = Some(half);
+            Some(crate::node::MetadataSource::Local(metadata))
+        }
+        crate::node::Roles::Broker => Some(crate::node::MetadataSource::Observe(&metadata_dir)),
+        crate::node::Roles::Combined | crate::node::Roles::Controller => None,
+    };
+    let membership = match source {
+        Some(source) => {
+            let mut membership = start_membership(&broker, &listeners, source)?;
             let link = membership.controller_link(&broker.node);
             let _ = broker.controller.set(link.clone());
             let (ids, node_id, state) = (broker.producer_ids.clone(), broker.node.node_id, membership.state.clone());
@@ -110,6 +141,9 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
             };
             if !caught_up {
                 membership.stop().await;
+                if let Some(half) = controller_half {
+                    half.stop().await?;
+                }
                 let closing = broker.clone();
                 tokio::task::spawn_blocking(move || closing.close()).await?;
                 return Ok(());
@@ -117,7 +151,7 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
             tracing::info!("caught up with the metadata log: serving requests");
             Some(membership)
         }
-        crate::node::Roles::Combined | crate::node::Roles::Controller => None,
+        None => None,
     };
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -146,6 +180,9 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     if let Some(membership) = membership {
         membership.stop().await;
     }
+    if let Some(half) = controller_half {
+        half.stop().await?;
+    }
     let closing = broker.clone();
     tokio::task::spawn_blocking(move || closing.close()).await?;
     tracing::info!("shutdown complete");
@@ -158,6 +195,7 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
 fn start_membership(
     broker: &Arc<Broker>,
     listeners: &[(String, TcpListener)],
+    source: crate::node::MetadataSource,
 ) -> anyhow::Result<crate::node::Membership> {
     let node = &broker.node;
     let mut endpoints = Vec::new();
@@ -236,7 +274,7 @@ fn start_membership(
         current: broker.topics.broker_epoch_cell(),
     };
     let registration = crate::node::Registration { log_dir_ids: ids, endpoints, epochs };
-    crate::node::Membership::start(node, dirs.first(), &broker.cluster_id, registration, fetcher, replicas)
+    crate::node::Membership::start(node, source, &broker.cluster_id, registration, fetcher, replicas)
 }
 
 /// The security protocol of a listener: `listener.security.protocol.map`, else the listener's

@@ -1,0 +1,87 @@
+//! The controller half of a combined node of a cluster (`process.roles=broker,controller` with a
+//! controller listener: `node::Roles::BrokerController`), Kafka's combined mode: this node is the
+//! only voter of the quorum and serves other brokers on its controller listener exactly as a
+//! controller-only node does (`server::controller`), and its broker half is one of those brokers.
+//!
+//! Owns: opening the controller on the first log directory's metadata log, serving it on the
+//! controller listeners, and publishing its image to this node's broker. The broker does not
+//! fetch its own controller's log: like Kafka's combined node (one `__cluster_metadata` log for
+//! both halves) it reads the image the controller builds as records become durable. It still
+//! registers, heartbeats and shuts down through the controller listener, as any broker does.
+//!
+//! On disk: the controller's metadata log, `<first log dir>/__cluster_metadata-0` (`raft`),
+//! where a broker-only node keeps its observer's copy.
+//! Invariants: the broker sees an image only once the records in it are durable (the controller
+//! publishes after the append's fsync); images reach it in offset order; the controller outlives
+//! the broker (it stops after the broker's controlled shutdown).
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::broker::Broker;
+use crate::controller::quorum::QuorumController;
+use crate::metadata::image::MetadataImage;
+use crate::raft::observer::{Leader, ObserverHandle};
+
+/// A running controller half: stopped by `stop` once the broker half has left.
+pub struct ControllerHalf {
+    controller: Arc<QuorumController>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The quorum's leader as the broker half sees it: this node, in this epoch, for its life.
+    _leader: watch::Sender<Option<Leader>>,
+}
+
+impl ControllerHalf {
+    /// Opens the controller and serves it on `listeners` (the controller listeners, bound);
+    /// returns it with the metadata its broker half follows.
+    pub async fn start(
+        broker: &Arc<Broker>,
+        listeners: Vec<(String, TcpListener)>,
+    ) -> anyhow::Result<(ControllerHalf, ObserverHandle)> {
+        let (config, node) = (&broker.config, &broker.node);
+        let Some((name, first)) = listeners.first() else {
+            anyhow::bail!(
+                "process.roles=broker,controller: no listener in `listeners` is named in controller.listener.names ({})",
+                node.controller_listener_names.join(",")
+            );
+        };
+        let endpoint = super::controller::endpoint(config, name, first.local_addr()?);
+        let dirs = broker.topics.log_dirs();
+        let controller = super::controller::open(config, node, dirs.cluster_id(), dirs.first()).await?;
+        let (epoch, _, _) = controller.quorum();
+        let leader = Leader { id: node.node_id, epoch, addr: format!("{}:{}", endpoint.host, endpoint.port) };
+        let (leader_tx, leader) = watch::channel(Some(leader));
+        let (images, image) = watch::channel(controller.image());
+        let mut tasks = super::controller::serve(&controller, config, listeners)?;
+        tasks.push(tokio::spawn(publish_images(controller.clone(), images)));
+        Ok((ControllerHalf { controller, tasks, _leader: leader_tx }, ObserverHandle { image, leader }))
+    }
+
+    /// Stops serving and closes the metadata log.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        super::controller::stop(self.controller, self.tasks).await
+    }
+}
+
+/// Publishes the controller's image after every durable change, until nobody watches.
+async fn publish_images(controller: Arc<QuorumController>, images: watch::Sender<Arc<MetadataImage>>) {
+    let mut appended = controller.subscribe();
+    loop {
+        appended.borrow_and_update();
+        let image = controller.image();
+        images.send_if_modified(|current| {
+            debug_assert!(image.offset >= current.offset, "images move forward");
+            let newer = image.offset > current.offset;
+            if newer {
+                *current = image;
+            }
+            newer
+        });
+        tokio::select! {
+            changed = appended.changed() => if changed.is_err() { return },
+            _ = images.closed() => return,
+        }
+    }
+}
