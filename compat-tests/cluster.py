@@ -99,9 +99,11 @@ class KetchController(KetchBroker):
     """A controller-only Ketch node (`process.roles=controller`, the only voter of its quorum),
     formatted with `ketch format -t <cluster id>` as an operator would."""
 
-    def __init__(self, workdir: Path, overrides=None):
+    def __init__(self, workdir: Path, overrides=None, features: dict[str, int] | None = None):
         super().__init__(workdir, overrides)
         self.cluster_id = new_cluster_id()
+        # Finalized at format time (`ketch format --feature name=level`).
+        self.features = dict(features or {})
         # Fixed for the controller's life: brokers are configured with it.
         self.port = free_port()
         self.formatted = False
@@ -131,6 +133,7 @@ class KetchController(KetchBroker):
         if not self.formatted:
             cmd = [str(self.binary), "format", "-t", self.cluster_id]
             cmd += [a for k, v in self.settings().items() for a in ("--override", f"{k}={v}")]
+            cmd += [a for name, level in self.features.items() for a in ("--feature", f"{name}={level}")]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             if r.returncode != 0:
                 raise BrokerStartError(f"ketch format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -139,11 +142,11 @@ class KetchController(KetchBroker):
         return self
 
 
-def new_controller(workdir: Path, kind: str, overrides=None):
-    """A controller of `kind` ("kafka" or "ketch")."""
+def new_controller(workdir: Path, kind: str, overrides=None, features: dict[str, int] | None = None):
+    """A controller of `kind` ("kafka" or "ketch"), formatted with `features` (name: level)."""
     if kind == "ketch":
-        return KetchController(workdir, overrides)
-    return KafkaController(workdir, overrides)
+        return KetchController(workdir, overrides, features)
+    return KafkaController(workdir, overrides, features)
 
 
 def controller_settings(ctl: KafkaController, node_id: int) -> dict[str, str]:
@@ -236,9 +239,10 @@ class Cluster:
     2 cores). `brokers` is {node id: broker}; `processes` lists the controller and the brokers (their
     logs go into a failing test's report: conftest's report hook reads `item._compat_brokers`)."""
 
-    def __init__(self, root: Path, nodes: dict, controller_overrides=None, controller: str = "kafka"):
+    def __init__(self, root: Path, nodes: dict, controller_overrides=None, controller: str = "kafka",
+                 controller_features: dict[str, int] | None = None):
         (root / "controller").mkdir(parents=True, exist_ok=True)
-        self.ctl = new_controller(root / "controller", controller, controller_overrides)
+        self.ctl = new_controller(root / "controller", controller, controller_overrides, controller_features)
         self.brokers = {n: broker_under(self.ctl, root / f"broker{n}", n, kind, overrides)
                         for n, (kind, overrides) in nodes.items()}
         self._pool: ThreadPoolExecutor | None = None
@@ -319,13 +323,15 @@ def three_broker_cluster(start_cluster, controller: str = "kafka") -> dict:
 @pytest.fixture
 def start_cluster(request, tmp_path):
     """Factory: start_cluster(nodes, controller_overrides=None, parallel=False, kill=False,
-    controller="kafka") -> a started Cluster (see there) under a controller of that kind, stopped at
-    the test's end (kill: the brokers with kill -9)."""
+    controller="kafka", controller_features=None) -> a started Cluster (see there) under a
+    controller of that kind (formatted with `controller_features`, name: level), stopped at the
+    test's end (kill: the brokers with kill -9)."""
     started: list[tuple[Cluster, bool]] = []
 
     def factory(nodes: dict, controller_overrides=None, parallel: bool = False, kill: bool = False,
-                controller: str = "kafka") -> Cluster:
-        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides, controller)
+                controller: str = "kafka", controller_features: dict[str, int] | None = None) -> Cluster:
+        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides, controller,
+                    controller_features)
         started.append((c, kill))
         request.node._compat_brokers = [p for c_, _ in started for p in c_.processes]
         return c.start(parallel)
