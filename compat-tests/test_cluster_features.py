@@ -12,6 +12,11 @@ c) refusals are the controller's, with Kafka's messages: transaction.version 3 (
    metadata.version downgrade past 4.0-IV1 (it changed the metadata records); nothing changes;
 d) `downgrade --feature transaction.version=1` through broker 2 is seen from broker 1;
 e) metadata.version down to 4.0-IV3 (Kafka 4.1 allows it: no record changed since) and back up.
+
+And `--add-scram` at format time: the credentials are in the cluster's metadata, as Kafka brokers
+read them (`kafka-configs --describe --entity-type users` through a broker). Only with Kafka
+brokers (KETCH_COMPAT_TARGET=kafka): Ketch brokers keep SCRAM credentials in their own store and
+do not read UserScramCredentialRecords from the metadata image yet.
 """
 
 from __future__ import annotations
@@ -99,3 +104,21 @@ def test_kafka_features_through_brokers_changes_the_cluster(start_cluster, kafka
     mv_up = kt.run(FEATURES, "--bootstrap-server", b2, "upgrade", "--feature", "metadata.version=27")
     assert mv_up.stdout.strip() == "metadata.version was upgraded to 27.", mv_up.out
     level_seen(kt, b1, "4.1-IV1", "metadata.version")
+
+
+CONFIG_CMD = "kafka.admin.ConfigCommand"  # kafka_2.13 (Scala); kafka-tools 4.1 has no ConfigCommand
+
+
+@pytest.mark.skipif(TARGET != "kafka", reason="Ketch brokers do not read SCRAM credentials from the metadata "
+                                              "image yet: run with KETCH_COMPAT_TARGET=kafka")
+@pytest.mark.parametrize("controller", ["kafka", "ketch"])
+def test_formatted_scram_credentials_are_cluster_metadata(start_cluster, kafka_libs, tmp_path, controller):
+    c = start_cluster({1: (TARGET, {})}, kill=True, controller=controller,
+                      controller_scram=["SCRAM-SHA-256=[name=alice,iterations=8192,password=alice-secret]",
+                                        "SCRAM-SHA-512=[name=bob,password=bob-secret]"])
+    c.wait_registered(AdminClient({"bootstrap.servers": c.bootstrap()}), timeout=60)
+    kt = KafkaTools(kafka_libs, c.brokers[1], tmp_path)
+    out = kt.run(CONFIG_CMD, "--bootstrap-server", c.brokers[1].bootstrap, "--describe", "--entity-type",
+                 "users").out
+    assert "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192" in out, out
+    assert "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-512=iterations=4096" in out, out
