@@ -60,11 +60,14 @@ def kafka_storage_format(libs: Path, props: Path, cluster_id: str, *extra: str) 
 class KafkaController(KafkaBroker):
     """A controller-only Apache Kafka 4.1 node (the only voter of its quorum)."""
 
-    def __init__(self, workdir: Path, overrides=None, features: dict[str, int] | None = None):
+    def __init__(self, workdir: Path, overrides=None, features: dict[str, int] | None = None,
+                 scram: list[str] | None = None):
         super().__init__(workdir, overrides)
         self.cluster_id = new_cluster_id()
-        # Finalized at format time (`kafka-storage format --feature name=level`).
+        # Finalized at format time (`kafka-storage format --feature name=level`), and SCRAM
+        # credentials (`--add-scram`): the cluster's bootstrap metadata.
         self.features = dict(features or {})
+        self.scram = list(scram or [])
         # Fixed for the controller's life: brokers are configured with it.
         self.port = free_port()
 
@@ -93,6 +96,7 @@ class KafkaController(KafkaBroker):
 
     def _format(self) -> None:
         extra = [a for name, level in self.features.items() for a in ("--feature", f"{name}={level}")]
+        extra += [a for spec in self.scram for a in ("--add-scram", spec)]
         kafka_storage_format(self.libs, self.props_path, self.cluster_id, *extra)
         self.formatted = True
 
@@ -104,9 +108,14 @@ class KetchController(KetchBroker):
     """A controller-only Ketch node (`process.roles=controller`, the only voter of its quorum),
     formatted with `ketch format -t <cluster id>` as an operator would."""
 
-    def __init__(self, workdir: Path, overrides=None):
+    def __init__(self, workdir: Path, overrides=None, features: dict[str, int] | None = None,
+                 scram: list[str] | None = None):
         super().__init__(workdir, overrides)
         self.cluster_id = new_cluster_id()
+        # Finalized at format time (`ketch format --feature name=level`), and SCRAM credentials
+        # (`--add-scram`): the cluster's bootstrap metadata.
+        self.features = dict(features or {})
+        self.scram = list(scram or [])
         # Fixed for the controller's life: brokers are configured with it.
         self.port = free_port()
         self.formatted = False
@@ -141,6 +150,8 @@ class KetchController(KetchBroker):
         if not self.formatted:
             cmd = [str(self.binary), "format", "-t", self.cluster_id]
             cmd += [a for k, v in self.settings().items() for a in ("--override", f"{k}={v}")]
+            cmd += [a for name, level in self.features.items() for a in ("--feature", f"{name}={level}")]
+            cmd += [a for spec in self.scram for a in ("--add-scram", spec)]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             if r.returncode != 0:
                 raise BrokerStartError(f"ketch format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -149,11 +160,13 @@ class KetchController(KetchBroker):
         return self
 
 
-def new_controller(workdir: Path, kind: str, overrides=None):
-    """A controller of `kind` ("kafka" or "ketch")."""
+def new_controller(workdir: Path, kind: str, overrides=None, features: dict[str, int] | None = None,
+                   scram: list[str] | None = None):
+    """A controller of `kind` ("kafka" or "ketch"), formatted with `features` (name: level) and
+    `scram` (`--add-scram` specs)."""
     if kind == "ketch":
-        return KetchController(workdir, overrides)
-    return KafkaController(workdir, overrides)
+        return KetchController(workdir, overrides, features, scram)
+    return KafkaController(workdir, overrides, features, scram)
 
 
 def controller_settings(ctl: KafkaController, node_id: int) -> dict[str, str]:
@@ -246,9 +259,11 @@ class Cluster:
     2 cores). `brokers` is {node id: broker}; `processes` lists the controller and the brokers (their
     logs go into a failing test's report: conftest's report hook reads `item._compat_brokers`)."""
 
-    def __init__(self, root: Path, nodes: dict, controller_overrides=None, controller: str = "kafka"):
+    def __init__(self, root: Path, nodes: dict, controller_overrides=None, controller: str = "kafka",
+                 controller_features: dict[str, int] | None = None, controller_scram: list[str] | None = None):
         (root / "controller").mkdir(parents=True, exist_ok=True)
-        self.ctl = new_controller(root / "controller", controller, controller_overrides)
+        self.ctl = new_controller(root / "controller", controller, controller_overrides, controller_features,
+                                  controller_scram)
         self.brokers = {n: broker_under(self.ctl, root / f"broker{n}", n, kind, overrides)
                         for n, (kind, overrides) in nodes.items()}
         self._pool: ThreadPoolExecutor | None = None
@@ -329,13 +344,17 @@ def three_broker_cluster(start_cluster, controller: str = "kafka") -> dict:
 @pytest.fixture
 def start_cluster(request, tmp_path):
     """Factory: start_cluster(nodes, controller_overrides=None, parallel=False, kill=False,
-    controller="kafka") -> a started Cluster (see there) under a controller of that kind, stopped at
-    the test's end (kill: the brokers with kill -9)."""
+    controller="kafka", controller_features=None, controller_scram=None) -> a started Cluster (see
+    there) under a controller of that kind (formatted with `controller_features`, name: level, and
+    `controller_scram`, `--add-scram` specs), stopped at the test's end (kill: the brokers with
+    kill -9)."""
     started: list[tuple[Cluster, bool]] = []
 
     def factory(nodes: dict, controller_overrides=None, parallel: bool = False, kill: bool = False,
-                controller: str = "kafka") -> Cluster:
-        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides, controller)
+                controller: str = "kafka", controller_features: dict[str, int] | None = None,
+                controller_scram: list[str] | None = None) -> Cluster:
+        c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides, controller,
+                    controller_features, controller_scram)
         started.append((c, kill))
         request.node._compat_brokers = [p for c_, _ in started for p in c_.processes]
         return c.start(parallel)

@@ -170,7 +170,8 @@ fn effective_min_isr_is_the_topic_then_the_cluster_value_capped_at_the_replicati
 
 #[test]
 fn bootstrap_turns_elr_on_with_the_cluster_min_isr() {
-    let records = crate::controller::quorum::bootstrap_records(2);
+    let levels = crate::controller::bootstrap::effective_levels(&[]).unwrap();
+    let records = crate::controller::bootstrap::records(&levels, 2, Vec::new());
     let mut c = Cluster::new();
     c.apply(&records);
     assert!(enabled(&c.image));

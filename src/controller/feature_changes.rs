@@ -6,8 +6,9 @@
 //! controller does not support, then one some registered broker does not support, a downgrade
 //! asked as an upgrade (or an upgrade asked as a downgrade), then a level whose dependencies the
 //! proposed levels do not meet (`eligible.leader.replicas.version` 1 needs `metadata.version`
-//! 4.0-IV1). `metadata.version` cannot be downgraded (Kafka refuses a downgrade that might delete
-//! metadata; every downgrade from 4.1-IV1 does, as far as this controller knows).
+//! 4.0-IV1). `metadata.version` is downgraded only past levels that did not change the metadata
+//! records (Kafka 4.1 refuses a downgrade that might delete metadata: 4.1-IV1 down to 4.0-IV1
+//! goes, to 4.0-IV0 does not).
 //!
 //! Turning ELR on (Kafka 4.1): the cluster-level `min.insync.replicas` is written (this
 //! controller's static value) when missing, and every broker-level `min.insync.replicas` is
@@ -78,7 +79,7 @@ pub fn update_features(
             return Err(invalid("Can't downgrade to a newer version.".into()));
         }
         if name == METADATA_VERSION {
-            if *level < current {
+            if *level < current && metadata_changed(*level, current) {
                 let why = if *upgrade_type == UNSAFE_DOWNGRADE {
                     "Unsafe metadata downgrade is not supported in this version."
                 } else {
@@ -109,6 +110,17 @@ pub fn update_features(
         records.extend(elr_safety_records(image, min_insync_replicas));
     }
     Ok(records)
+}
+
+/// The `metadata.version` levels whose metadata records changed (Kafka 4.1's
+/// `MetadataVersion.didMetadataChange`: 3.3-IV3, 3.4-IV0, 3.5-IV2, 3.6-IV1, 3.6-IV2, 3.7-IV0,
+/// 3.7-IV2, 4.0-IV1).
+const METADATA_CHANGED: &[i16] = &[7, 8, 11, 13, 14, 15, 17, 23];
+
+/// Kafka's `MetadataVersion.checkIfMetadataChanged` for a downgrade from `current` to `level`:
+/// whether a level above `level`, up to `current`, changed the metadata records.
+fn metadata_changed(level: i16, current: i16) -> bool {
+    METADATA_CHANGED.iter().any(|changed| (level + 1..=current).contains(changed))
 }
 
 /// Kafka's `QuorumFeatures.reasonNotSupported`.

@@ -80,9 +80,22 @@ fn kafkas_refusals() {
         false
     )
     .is_ok());
+    // 4.0-IV0 (22) down to 3.9-IV0 (21) or 3.7-IV2 (17) changes no metadata record: allowed, as
+    // in Kafka 4.1; down to 3.7-IV1 (16) undoes 3.7-IV2's change.
+    for (level, kind) in [(21, SAFE_DOWNGRADE), (17, SAFE_DOWNGRADE), (21, UNSAFE_DOWNGRADE)] {
+        let records = update_features(&c.image, 3000, 2, &[update("metadata.version", level, kind)], false);
+        assert!(
+            matches!(&records.as_deref(), Ok([MetadataRecord::FeatureLevel(f)]) if f.feature_level == level),
+            "{records:?}"
+        );
+    }
     assert_eq!(
-        refusal(&c, &[update("metadata.version", 21, SAFE_DOWNGRADE)]),
-        "Invalid metadata.version 21. Refusing to perform the requested downgrade because it might delete metadata information."
+        refusal(&c, &[update("metadata.version", 16, SAFE_DOWNGRADE)]),
+        "Invalid metadata.version 16. Refusing to perform the requested downgrade because it might delete metadata information."
+    );
+    assert_eq!(
+        refusal(&c, &[update("metadata.version", 16, UNSAFE_DOWNGRADE)]),
+        "Invalid metadata.version 16. Unsafe metadata downgrade is not supported in this version."
     );
     assert_eq!(
         refusal(&c, &[update("metadata.version", 21, UPGRADE)]),

@@ -11,6 +11,7 @@
 //! when nothing changes.
 
 pub mod alter_partition;
+pub mod bootstrap;
 pub mod brokers;
 pub mod config_changes;
 pub mod elr;

@@ -6,8 +6,9 @@
 //! fetches are woken.
 //!
 //! On disk: the metadata log in the first log directory (`raft`). A new log starts with the
-//! bootstrap records (`bootstrap_records`: the finalized feature levels of a new cluster and,
-//! ELR being on, the cluster-wide `min.insync.replicas`).
+//! bootstrap records (`bootstrap`: the feature levels `ketch format` chose, or a new Kafka 4.1
+//! cluster's, ELR being on the cluster-wide `min.insync.replicas`, and the formatted SCRAM
+//! credentials).
 //! Invariants: one change at a time (the state's lock is held from deciding to applying); the
 //! image is the replay of the log, and a change is visible (image, fetches) only once durable;
 //! records that would not apply to the image are never written (checked before the append).
@@ -19,24 +20,13 @@ use std::time::Duration;
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use tokio::sync::watch;
 
+use super::bootstrap;
 use super::brokers::BrokerSessions;
 use super::ControllerConfig;
 use crate::metadata::image::{ImageBuilder, MetadataImage};
-use crate::metadata::records::{ConfigRecord, FeatureLevelRecord, MetadataRecord};
+use crate::metadata::records::MetadataRecord;
 use crate::raft::leader::{self, Answer, LeaderEndpoint, ObserverState};
 use crate::raft::MetadataLog;
-
-/// Kafka 4.1's `MetadataVersion.IBP_4_1_IV1`, the level a new Kafka 4.1 cluster finalizes.
-pub const METADATA_VERSION_4_1: i16 = 27;
-
-/// Feature levels a new Ketch cluster finalizes, as `kafka-storage format` does for Kafka 4.1
-/// (eligible leader replicas, KIP-966, on).
-pub const BOOTSTRAP_FEATURES: &[(&str, i16)] = &[
-    ("metadata.version", METADATA_VERSION_4_1),
-    ("eligible.leader.replicas.version", 1),
-    ("transaction.version", 2),
-    ("group.version", 1),
-];
 
 /// The settings the controller decides with.
 #[derive(Debug, Clone)]
@@ -81,27 +71,6 @@ pub struct QuorumController {
     appended: watch::Sender<i64>,
 }
 
-/// The bootstrap records of a new cluster's metadata log: the feature levels, then (as Kafka
-/// 4.1's formatter does when ELR is on) the cluster-default `min.insync.replicas`, this
-/// controller's static value.
-pub fn bootstrap_records(min_insync_replicas: i32) -> Vec<MetadataRecord> {
-    let features = BOOTSTRAP_FEATURES.iter().map(|(name, level)| {
-        MetadataRecord::FeatureLevel(FeatureLevelRecord {
-            name: name.to_string(),
-            feature_level: *level,
-            ..Default::default()
-        })
-    });
-    let min_isr = MetadataRecord::Config(ConfigRecord {
-        resource_type: crate::metadata::image::BROKER_RESOURCE,
-        resource_name: String::new(),
-        name: "min.insync.replicas".to_string(),
-        value: Some(min_insync_replicas.to_string()),
-        ..Default::default()
-    });
-    features.chain(std::iter::once(min_isr)).collect()
-}
-
 impl QuorumController {
     /// Opens (or creates, with the bootstrap records) the metadata log in `metadata_dir` and
     /// replays it.
@@ -121,17 +90,21 @@ impl QuorumController {
         let state = State { log, builder, image, observers: BTreeMap::new(), sessions };
         let controller = QuorumController { settings, state: Mutex::new(state), appended };
         if replayed == 0 {
-            let mut state = controller.lock();
+            // A new cluster: the levels and credentials `ketch format` chose (`bootstrap`).
+            let levels = bootstrap::read(metadata_dir)?;
+            let scram = crate::security::scram_store::ScramStore::open(metadata_dir)?.records();
             let min_isr = controller.settings.topic_defaults.min_insync_replicas;
-            controller.write(&mut state, bootstrap_records(min_isr))?;
-            tracing::info!("new metadata log: bootstrap feature levels and cluster min.insync.replicas written");
+            let mut state = controller.lock();
+            controller.write(&mut state, bootstrap::records(&levels, min_isr, scram))?;
+            tracing::info!(features = ?levels, "new metadata log: bootstrap metadata written");
         } else if !controller.image().features.contains_key("metadata.version") {
             // A log a single Ketch node wrote (it kept its feature levels elsewhere) becoming a
-            // cluster's: the levels of a new cluster for every feature it does not finalize.
+            // cluster's: the bootstrap levels for every feature it does not finalize.
+            let levels = bootstrap::read(metadata_dir)?;
             let mut state = controller.lock();
             let finalized = state.image.features.clone();
             let min_isr = controller.settings.topic_defaults.min_insync_replicas;
-            let missing = bootstrap_records(min_isr)
+            let missing = bootstrap::records(&levels, min_isr, Vec::new())
                 .into_iter()
                 .filter(|r| matches!(r, MetadataRecord::FeatureLevel(f) if !finalized.contains_key(&f.name)))
                 .collect();

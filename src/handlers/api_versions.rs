@@ -1,8 +1,11 @@
 //! ApiVersions: the table of APIs and versions Ketch serves (KIP-511 fallback included), and
 //! the features it finalizes (KIP-584).
 //!
-//! Features: those of `metadata::features` (only `transaction.version`, finalized at 2 on a new
-//! node, as on a new Kafka 4.1 cluster). Clients read finalized features only when the epoch is
+//! Features of a single node: those of `metadata::features` (only `transaction.version`,
+//! finalized at 2 on a new node, as on a new Kafka 4.1 cluster). A broker of a controller quorum
+//! answers as Kafka 4.1's brokers do (`from_image`): what it supports
+//! (`node::lifecycle::SUPPORTED_FEATURES`, as it registered) and the levels finalized in the
+//! quorum's metadata image (its FeatureLevelRecords), at the epoch of the image's offset. Clients read finalized features only when the epoch is
 //! not -1, and Java re-reads them only when it grows. Level 2 ships together with Produce v12+,
 //! EndTxn v5 and TxnOffsetCommit v5 (`protocol/versions.rs`): a client told transaction
 //! protocol 2 is on stops sending AddPartitionsToTxn. `group.version` (KIP-848) and the KRaft
@@ -16,6 +19,8 @@ use kafka_protocol::messages::ApiKey;
 
 use super::str_bytes;
 use crate::metadata::features::{Features, SUPPORTED};
+use crate::metadata::image::MetadataImage;
+use crate::node::lifecycle::SUPPORTED_FEATURES;
 
 use super::versions::SERVED;
 
@@ -43,16 +48,24 @@ pub fn finalized_features<'a>(levels: impl IntoIterator<Item = (&'a String, &'a 
         .collect()
 }
 
-pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
-    // KAFKA-17011: version 3 leaves out supported features whose lowest level is 0, which
-    // clients of that version cannot parse.
-    let supported = SUPPORTED
-        .iter()
-        .filter(|(_, min, _, _)| version >= 4 || *min > 0)
-        .map(|(name, min, max, _)| {
-            SupportedFeatureKey::default().with_name(str_bytes(name)).with_min_version(*min).with_max_version(*max)
+/// Supported features (name, lowest, highest level) as ApiVersions `version` answers them.
+fn supported_features<'a>(
+    version: i16,
+    features: impl IntoIterator<Item = (&'a str, i16, i16)>,
+) -> Vec<SupportedFeatureKey> {
+    features
+        .into_iter()
+        // KAFKA-17011: version 3 leaves out supported features whose lowest level is 0, which
+        // clients of that version cannot parse.
+        .filter(|(_, min, _)| version >= 4 || *min > 0)
+        .map(|(name, min, max)| {
+            SupportedFeatureKey::default().with_name(str_bytes(name)).with_min_version(min).with_max_version(max)
         })
-        .collect();
+        .collect()
+}
+
+pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
+    let supported = supported_features(version, SUPPORTED.iter().map(|(name, min, max, _)| (*name, *min, *max)));
     let finalized = features.finalized();
     ApiVersionsResponse::default()
         .with_error_code(0)
@@ -60,6 +73,18 @@ pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
         .with_supported_features(supported)
         .with_finalized_features_epoch(finalized.epoch)
         .with_finalized_features(finalized_features(&finalized.levels))
+}
+
+/// A broker of a controller quorum: the finalized features of the quorum's `image` at the
+/// epoch of its offset (Kafka's `KRaftMetadataCache.features`); none before the first record.
+pub fn from_image(version: i16, image: &MetadataImage) -> ApiVersionsResponse {
+    let supported = supported_features(version, SUPPORTED_FEATURES.iter().copied());
+    ApiVersionsResponse::default()
+        .with_error_code(0)
+        .with_api_keys(version_table(SERVED))
+        .with_supported_features(supported)
+        .with_finalized_features_epoch(image.offset)
+        .with_finalized_features(finalized_features(&image.features))
 }
 
 /// KIP-511: a client asking with a version we do not know gets a v0 body with

@@ -1,10 +1,11 @@
 //! Admin requests a broker of a controller quorum forwards to the active controller (Kafka's
 //! `ForwardingManager`): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
-//! IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments and
-//! ListPartitionReassignments. Without
+//! IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments,
+//! ListPartitionReassignments and UpdateFeatures. Without
 //! Kafka's Envelope the controller sees this broker's connection, not the client's principal,
 //! so this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
-//! topic, or on the cluster; ALTER on the cluster for ElectLeaders and reassignments, DESCRIBE to
+//! topic, or on the cluster; ALTER on the cluster for ElectLeaders, reassignments and feature
+//! updates, DESCRIBE to
 //! list them; ALTER_CONFIGS on each config resource, which is first checked as Kafka's
 //! `ConfigAdminManager.preprocess` does, `configs.rs`): refused topics are answered
 //! here with TOPIC_AUTHORIZATION_FAILED and only the others are forwarded. The controller's
@@ -39,6 +40,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    UpdateFeaturesRequest, UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -343,6 +345,27 @@ pub async fn alter_partition_reassignments(
         return cluster::reassignments_refused(&request, code, message);
     }
     forward_whole(link, version, &request, |error| cluster::reassignments_refused(&request, error.code(), None)).await
+}
+
+/// UpdateFeatures: ALTER on the cluster here, then the controller's answer (it decides and
+/// writes the FeatureLevelRecords; this broker sees them in its image like any broker).
+pub async fn update_features(
+    link: &ControllerLink,
+    authz: &Authz<'_>,
+    request: UpdateFeaturesRequest,
+    version: i16,
+) -> UpdateFeaturesResponse {
+    if !authz.cluster(acl::ALTER) {
+        let (code, message) = super::cluster_denied();
+        return UpdateFeaturesResponse::default().with_error_code(code).with_error_message(message);
+    }
+    let failed = |error: ResponseError| {
+        let message = crate::error::default_message(error);
+        UpdateFeaturesResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message)))
+    };
+    forward_whole(link, version, &request, failed).await
 }
 
 /// ListPartitionReassignments: DESCRIBE on the cluster here, then the controller's answer.

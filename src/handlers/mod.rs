@@ -106,7 +106,11 @@ pub async fn dispatch(
 ) -> Reply {
     let client_id = header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
     Reply::Response(match body {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version, &broker.features)),
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(match broker.controller.get() {
+            // A broker of a controller quorum: the finalized features of the quorum's image.
+            Some(link) => api_versions::from_image(version, &link.image()),
+            None => api_versions::handle(version, &broker.features),
+        }),
         RequestKind::Metadata(req) => match broker.controller.get() {
             // A broker of a controller quorum answers from the quorum's metadata image.
             Some(link) => ResponseKind::Metadata(metadata_image::handle(broker, ctx, req, version, &link.image())),
@@ -247,9 +251,13 @@ pub async fn dispatch(
             }
             None => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version)),
         },
-        RequestKind::UpdateFeatures(req) => {
-            ResponseKind::UpdateFeatures(update_features::handle(broker, ctx, req, version))
-        }
+        RequestKind::UpdateFeatures(req) => match broker.controller.get() {
+            // A broker of a controller quorum: the controller finalizes features.
+            Some(link) => {
+                ResponseKind::UpdateFeatures(forward::update_features(link, &ctx.authz(broker), req, version).await)
+            }
+            None => ResponseKind::UpdateFeatures(update_features::handle(broker, ctx, req, version)),
+        },
         RequestKind::ListConfigResources(req) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(broker, ctx, req, version))
         }

@@ -1,5 +1,6 @@
-//! UpdateFeatures (`kafka-features upgrade / downgrade`, Admin `updateFeatures`): changes the
-//! finalized feature levels (`metadata::features`), answered as Kafka 4.1's controller answers:
+//! UpdateFeatures (`kafka-features upgrade / downgrade`, Admin `updateFeatures`) on a single
+//! node: changes its finalized feature levels (`metadata::features`; a broker of a controller
+//! quorum forwards it instead, `forward.rs`), answered as Kafka 4.1's controller answers:
 //! one refused update refuses them all, with a top-level error; per-feature results only for
 //! v0-1 and only on success. Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 

@@ -1,6 +1,8 @@
-//! Finalized features (KIP-584): the level of each cluster-wide feature this node runs at,
-//! advertised in ApiVersions and changed with UpdateFeatures (`kafka-features upgrade /
-//! downgrade`), following Kafka 4.1's controller rules (`FeatureControlManager`).
+//! Finalized features (KIP-584) of a single node: the level of each cluster-wide feature it runs
+//! at, advertised in ApiVersions and changed with UpdateFeatures (`kafka-features upgrade /
+//! downgrade`), following Kafka 4.1's controller rules (`FeatureControlManager`). A broker of a
+//! controller quorum does not use this store: its levels are the quorum's (FeatureLevelRecords in
+//! the metadata image), changed through the controller (`handlers::forward`).
 //!
 //! Only `transaction.version` exists here (levels 0-2, finalized at 2 on a new node as on a new
 //! Kafka 4.1 cluster): level 2 tells clients to use transaction protocol 2 (KIP-890 part 2),

@@ -5,9 +5,14 @@
 //!
 //! On disk: `meta.properties` in every entry of `log.dirs` (KIP-858 format, see `log_dirs.rs`:
 //! `version=1`, `cluster.id`, `node.id`, a fresh `directory.id` each), and, for `--feature`,
-//! the finalized feature levels in the first directory (`metadata::features`), for
-//! `--add-scram` the SCRAM credentials there too (`security::scram_store`, as Kafka writes
-//! `UserScramCredentialRecord`s into the bootstrap metadata).
+//! the finalized feature levels in the first directory: a single node's own
+//! (`metadata::features`); on a controller node (`process.roles=controller`, or
+//! `broker,controller` with a controller listener) the new cluster's bootstrap levels (`controller::bootstrap`, Kafka's formatter rules: every feature's level,
+//! defaults filled in), which the controller writes into its metadata log at first start; a
+//! broker of a quorum checks them as Kafka does and keeps none (the controller's are the
+//! cluster's, as Kafka's brokers ignore their bootstrap metadata). For `--add-scram`, the SCRAM
+//! credentials there too (`security::scram_store`; a controller also writes them into its
+//! metadata log at first start as `UserScramCredentialRecord`s, as Kafka's bootstrap).
 //! Invariants: a directory already formatted is never rewritten (refused, or skipped with
 //! `--ignore-formatted`, as Kafka does); nothing is written unless every check passed.
 
@@ -17,6 +22,8 @@ use crate::log::partition_log::write_atomically;
 use super::features::{self, Features};
 use super::log_dirs::{base64_url, read_meta};
 use super::store::random_bytes;
+use crate::controller::bootstrap;
+use crate::node::Roles;
 
 /// A new Kafka `Uuid` in its printed form (URL-safe base64, no padding), never one that starts
 /// with '-' (Kafka avoids those so they cannot be taken for command-line options).
@@ -45,14 +52,24 @@ pub fn format(
     if !is_uuid(cluster_id) {
         anyhow::bail!("Cluster ID string {cluster_id} does not appear to be a valid UUID");
     }
-    for (name, level) in feature_levels {
-        let Some((_, min, max, _)) = features::SUPPORTED.iter().find(|f| f.0 == name) else {
-            anyhow::bail!("Unsupported feature: {name}.");
-        };
-        if !(*min..=*max).contains(level) {
-            anyhow::bail!("No feature:{name} with feature level {level}");
+    let roles = crate::node::NodeConfig::from_properties(&config.properties, config.node_id)?.roles;
+    // A node of a controller quorum: the cluster's levels, checked as Kafka's formatter does.
+    let bootstrap = match roles {
+        Roles::Combined => {
+            for (name, level) in feature_levels {
+                let Some((_, min, max, _)) = features::SUPPORTED.iter().find(|f| f.0 == name) else {
+                    anyhow::bail!("Unsupported feature: {name}.");
+                };
+                if !(*min..=*max).contains(level) {
+                    anyhow::bail!("No feature:{name} with feature level {level}");
+                }
+            }
+            None
         }
-    }
+        Roles::Broker | Roles::Controller | Roles::BrokerController => {
+            Some(bootstrap::effective_levels(feature_levels).map_err(anyhow::Error::msg)?)
+        }
+    };
     let scram = add_scram
         .iter()
         .map(|a| crate::security::scram_store::parse_add_scram(a).map_err(|e| anyhow::anyhow!(e)))
@@ -89,7 +106,12 @@ pub fn format(
         let text =
             format!("version=1\ncluster.id={cluster_id}\nnode.id={}\ndirectory.id={}\n", config.node_id, random_uuid());
         write_atomically(&dir.join("meta.properties"), text.as_bytes())?;
-        if i == 0 {
+        if i == 0 && matches!(roles, Roles::Controller | Roles::BrokerController) {
+            if let Some(levels) = &bootstrap {
+                bootstrap::write(dir, levels)?;
+            }
+        }
+        if i == 0 && roles == Roles::Combined {
             let finalized = Features::open(dir, config.node_id)?;
             let updates: Vec<(String, i16, i8)> = feature_levels
                 .iter()
@@ -100,6 +122,8 @@ pub fn format(
                 })
                 .collect();
             finalized.update(&updates, false).map_err(|refused| anyhow::anyhow!(refused.1))?;
+        }
+        if i == 0 {
             let store = crate::security::scram_store::ScramStore::open(dir)?;
             for (user, mechanism, credential) in &scram {
                 store.add(user, *mechanism, credential.clone())?;

@@ -67,6 +67,11 @@ impl ScramStore {
         self.read().get(&(user.to_string(), mechanism)).cloned()
     }
 
+    /// The credentials as UserScramCredentialRecords (a controller's bootstrap metadata).
+    pub fn records(&self) -> Vec<MetadataRecord> {
+        as_records(&self.read()).collect()
+    }
+
     /// Every user with a credential, each with (mechanism, iterations).
     pub fn users(&self) -> BTreeMap<String, Vec<(Mechanism, i32)>> {
         let mut out: BTreeMap<String, Vec<(Mechanism, i32)>> = BTreeMap::new();
@@ -236,7 +241,12 @@ fn validate(current: &Credentials, a: &Alteration) -> Result<(), (i16, String)> 
 }
 
 fn save(path: &Path, credentials: &Credentials) -> std::io::Result<()> {
-    let records = credentials.iter().map(|((user, mechanism), c)| {
+    records_file::write(path, as_records(credentials))
+}
+
+/// One UserScramCredentialRecord per (user, mechanism).
+fn as_records(credentials: &Credentials) -> impl Iterator<Item = MetadataRecord> + '_ {
+    credentials.iter().map(|((user, mechanism), c)| {
         MetadataRecord::UserScramCredential(UserScramCredentialRecord {
             name: user.clone(),
             mechanism: mechanism.type_code(),
@@ -246,8 +256,7 @@ fn save(path: &Path, credentials: &Credentials) -> std::io::Result<()> {
             iterations: c.iterations,
             ..Default::default()
         })
-    });
-    records_file::write(path, records)
+    })
 }
 
 fn decode_file(bytes: &[u8]) -> Result<Credentials, String> {

@@ -123,8 +123,9 @@ pub struct Deps<'a> {
     pub flusher: &'a Flusher,
     pub groups: &'a GroupCoordinator,
     pub producer_ids: &'a ProducerIds,
-    /// The finalized `transaction.version`: the protocol of coordinator-initiated aborts and
-    /// the version of `__transaction_state` values.
+    /// The finalized `transaction.version` of a single node (a cluster's is in `link`'s image):
+    /// the protocol of coordinator-initiated aborts and the version of `__transaction_state`
+    /// values.
     pub features: &'a Features,
     /// In a cluster: the replica layer (coordinator writes and markers go through it) and the
     /// controller link (its metadata image says who leads each partition).
@@ -133,8 +134,12 @@ pub struct Deps<'a> {
 }
 
 impl Deps<'_> {
+    /// In a cluster, the level finalized in the quorum's metadata image; else this node's.
     fn cluster_tv(&self) -> i16 {
-        self.features.level(TRANSACTION_VERSION)
+        match self.link {
+            Some(link) => link.image().features.get(TRANSACTION_VERSION).copied().unwrap_or(0),
+            None => self.features.level(TRANSACTION_VERSION),
+        }
     }
 }
 
