@@ -63,6 +63,21 @@ def test_java_txn_fencing(broker, java_compat_jar, protocol):
     assert "fence ok" in r.stdout
 
 
+# Kafka checks for timed-out transactions every 10 s by default; 500 ms keeps this test short.
+@pytest.mark.broker_config(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+def test_java_txn_timeout_late_write(broker, java_compat_jar):
+    """A transaction left open past transaction.timeout.ms (2 s) is aborted by the coordinator
+    (DescribeTransactions: CompleteAbort). The producer's next send, to the partition it already
+    wrote to or to one it did not (a second producer), fails with InvalidProducerEpochException
+    (Produce: INVALID_PRODUCER_EPOCH) instead of the late record opening a new transaction; its
+    commitTransaction fails, abortTransaction succeeds and a new transaction commits. Neither late
+    record is ever in the log (read_uncommitted), and read_committed sees only the new
+    transactions' records."""
+    topic = f"java-txn-timeout-{uuid.uuid4().hex[:8]}"
+    r = java_txn(java_compat_jar, broker.bootstrap, "timeout-late-write", topic)
+    assert "timeout-late-write ok" in r.stdout
+
+
 COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
 
 

@@ -98,7 +98,7 @@ pub fn append(
     broker: &Arc<Broker>,
     req: ProduceRequest,
     version: i16,
-    added: &HashMap<(String, i32), Result<(), ResponseError>>,
+    added: &HashMap<(String, i32), txn_verify::Asked>,
     auth: &ProduceAuth,
 ) -> Appended {
     let acks = req.acks;
@@ -177,35 +177,44 @@ pub fn append(
                 partitions.push(response.with_error_code(ResponseError::InvalidRecord.code()));
                 continue;
             };
-            // Transactional batches only: the (topic, partition) key and the checks cost nothing
-            // on the plain produce path.
-            let txn =
-                txn_verify::transactional_producer(&records).map(|p| (p, (partition.topic.clone(), partition.index)));
-            let verify = |log: &PartitionLog| match &txn {
-                None => Ok(()),
-                Some((p, key)) => txn_verify::verify_produce(
-                    broker,
-                    log,
-                    key,
-                    txn_id.as_deref(),
-                    *p,
-                    version,
-                    added.get(key).cloned(),
-                ),
-            };
-            // Checked before validation (as Kafka does), and again under the log lock with the
-            // append, so that no transaction marker can land between the check and the write.
-            if txn.is_some() {
-                if let Err(e) = verify(&partition.log()) {
-                    partitions.push(not_verified(response, e));
-                    continue;
+            // Transactional batches only: the checks cost nothing on the plain produce path.
+            // Verified before validation (as Kafka does: coordinator errors come first), and
+            // checked again under the log lock with the append: the guard of the verification
+            // must still be current, so that no transaction marker written in between lets the
+            // batch open a transaction the coordinator does not know.
+            let txn = txn_verify::transactional_producer(&records);
+            let guard = match txn {
+                None => None,
+                Some(p) => {
+                    let key = (partition.topic.clone(), partition.index);
+                    let asked = added.get(&key).copied();
+                    let verified = txn_verify::verify_produce(
+                        broker,
+                        &mut partition.log(),
+                        &key,
+                        txn_id.as_deref(),
+                        p,
+                        version,
+                        asked,
+                    );
+                    match verified {
+                        Ok(guard) => guard,
+                        Err(refusal) => {
+                            partitions.push(not_verified(response, refusal));
+                            continue;
+                        }
+                    }
                 }
-            }
+            };
+            let check = |log: &PartitionLog| match txn {
+                None => Ok(()),
+                Some(p) => txn_verify::check_at_append(log, p, guard, version),
+            };
             let now = now_ms();
             let appended =
                 batch::validate_produce(records, &config, now).map_err(Refused::Log).and_then(|(bytes, summary)| {
                     let mut log = partition.log();
-                    verify(&log).map_err(Refused::Txn)?;
+                    check(&log).map_err(Refused::Txn)?;
                     match &replica {
                         None => replica::append_as_leader(&mut log, bytes, &summary, now).map_err(Refused::Log),
                         Some(r) => r
@@ -256,17 +265,14 @@ pub fn append(
 /// Why a batch was not appended.
 enum Refused {
     Log(LogError),
-    Txn(ResponseError),
+    Txn(txn_verify::Refusal),
     /// Not the leader, or too few in-sync replicas for acks=all.
     Replica(ResponseError),
 }
 
 /// The response for a transactional batch that failed verification.
-fn not_verified(response: PartitionProduceResponse, e: ResponseError) -> PartitionProduceResponse {
-    // Kafka explains this one refusal.
-    let message =
-        (e == ResponseError::InvalidTxnState).then(|| str_bytes("Partition was not added to the transaction"));
-    response.with_error_code(e.code()).with_error_message(message)
+fn not_verified(response: PartitionProduceResponse, (e, message): txn_verify::Refusal) -> PartitionProduceResponse {
+    response.with_error_code(e.code()).with_error_message(message.map(str_bytes))
 }
 
 /// The response for a batch the log refused, filled as Kafka's `ReplicaManager` fills it: only

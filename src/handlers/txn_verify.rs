@@ -15,7 +15,13 @@
 //! batch from an epoch older than the partition's last (a write of a transaction whose marker,
 //! at the bumped epoch, is already in the partition) is fenced with INVALID_PRODUCER_EPOCH
 //! without asking the coordinator, and a batch continuing a transaction already open in the
-//! partition at the same epoch needs no coordinator.
+//! partition at the same epoch needs no coordinator. Otherwise the partition starts a
+//! verification (`log::verification`) before the coordinator is asked, and the append, under
+//! the log lock, must still find the transaction open or that verification's guard current
+//! (`check_at_append`): a marker of the producer written in between (an abort after a timeout,
+//! a commit) clears the guard, and the write is refused with INVALID_TXN_STATE, as Kafka 4.1's
+//! `UnifiedLog.analyzeAndValidateProducerState` does, instead of opening a transaction the
+//! coordinator does not know.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,7 +30,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 
 use crate::broker::Broker;
-use crate::log::{batch, PartitionLog};
+use crate::log::verification::VerificationGuard;
+use crate::log::{batch, now_ms, PartitionLog};
 
 /// Kafka's `add.partitions.to.txn.retry.backoff.ms` and `...backoff.max.ms`: how the broker
 /// retries an implicit add the coordinator answered CONCURRENT_TRANSACTIONS (a previous
@@ -53,6 +60,32 @@ pub fn partition_side(log: &PartitionLog, producer_id: i64, epoch: i16) -> Resul
     Ok(log.has_open_txn(producer_id, epoch))
 }
 
+/// Kafka's `maybeStartTransactionVerification`, under the log lock: a fenced epoch is
+/// INVALID_PRODUCER_EPOCH; `Ok(None)` when the batch continues a transaction open here at its
+/// epoch (Kafka's sentinel guard); else the guard of the verification it waits on (started at
+/// `now_ms` if it is new).
+pub fn start_verification(
+    log: &mut PartitionLog,
+    (producer_id, epoch, first_seq): (i64, i16, i32),
+    now_ms: i64,
+) -> Result<Option<VerificationGuard>, ResponseError> {
+    if log.producer_epoch(producer_id).is_some_and(|known| epoch < known) {
+        return Err(ResponseError::InvalidProducerEpoch);
+    }
+    Ok(log.start_txn_verification(producer_id, first_seq, epoch, now_ms))
+}
+
+/// A transactional batch the coordinator was asked about before its append: its answer and
+/// the guard of the verification the partition started before asking.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked {
+    pub answer: Result<(), ResponseError>,
+    pub guard: VerificationGuard,
+}
+
+/// Why a transactional batch is not written: the error, and the message Kafka gives with it.
+pub type Refusal = (ResponseError, Option<&'static str>);
+
 /// The implicit add (transaction protocol 2), retried while the coordinator answers
 /// CONCURRENT_TRANSACTIONS if `retry` (Produce does, TxnOffsetCommit does not).
 pub async fn add_implicitly(
@@ -80,24 +113,26 @@ pub async fn add_implicitly(
 
 /// The coordinator's answers, by (topic, partition), to the implicit adds a Produce v12+
 /// request needs, and in a cluster to the verifications of an older Produce whose coordinator
-/// is another broker (a local coordinator is asked at append time, under the log lock). Runs
-/// before the request's batches are appended (the connection awaits it, so later requests on
-/// the connection cannot overtake it); returns at once when every transactional batch continues
-/// a transaction the partition or the coordinator already has.
+/// is another broker (a local coordinator is asked by `verify_produce`, synchronously), each
+/// with the guard of the verification the partition started first. Runs before the request's
+/// batches are appended (the connection awaits it, so later requests on the connection cannot
+/// overtake it); returns at once when every transactional batch continues a transaction the
+/// partition or the coordinator already has.
 pub async fn produce_implicit_adds(
     broker: &Broker,
     req: &ProduceRequest,
     version: i16,
     auth: &super::produce::ProduceAuth,
-) -> HashMap<(String, i32), Result<(), ResponseError>> {
+) -> HashMap<(String, i32), Asked> {
     let mut answers = HashMap::new();
     let Some(id) = req.transactional_id.as_ref().map(|id| id.0.as_str()) else { return answers };
     let remote = broker.txns.is_cluster() && broker.txns.check_coordinator(id).is_err();
     if (version < 12 && !remote) || auth.txn_denied {
         return answers;
     }
-    // (producer id, epoch) -> partitions to add.
-    let mut wanted: HashMap<(i64, i16), Vec<(String, i32)>> = HashMap::new();
+    // (producer id, epoch) -> partitions to add, with their guards.
+    type Guarded = Vec<((String, i32), VerificationGuard)>;
+    let mut wanted: HashMap<(i64, i16), Guarded> = HashMap::new();
     for topic_data in &req.topic_data {
         let topic = if version >= 13 {
             broker.topics.get_by_id(topic_data.topic_id)
@@ -109,58 +144,81 @@ pub async fn produce_implicit_adds(
             let Some(partition) = usize::try_from(data.index).ok().and_then(|i| topic.partitions.get(i)) else {
                 continue;
             };
-            let Some((producer_id, epoch, _)) = data.records.as_deref().and_then(transactional_producer) else {
+            let Some(producer) = data.records.as_deref().and_then(transactional_producer) else {
                 continue;
             };
-            // A fenced epoch or an open transaction: decided again when appending.
-            if partition_side(&partition.log(), producer_id, epoch) != Ok(false) {
-                continue;
-            }
+            let (producer_id, epoch, _) = producer;
+            // A fenced epoch or an open transaction: decided again by `verify_produce`.
+            let Ok(Some(guard)) = start_verification(&mut partition.log(), producer, now_ms()) else { continue };
             let key = (partition.topic.clone(), partition.index);
             if remote || !broker.txns.in_transaction(id, producer_id, epoch, &key) {
-                wanted.entry((producer_id, epoch)).or_default().push(key);
+                wanted.entry((producer_id, epoch)).or_default().push((key, guard));
             }
         }
     }
-    for ((producer_id, epoch), partitions) in wanted {
+    for ((producer_id, epoch), guarded) in wanted {
+        let partitions: Vec<(String, i32)> = guarded.iter().map(|(p, _)| p.clone()).collect();
         let answer = if version >= 12 {
-            add_implicitly(broker, id, producer_id, epoch, partitions.clone(), true).await
+            add_implicitly(broker, id, producer_id, epoch, partitions, true).await
         } else {
-            broker.txns.verify_or_add(&broker.txn_deps(), id, (producer_id, epoch), true, partitions.clone()).await
+            broker.txns.verify_or_add(&broker.txn_deps(), id, (producer_id, epoch), true, partitions).await
         };
-        answers.extend(partitions.into_iter().map(|p| (p, answer)));
+        answers.extend(guarded.into_iter().map(|(p, guard)| (p, Asked { answer, guard })));
     }
     answers
 }
 
-/// The verification of one transactional batch at append time, under the partition's log lock
-/// (so that no marker can land between the check and the append). `asked`: the coordinator's
-/// answer for this partition from `produce_implicit_adds`, if it was asked then.
+/// The verification of one transactional batch before its append (Kafka's pre-append checks,
+/// under the log lock): the coordinator's answer from `produce_implicit_adds` if it was asked
+/// then, else the partition side and a local coordinator. Returns the guard the append must
+/// present (`None`: the transaction was open here, Kafka's sentinel).
 pub fn verify_produce(
     broker: &Broker,
-    log: &PartitionLog,
+    log: &mut PartitionLog,
     partition: &(String, i32),
     txn_id: Option<&str>,
-    (producer_id, epoch, first_seq): (i64, i16, i32),
+    producer: (i64, i16, i32),
     version: i16,
-    asked: Option<Result<(), ResponseError>>,
-) -> Result<(), ResponseError> {
-    let open = partition_side(log, producer_id, epoch)?;
-    if !open {
-        let verified = match asked {
-            Some(answer) => answer,
-            None => broker.txns.verify(txn_id, producer_id, epoch, partition),
-        };
-        if let Err(e) = verified {
-            return Err(produce_error(e, version));
-        }
-        // Transaction protocol 2: the first batch of a producer in a partition starts at
-        // sequence 0 (the epoch was bumped, so sequences restarted).
-        if version >= 12 && first_seq != 0 && log.producer_batches_empty(producer_id) {
-            return Err(ResponseError::OutOfOrderSequenceNumber);
-        }
+    asked: Option<Asked>,
+) -> Result<Option<VerificationGuard>, Refusal> {
+    if let Some(Asked { answer, guard }) = asked {
+        return answer.map(|()| Some(guard)).map_err(|e| coordinator_refusal(e, version));
+    }
+    let (producer_id, epoch, _) = producer;
+    let Some(guard) = start_verification(log, producer, now_ms()).map_err(|e| (e, None))? else { return Ok(None) };
+    let verified = broker.txns.verify(txn_id, producer_id, epoch, partition);
+    verified.map(|()| Some(guard)).map_err(|e| coordinator_refusal(e, version))
+}
+
+/// Kafka's check at append (`analyzeAndValidateProducerState`), under the log lock with the
+/// write: the batch continues a transaction open here at its epoch, or its verification's
+/// `guard` is still current (no marker of the producer since it started); else
+/// INVALID_TXN_STATE, which Kafka answers without a message.
+pub fn check_at_append(
+    log: &PartitionLog,
+    (producer_id, epoch, first_seq): (i64, i16, i32),
+    guard: Option<VerificationGuard>,
+    version: i16,
+) -> Result<(), Refusal> {
+    if log.has_open_txn(producer_id, epoch) {
+        return Ok(());
+    }
+    if !guard.is_some_and(|g| log.txn_verification_holds(producer_id, g)) {
+        return Err((ResponseError::InvalidTxnState, None));
+    }
+    // Transaction protocol 2: the first batch of a producer in a partition starts at sequence 0
+    // (the epoch was bumped, so sequences restarted).
+    if version >= 12 && first_seq != 0 && log.producer_batches_empty(producer_id) {
+        return Err((ResponseError::OutOfOrderSequenceNumber, None));
     }
     Ok(())
+}
+
+/// A failed verification as the producer sees it, with Kafka's message for a partition the
+/// coordinator does not have in the transaction.
+fn coordinator_refusal(e: ResponseError, version: i16) -> Refusal {
+    let e = produce_error(e, version);
+    (e, (e == ResponseError::InvalidTxnState).then_some("Partition was not added to the transaction"))
 }
 
 /// The error a producer sees for a failed verification (Kafka's `AddPartitionsToTxnManager`
@@ -220,3 +278,7 @@ pub async fn txn_offset_commit(
         other => other,
     })
 }
+
+#[cfg(test)]
+#[path = "txn_verify_tests.rs"]
+mod tests;

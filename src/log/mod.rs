@@ -3,8 +3,8 @@
 //!
 //! Layering: `batch` (format + validation) and `compression` are pure; `index` and `segment`
 //! own files; `partition_log` owns one partition's segments, with its leader-epoch cache
-//! (`epoch_cache`) and producer state (`producer_state`: idempotence, transactions); `flusher`
-//! batches fsyncs across partitions and producers. Nothing here knows about the network or the
+//! (`epoch_cache`) and producer state (`producer_state`: idempotence, transactions; `verification`: KIP-890 verification
+//! guards); `flusher` batches fsyncs across partitions and producers. Nothing here knows about the network or the
 //! Kafka protocol messages, nor decides the high watermark: the replica layer does and storage
 //! keeps it.
 
@@ -21,6 +21,7 @@ pub mod partition_log;
 pub mod producer_state;
 pub mod record_error;
 pub mod segment;
+pub mod verification;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, RwLock};

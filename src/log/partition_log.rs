@@ -25,6 +25,7 @@ use crate::log::producer_state::{Check, Marker, ProducerState};
 use crate::log::segment::{FileSlice, Segment};
 
 mod retention;
+mod verification;
 
 /// Log start offset moved by DeleteRecords inside the first segment (one decimal number).
 const LOG_START_CHECKPOINT: &str = "log-start-offset";
@@ -280,6 +281,7 @@ impl PartitionLog {
             })?;
         }
         state.truncate_head(self.log_start_offset);
+        self.producers.hand_over_verifications(&mut state);
         self.producers = state;
         Ok(())
     }

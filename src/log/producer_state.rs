@@ -7,7 +7,10 @@
 //! decide whether a new batch is in sequence, a duplicate of a retried batch (answered with the
 //! original offsets, not written again), out of order (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a
 //! fenced epoch (INVALID_PRODUCER_EPOCH); open transactions bound the last stable offset (LSO);
-//! aborted transactions are listed for read_committed fetches.
+//! aborted transactions are listed for read_committed fetches. Also the producers' transaction
+//! verifications in progress (`verification`): in memory only, cleared by the producer's next
+//! transactional write or marker, expired with idle producers; they bound the sequences of
+//! client batches (`check`).
 //! On disk: `<offset, 20 digits>.snapshot` files in the partition directory, holding the state
 //! as of that log offset: `[u32 crc32c of the rest][u32 version=3][u32 count]` then per
 //! producer `[i64 pid][i16 epoch][i64 last timestamp][i64 open txn first offset or -1]
@@ -23,6 +26,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
 use crate::error::LogError;
+use crate::log::verification::{VerificationEntry, VerificationGuard};
 
 /// Kafka keeps the last five batches per producer (max.in.flight.requests.per.connection <= 5).
 pub const MAX_CACHED_BATCHES: usize = 5;
@@ -99,6 +103,8 @@ pub enum Check {
 pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
     aborted: Vec<AbortedTxn>,
+    /// Verifications in progress, by producer id (Kafka's `verificationStates`).
+    verifications: HashMap<i64, VerificationEntry>,
 }
 
 fn in_sequence(last_seq: i32, next_first_seq: i32) -> bool {
@@ -118,19 +124,35 @@ impl ProducerState {
         self.producers.is_empty()
     }
 
-    /// Kafka's checks for a batch about to be appended by a client.
+    /// Kafka's checks for a batch about to be appended by a client, in Kafka's order: a retry
+    /// of a cached batch is a duplicate; then the epoch; then the sequence, which must not pass
+    /// a lower one still being verified (Kafka's `checkSequence`) and must follow the last.
     pub fn check(&self, batch: &ProducerBatch) -> Result<Check, LogError> {
-        let Some(entry) = self.producers.get(&batch.producer_id) else {
+        let entry = self.producers.get(&batch.producer_id);
+        if let Some(entry) = entry {
+            if batch.epoch < entry.epoch {
+                return Err(LogError::InvalidProducerEpoch(format!(
+                    "producer {} epoch {} is older than the current epoch {}",
+                    batch.producer_id, batch.epoch, entry.epoch
+                )));
+            }
+            let last_seq = batch.last_seq();
+            let duplicate = entry.batches.iter().find(|b| b.first_seq == batch.first_seq && b.last_seq == last_seq);
+            if let (true, Some(dup)) = (batch.epoch == entry.epoch, duplicate) {
+                return Ok(Check::Duplicate { first_offset: dup.first_offset, last_offset: dup.last_offset });
+            }
+        }
+        if let Some(v) = self.verifications.get(&batch.producer_id).filter(|v| batch.first_seq > v.lowest_seq) {
+            return Err(LogError::OutOfOrderSequence(format!(
+                "producer {} sent sequence {} while sequence {} is still being verified",
+                batch.producer_id, batch.first_seq, v.lowest_seq
+            )));
+        }
+        let Some(entry) = entry else {
             // Unknown producer (new, or its state expired / was deleted by retention): any
             // sequence is accepted, as Kafka does.
             return Ok(Check::Append);
         };
-        if batch.epoch < entry.epoch {
-            return Err(LogError::InvalidProducerEpoch(format!(
-                "producer {} epoch {} is older than the current epoch {}",
-                batch.producer_id, batch.epoch, entry.epoch
-            )));
-        }
         if batch.epoch > entry.epoch {
             if batch.first_seq != 0 {
                 return Err(LogError::OutOfOrderSequence(format!(
@@ -139,10 +161,6 @@ impl ProducerState {
                 )));
             }
             return Ok(Check::Append);
-        }
-        let last_seq = batch.last_seq();
-        if let Some(dup) = entry.batches.iter().find(|b| b.first_seq == batch.first_seq && b.last_seq == last_seq) {
-            return Ok(Check::Duplicate { first_offset: dup.first_offset, last_offset: dup.last_offset });
         }
         match entry.batches.back() {
             Some(last) if !in_sequence(last.last_seq, batch.first_seq) => Err(LogError::OutOfOrderSequence(format!(
@@ -159,8 +177,31 @@ impl ProducerState {
         }
     }
 
+    /// Kafka's `maybeCreateVerificationStateEntry`: the verification of `producer_id`'s
+    /// transactional batch starting at `seq`, created unless one is already in progress (which
+    /// then notes the batch), and its guard.
+    pub fn start_verification(&mut self, producer_id: i64, seq: i32, epoch: i16, now_ms: i64) -> VerificationGuard {
+        let entry = self.verifications.entry(producer_id).or_insert_with(|| VerificationEntry::new(now_ms, seq, epoch));
+        entry.note_batch(seq, epoch);
+        entry.guard
+    }
+
+    /// The verification of `producer_id` in progress, if any.
+    pub fn verification(&self, producer_id: i64) -> Option<&VerificationEntry> {
+        self.verifications.get(&producer_id)
+    }
+
+    /// Moves the verifications in progress to `other` (a rebuilt state: Kafka keeps them when
+    /// it reloads producer state).
+    pub fn hand_over_verifications(&mut self, other: &mut ProducerState) {
+        other.verifications = std::mem::take(&mut self.verifications);
+    }
     /// Records a batch now in the log at `first_offset..=last_offset` (appends and replay).
     pub fn update(&mut self, batch: &ProducerBatch, first_offset: i64, last_offset: i64, transactional: bool) {
+        if transactional {
+            // The transaction is open here now: its later batches need no verification.
+            self.verifications.remove(&batch.producer_id);
+        }
         let entry = self.producers.entry(batch.producer_id).or_default();
         if batch.epoch != entry.epoch {
             entry.batches.clear();
@@ -198,6 +239,8 @@ impl ProducerState {
     /// marker's producer epoch is fenced.
     pub fn complete_txn(&mut self, producer_id: i64, epoch: i16, marker: Marker, offset: i64, timestamp: i64) -> bool {
         let Marker { commit, coordinator_epoch } = marker;
+        // The transaction a verification in progress found is over: its append must fail.
+        self.verifications.remove(&producer_id);
         let entry = self.producers.entry(producer_id).or_default();
         if epoch < entry.epoch {
             return false;
@@ -242,8 +285,10 @@ impl ProducerState {
     }
 
     /// Drops producers idle since before `cutoff_ms` (`producer.id.expiration.ms`), except
-    /// those with an open transaction.
+    /// those with an open transaction, and verifications started at or before it (Kafka's
+    /// `removeExpiredProducers`).
     pub fn expire(&mut self, cutoff_ms: i64) -> usize {
+        self.verifications.retain(|_, v| v.created_ms > cutoff_ms);
         let before = self.producers.len();
         self.producers.retain(|_, e| e.last_timestamp >= cutoff_ms || e.txn_first_offset.is_some());
         before - self.producers.len()
@@ -336,7 +381,7 @@ impl ProducerState {
                 last_stable_offset: r.i64()?,
             });
         }
-        Some(ProducerState { producers, aborted })
+        Some(ProducerState { producers, aborted, verifications: HashMap::new() })
     }
 
     /// Writes `<offset>.snapshot` and removes all but the newest `SNAPSHOTS_KEPT` snapshots.

@@ -29,6 +29,7 @@ import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -42,6 +43,7 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.TopicExistsException;
 
@@ -66,6 +68,11 @@ import org.apache.kafka.common.errors.TopicExistsException;
  * TxnScenario &lt;bootstrap&gt; fence &lt;topic&gt;
  *     a second producer with the same transactional.id fences the first (open transaction aborted, zombie
  *     commit and zombie send rejected with ProducerFencedException).
+ * TxnScenario &lt;bootstrap&gt; timeout-late-write &lt;topic&gt;
+ *     a transaction left past transaction.timeout.ms (2 s) is aborted by the coordinator; the producer's late
+ *     send (to the partition it wrote to, then with a second producer to one it did not) fails with
+ *     InvalidProducerEpochException instead of opening a new transaction; neither late record is ever in
+ *     the log; after abortTransaction the producer commits a new transaction.
  * TxnScenario &lt;bootstrap&gt; open-txn &lt;topic&gt; &lt;partition&gt; &lt;transactional.id&gt; &lt;release-file&gt;
  *     begin a transaction, send 3 records to the partition, print "open pid=.. epoch=..", then wait until
  *     the release file exists and abort (file content "abort") or commit ("commit"); print "ended".
@@ -106,6 +113,7 @@ public final class TxnScenario {
                 case "dump" -> dump(bs, arg(args, 2), arg(args, 3));
                 case "commit-abort" -> commitAbort(bs, arg(args, 2));
                 case "fence" -> fence(bs, arg(args, 2));
+                case "timeout-late-write" -> timeoutLateWrite(bs, arg(args, 2));
                 case "open-txn" -> openTxn(bs, arg(args, 2), Integer.parseInt(arg(args, 3)), arg(args, 4),
                         Path.of(arg(args, 5)));
                 case "group-offsets" -> groupOffsets(bs, arg(args, 2));
@@ -146,6 +154,7 @@ public final class TxnScenario {
                 + "       TxnScenario <bootstrap> dump <topic> <read_committed|read_uncommitted>\n"
                 + "       TxnScenario <bootstrap> commit-abort <topic>\n"
                 + "       TxnScenario <bootstrap> fence <topic>\n"
+                + "       TxnScenario <bootstrap> timeout-late-write <topic>\n"
                 + "       TxnScenario <bootstrap> open-txn <topic> <partition> <transactional.id> <release-file>\n"
                 + "       TxnScenario <bootstrap> group-offsets <group>\n"
                 + "       TxnScenario <bootstrap> set-feature <feature> <level>");
@@ -617,6 +626,77 @@ public final class TxnScenario {
         expectValues("read_uncommitted after fencing", 0, ru.get(0), ruExpected);
         step("read_committed: %s", values(rc.get(0)));
         System.out.println("fence ok");
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // timeout-late-write: a send after the coordinator aborted the timed-out transaction
+    // ------------------------------------------------------------------------------------------
+
+    static void timeoutLateWrite(String bootstrap, String topic) throws Exception {
+        createTopic(bootstrap, topic, 2);
+        List<String> committed = new ArrayList<>();
+        List<String> all = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            for (int late = 0; late < 2; late++) {
+                String tid = "ketch-java-timeout-" + late + "-" + UUID.randomUUID().toString().substring(0, 8);
+                Properties props = txnProducerProps(bootstrap, tid);
+                props.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "2000");
+                try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+                    producer.initTransactions();
+                    producer.beginTransaction();
+                    String early = "early-" + late;
+                    producer.send(new ProducerRecord<>(topic, 0, bytes("k"), bytes(early))).get(WAIT.toSeconds(),
+                            TimeUnit.SECONDS);
+                    all.add(early);
+                    // The coordinator aborts the transaction once it is past its timeout.
+                    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+                    TransactionState state;
+                    while ((state = admin.describeTransactions(List.of(tid)).description(tid).get().state())
+                            != TransactionState.COMPLETE_ABORT) {
+                        check(System.nanoTime() < deadline, "transaction %s still %s 60 s after its 2 s timeout",
+                                tid, state);
+                        Thread.sleep(100);
+                    }
+                    step("%s: wrote %s to partition 0, then the coordinator aborted the timed-out transaction",
+                            tid, early);
+                    Throwable sendErr = null;
+                    try {
+                        producer.send(new ProducerRecord<>(topic, late, bytes("k"), bytes("late-" + late)))
+                                .get(WAIT.toSeconds(), TimeUnit.SECONDS);
+                    } catch (ExecutionException e) {
+                        sendErr = e.getCause();
+                    }
+                    step("late send to partition %d: %s", late, sendErr == null ? "ok" : chain(sendErr));
+                    check(sendErr instanceof InvalidProducerEpochException,
+                            "the late send to partition %d should fail with InvalidProducerEpochException, got %s",
+                            late, sendErr == null ? "success" : chain(sendErr));
+                    Throwable commitErr = null;
+                    try {
+                        producer.commitTransaction();
+                    } catch (Throwable e) {
+                        commitErr = e;
+                    }
+                    step("commitTransaction: %s", commitErr == null ? "ok" : chain(commitErr));
+                    check(commitErr != null, "commitTransaction succeeded after the transaction timed out");
+                    producer.abortTransaction();
+                    producer.beginTransaction();
+                    String after = "after-" + late;
+                    producer.send(new ProducerRecord<>(topic, 0, bytes("k"), bytes(after)));
+                    producer.commitTransaction();
+                    step("abortTransaction ok, then a new transaction committed %s", after);
+                    all.add(after);
+                    committed.add(after);
+                }
+            }
+        }
+        check(awaitStable(bootstrap, topic, 15), "the last stable offset did not reach the high watermark within 15s");
+        Map<Integer, List<Rec>> rc = readAll(bootstrap, topic, "read_committed", 500, null);
+        expectValues("read_committed", 0, rc.get(0), committed);
+        expectValues("read_committed", 1, rc.get(1), List.of());
+        Map<Integer, List<Rec>> ru = readAll(bootstrap, topic, "read_uncommitted", 300, null);
+        expectValues("read_uncommitted", 0, ru.get(0), all);
+        expectValues("read_uncommitted", 1, ru.get(1), List.of());
+        System.out.println("timeout-late-write ok");
     }
 
     // ------------------------------------------------------------------------------------------
