@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::controller::quorum::{ControllerSettings, QuorumController};
-use crate::controller::ControllerConfig;
 
 fn levels(pairs: &[(&str, i16)]) -> BTreeMap<String, i16> {
     pairs.iter().map(|(n, l)| (n.to_string(), *l)).collect()
@@ -116,16 +115,7 @@ fn controller_config(dir: &Path) -> crate::config::BrokerConfig {
 }
 
 fn open(dir: &Path, config: &crate::config::BrokerConfig) -> QuorumController {
-    let settings = ControllerSettings {
-        config: ControllerConfig { node_id: 3000, session_timeout_ms: 9_000, unclean_leader_election_enable: false },
-        cluster_id: "bootstrap-test".to_string(),
-        num_partitions: 1,
-        default_replication_factor: 1,
-        topic_defaults: config.topic_defaults.clone(),
-        delete_topic_enable: true,
-        static_config_keys: Default::default(),
-        static_props: Default::default(),
-    };
+    let settings = ControllerSettings::from_config(config, 3000, 9_000, "bootstrap-test");
     QuorumController::open(dir, settings).expect("open")
 }
 

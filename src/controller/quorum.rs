@@ -47,6 +47,37 @@ pub struct ControllerSettings {
     pub static_props: crate::config::Properties,
 }
 
+impl ControllerSettings {
+    /// The settings node `node_id`'s controller decides with, from its configuration
+    /// (`broker.session.timeout.ms` given as `session_timeout_ms`).
+    pub fn from_config(
+        config: &crate::config::BrokerConfig,
+        node_id: i32,
+        session_timeout_ms: i64,
+        cluster_id: &str,
+    ) -> ControllerSettings {
+        let unclean = config.properties.get("unclean.leader.election.enable");
+        ControllerSettings {
+            config: ControllerConfig {
+                node_id,
+                session_timeout_ms,
+                unclean_leader_election_enable: unclean.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            },
+            cluster_id: cluster_id.to_string(),
+            num_partitions: config.num_partitions,
+            default_replication_factor: config.default_replication_factor,
+            topic_defaults: config.topic_defaults.clone(),
+            delete_topic_enable: config.delete_topic_enable,
+            static_config_keys: crate::config::TOPIC_CONFIG_KEYS
+                .iter()
+                .filter(|(_, broker_key)| config.properties.contains_key(*broker_key))
+                .map(|(key, _)| key.to_string())
+                .collect(),
+            static_props: config.properties.clone(),
+        }
+    }
+}
+
 struct State {
     log: MetadataLog,
     builder: ImageBuilder,

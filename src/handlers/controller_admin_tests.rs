@@ -6,21 +6,11 @@ use kafka_protocol::messages::{DeleteTopicsRequest, TopicName};
 
 use super::*;
 use crate::controller::quorum::ControllerSettings;
-use crate::controller::ControllerConfig;
 use crate::metadata::records::{MetadataRecord, TopicRecord};
 
 fn controller(dir: &std::path::Path) -> QuorumController {
     let config = crate::config::BrokerConfig::from_properties(Default::default()).expect("defaults");
-    let settings = ControllerSettings {
-        config: ControllerConfig { node_id: 3000, session_timeout_ms: 9_000, unclean_leader_election_enable: false },
-        cluster_id: "test-cluster-id-000000".to_string(),
-        num_partitions: 1,
-        default_replication_factor: 1,
-        topic_defaults: config.topic_defaults.clone(),
-        delete_topic_enable: true,
-        static_config_keys: Default::default(),
-        static_props: Default::default(),
-    };
+    let settings = ControllerSettings::from_config(&config, 3000, 9_000, "test-cluster-id-000000");
     QuorumController::open(dir, settings).expect("open")
 }
 

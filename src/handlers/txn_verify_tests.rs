@@ -3,9 +3,8 @@
 //! `VerificationGuard`), so a marker landing between the coordinator's answer and the append
 //! refuses the write instead of opening a transaction the coordinator does not know.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 use super::{check_at_append, start_verification};
 use crate::config::{BrokerConfig, Properties};
@@ -23,25 +22,7 @@ fn open_log(dir: &tempfile::TempDir) -> PartitionLog {
 
 /// One transactional record of `PID` at `epoch` and sequence `seq`.
 fn txn_batch(epoch: i16, seq: i32) -> Bytes {
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: PID,
-        producer_epoch: epoch,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: seq,
-        timestamp: NOW,
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, [record].iter(), &options).unwrap();
-    buf.freeze()
+    batch::one_sequenced_record_batch(Some((PID, epoch, seq)), NOW)
 }
 
 /// What Produce does with a verified batch, under the log lock: the check at append, then the

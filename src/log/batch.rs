@@ -497,6 +497,12 @@ pub fn encode_marker(producer_id: i64, epoch: i16, commit: bool, coordinator_epo
 /// `Some((producer id, epoch))`.
 #[cfg(test)]
 pub(crate) fn one_record_batch(txn: Option<(i64, i16)>, timestamp: i64) -> Bytes {
+    one_sequenced_record_batch(txn.map(|(producer_id, epoch)| (producer_id, epoch, 0)), timestamp)
+}
+
+/// For tests: as `one_record_batch`, transactional with `Some((producer id, epoch, sequence))`.
+#[cfg(test)]
+pub(crate) fn one_sequenced_record_batch(txn: Option<(i64, i16, i32)>, timestamp: i64) -> Bytes {
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType as RecordTimestampType,
     };
@@ -509,7 +515,7 @@ pub(crate) fn one_record_batch(txn: Option<(i64, i16)>, timestamp: i64) -> Bytes
         producer_epoch: txn.map_or(-1, |t| t.1),
         timestamp_type: RecordTimestampType::Creation,
         offset: 0,
-        sequence: if txn.is_some() { 0 } else { -1 },
+        sequence: txn.map_or(-1, |t| t.2),
         timestamp,
         key: None,
         value: Some(Bytes::from_static(b"v")),

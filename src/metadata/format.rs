@@ -7,8 +7,9 @@
 //! `version=1`, `cluster.id`, `node.id`, a fresh `directory.id` each), and, for `--feature`,
 //! the finalized feature levels in the first directory: a single node's own
 //! (`metadata::features`); on a controller node (`process.roles=controller`, or
-//! `broker,controller` with a controller listener) the new cluster's bootstrap levels (`controller::bootstrap`, Kafka's formatter rules: every feature's level,
-//! defaults filled in), which the controller writes into its metadata log at first start; a
+//! `broker,controller` with a controller listener) the new cluster's bootstrap levels
+//! (`controller::bootstrap`, Kafka's formatter rules: every feature's level, defaults filled
+//! in), which the controller writes into its metadata log at first start; a
 //! broker of a quorum checks them as Kafka does and keeps none (the controller's are the
 //! cluster's, as Kafka's brokers ignore their bootstrap metadata). For `--add-scram`, the SCRAM
 //! credentials there too (`security::scram_store`; a controller also writes them into its

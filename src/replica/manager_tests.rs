@@ -225,11 +225,9 @@ async fn a_follower_ends_transactions_with_the_markers_it_fetches() {
     assert_eq!(follower.producer_state().aborted_between(0, 2).len(), 1, "as an aborted transaction");
 }
 
-#[tokio::test]
-async fn a_leader_alone_in_its_isr_commits_its_whole_log_at_once() {
-    // Kafka's makeLeader advances the high watermark: a follower that had fetched records past
-    // its checkpointed high watermark and becomes the only replica of the ISR commits them all
-    // (else consumers see nothing until the next write).
+/// A node following partition 0 of `t` (led by the other broker, both in the ISR) that has
+/// fetched one record the leader has not committed yet.
+fn follower_with_one_fetched_record() -> (Node, Arc<Replica>) {
     let mut node = Node::new();
     node.apply(vec![topic(), partition(0, &[OTHER, ME], &[OTHER, ME], OTHER, 1, 1)], 0);
     let followed = node.manager.get("t", 0).unwrap();
@@ -240,20 +238,21 @@ async fn a_leader_alone_in_its_isr_commits_its_whole_log_at_once() {
         log.append_as_follower(&bytes, &summary, 1).unwrap();
         assert_eq!((log.log_end_offset(), log.high_watermark()), (1, 0), "fetched, not committed yet");
     }
+    (node, followed)
+}
+
+#[tokio::test]
+async fn a_leader_alone_in_its_isr_commits_its_whole_log_at_once() {
+    // Kafka's makeLeader advances the high watermark: a follower that had fetched records past
+    // its checkpointed high watermark and becomes the only replica of the ISR commits them all
+    // (else consumers see nothing until the next write).
+    let (mut node, followed) = follower_with_one_fetched_record();
     node.apply(vec![change(Some(&[ME]), Some(ME), None)], 10);
     assert_eq!(followed.leader().0, ME);
     assert_eq!(followed.partition.log().high_watermark(), 1, "the ISR is this replica alone");
 
     // With its follower still in the ISR a new leader waits for the follower's fetch.
-    let mut node = Node::new();
-    node.apply(vec![topic(), partition(0, &[OTHER, ME], &[OTHER, ME], OTHER, 1, 1)], 0);
-    let followed = node.manager.get("t", 0).unwrap();
-    {
-        let mut log = followed.partition.log();
-        let (bytes, summary) =
-            batch::validate_internal(batch::one_record_batch(None, 0).to_vec(), log.config(), 0).unwrap();
-        log.append_as_follower(&bytes, &summary, 1).unwrap();
-    }
+    let (mut node, followed) = follower_with_one_fetched_record();
     node.apply(vec![change(None, Some(ME), None)], 10);
     assert_eq!(followed.leader().0, ME);
     assert_eq!(followed.partition.log().high_watermark(), 0, "the follower in the ISR has not fetched");

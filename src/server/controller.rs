@@ -20,7 +20,6 @@ use tokio::net::{TcpListener, TcpStream};
 use super::connection::{read_frame, Spares};
 use crate::config::BrokerConfig;
 use crate::controller::quorum::{ControllerSettings, QuorumController};
-use crate::controller::ControllerConfig;
 use crate::handlers::controller_apis::{self, ControllerListener};
 use crate::metadata::log_dirs::LogDirs;
 use crate::node::NodeConfig;
@@ -59,27 +58,7 @@ pub async fn open(
     cluster_id: &str,
     metadata_dir: &std::path::Path,
 ) -> anyhow::Result<Arc<QuorumController>> {
-    let settings = ControllerSettings {
-        config: ControllerConfig {
-            node_id: node.node_id,
-            session_timeout_ms: node.session_timeout_ms as i64,
-            unclean_leader_election_enable: config
-                .properties
-                .get("unclean.leader.election.enable")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
-        },
-        cluster_id: cluster_id.to_string(),
-        num_partitions: config.num_partitions,
-        default_replication_factor: config.default_replication_factor,
-        topic_defaults: config.topic_defaults.clone(),
-        delete_topic_enable: config.delete_topic_enable,
-        static_config_keys: crate::config::TOPIC_CONFIG_KEYS
-            .iter()
-            .filter(|(_, broker_key)| config.properties.contains_key(*broker_key))
-            .map(|(key, _)| key.to_string())
-            .collect(),
-        static_props: config.properties.clone(),
-    };
+    let settings = ControllerSettings::from_config(config, node.node_id, node.session_timeout_ms as i64, cluster_id);
     let metadata_dir = metadata_dir.to_path_buf();
     Ok(Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??))
 }
