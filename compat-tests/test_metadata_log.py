@@ -157,3 +157,30 @@ def test_upgrade_keeps_everything(start_broker, kafka_libs, tmp_path):
     # A second start replays the metadata log only.
     broker.restart()
     assert set(manifest["topics"]) <= set(admin(broker).list_topics(timeout=10).topics)
+
+
+def test_kafka_metadata_quorum_through_the_broker(broker, kafka_libs, tmp_path):
+    """`kafka-metadata-quorum --bootstrap-server <broker> describe --status` and `--replication`
+    (DescribeQuorum v2, forwarded by Kafka's broker to its controller; a single Ketch node answers
+    for its own metadata log): node 1 leads, is the only voter, nobody observes, the high
+    watermark grows when a topic is created."""
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+
+    def status() -> dict[str, str]:
+        r = kt.run("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", broker.bootstrap,
+                   "describe", "--status", timeout=60)
+        return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)}
+
+    before = status()
+    print(before)
+    assert before["LeaderId"] == "1" and int(before["LeaderEpoch"]) >= 1, before
+    assert re.findall(r'"id":\s*(\d+)', before["CurrentVoters"]) == ["1"], before
+    assert before["CurrentObservers"] == "[]", before
+    client = admin(broker)
+    client.create_topics([NewTopic("quorum-grows", 1, 1)])["quorum-grows"].result(30)
+    after = status()
+    assert int(after["HighWatermark"]) > int(before["HighWatermark"]), (before, after)
+    r = kt.run("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", broker.bootstrap,
+               "describe", "--replication", timeout=60)
+    rows = [line.split() for line in r.stdout.splitlines()[1:] if line.strip()]
+    assert [(row[0], row[-1]) for row in rows] == [("1", "Leader")], r.stdout

@@ -99,7 +99,7 @@ async fn forward_allowed<R: Request, T, A>(
 
 /// The shape of a forwarded request answered as a whole: the controller's answer, or
 /// `failed`'s with the forwarding's error (the caller authorized first).
-async fn forward_whole<R: Request>(
+pub(super) async fn forward_whole<R: Request>(
     link: &ControllerLink,
     version: i16,
     request: &R,

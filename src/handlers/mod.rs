@@ -23,6 +23,7 @@ mod controller_reassign;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;
+mod describe_quorum;
 pub mod fetch;
 mod find_coordinator;
 mod forward;
@@ -258,6 +259,9 @@ pub async fn dispatch(
             }
             None => ResponseKind::UpdateFeatures(update_features::handle(broker, ctx, req, version)),
         },
+        RequestKind::DescribeQuorum(req) => {
+            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, ctx, req, version).await)
+        }
         RequestKind::ListConfigResources(req) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(broker, ctx, req, version))
         }

@@ -22,6 +22,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
+    // KRaft's quorum (`kafka-metadata-quorum --bootstrap-server`): forwarded to the controller
+    // in a cluster, answered by a single node for its own metadata log.
+    (ApiKey::DescribeQuorum, 0, 2),
     // SASL (security::sasl): Kafka 4.1 still serves SaslHandshake v0 (raw tokens after it).
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),

@@ -322,6 +322,11 @@ impl TopicRegistry {
     }
 
     /// The entries of `log.dirs` (locked, formatted) and the cluster id they carry.
+    /// A single node's own metadata log: (leader epoch, log end offset); none in a cluster.
+    pub fn metadata_quorum(&self) -> Option<(i32, i64)> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner()).quorum()
+    }
+
     pub fn log_dirs(&self) -> &LogDirs {
         &self.log_dirs
     }

@@ -156,6 +156,12 @@ impl MetadataStore {
     }
 
     /// The image as of the last durable change.
+    /// This node's metadata log as its only voter sees it: (leader epoch, log end offset), none
+    /// on a broker of a controller quorum.
+    pub fn quorum(&self) -> Option<(i32, i64)> {
+        self.log.as_ref().map(|log| (log.epoch(), log.end_offset()))
+    }
+
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.clone()
     }
