@@ -183,11 +183,12 @@ def controller_settings(ctl: KafkaController, node_id: int) -> dict[str, str]:
 class KetchBrokerUnder(KetchBroker):
     """A Ketch broker (`process.roles=broker`) of a Kafka controller's cluster."""
 
-    def __init__(self, workdir: Path, ctl: KafkaController, node_id: int, overrides=None):
+    def __init__(self, workdir: Path, ctl: KafkaController, node_id: int, overrides=None, extra_listeners=None):
         settings = controller_settings(ctl, node_id)
-        settings["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        settings["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + "".join(
+            f",{n}:{proto}" for n, (proto, _) in (extra_listeners or {}).items())
         settings.update(overrides or {})
-        super().__init__(workdir, settings)
+        super().__init__(workdir, settings, extra_listeners=extra_listeners)
         self.ctl = ctl
         self.formatted = False
 
@@ -210,18 +211,21 @@ class KetchBrokerUnder(KetchBroker):
 class KafkaBrokerUnder(KafkaBroker):
     """An Apache Kafka 4.1 broker (`process.roles=broker`) of a Kafka controller's cluster."""
 
-    def __init__(self, workdir: Path, ctl: KafkaController, node_id: int, overrides=None):
+    def __init__(self, workdir: Path, ctl: KafkaController, node_id: int, overrides=None, extra_listeners=None):
         super().__init__(workdir, overrides)
         self.ctl = ctl
         self.node_id = node_id
+        self.extra = dict(extra_listeners or {})
 
     def _write_props(self) -> None:
+        extra = "".join(f",{n}://127.0.0.1:{port}" for n, (_, port) in self.extra.items())
         props = {
             **controller_settings(self.ctl, self.node_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}" + extra,
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}" + extra,
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + "".join(
+                f",{n}:{proto}" for n, (proto, _) in self.extra.items()),
             "log.dirs": str(self.data_dir),
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
@@ -237,10 +241,14 @@ class KafkaBrokerUnder(KafkaBroker):
 
 
 def broker_under(ctl: KafkaController, workdir: Path, node_id: int, kind: str, overrides=None):
+    """`overrides` may name `extra_listeners` ({name: (security protocol, port)}): listeners besides
+    PLAINTEXT (as conftest's start_broker)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    overrides = dict(overrides or {})
+    extra = overrides.pop("extra_listeners", None)
     if kind == "kafka":
-        return KafkaBrokerUnder(workdir, ctl, node_id, overrides)
-    return KetchBrokerUnder(workdir, ctl, node_id, overrides)
+        return KafkaBrokerUnder(workdir, ctl, node_id, overrides, extra)
+    return KetchBrokerUnder(workdir, ctl, node_id, overrides, extra)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,9 +14,8 @@ d) `downgrade --feature transaction.version=1` through broker 2 is seen from bro
 e) metadata.version down to 4.0-IV3 (Kafka 4.1 allows it: no record changed since) and back up.
 
 And `--add-scram` at format time: the credentials are in the cluster's metadata, as Kafka brokers
-read them (`kafka-configs --describe --entity-type users` through a broker). Only with Kafka
-brokers (KETCH_COMPAT_TARGET=kafka): Ketch brokers keep SCRAM credentials in their own store and
-do not read UserScramCredentialRecords from the metadata image yet.
+read them (`kafka-configs --describe --entity-type users` through a broker: a Ketch broker of a
+cluster reads UserScramCredentialRecords from its metadata image, as Kafka's).
 """
 
 from __future__ import annotations
@@ -109,8 +108,6 @@ def test_kafka_features_through_brokers_changes_the_cluster(start_cluster, kafka
 CONFIG_CMD = "kafka.admin.ConfigCommand"  # kafka_2.13 (Scala); kafka-tools 4.1 has no ConfigCommand
 
 
-@pytest.mark.skipif(TARGET != "kafka", reason="Ketch brokers do not read SCRAM credentials from the metadata "
-                                              "image yet: run with KETCH_COMPAT_TARGET=kafka")
 @pytest.mark.parametrize("controller", ["kafka", "ketch"])
 def test_formatted_scram_credentials_are_cluster_metadata(start_cluster, kafka_libs, tmp_path, controller):
     c = start_cluster({1: (TARGET, {})}, kill=True, controller=controller,

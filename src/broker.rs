@@ -141,24 +141,33 @@ impl Broker {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(104_857_600i64),
         });
-        Ok(Arc::new(Broker {
-            config,
-            dynamic,
-            cluster_id,
-            topics,
-            flusher: Flusher::start(),
-            fetch_sessions,
-            producer_ids,
-            features,
-            acls,
-            scram,
-            groups,
-            txns,
-            node,
-            controller: std::sync::OnceLock::new(),
-            replicas: std::sync::OnceLock::new(),
-            auto_creating: Default::default(),
-            appended,
+        let in_cluster = matches!(node.roles, Roles::Broker | Roles::BrokerController);
+        Ok(Arc::new_cyclic(|weak: &std::sync::Weak<Broker>| {
+            // A broker of a cluster authenticates SCRAM logins with the credentials of its
+            // metadata image (Kafka's brokers in KRaft mode), not its own file.
+            if in_cluster {
+                let weak = weak.clone();
+                scram.read_from_image(Box::new(move || Some(weak.upgrade()?.controller.get()?.image())));
+            }
+            Broker {
+                config,
+                dynamic,
+                cluster_id,
+                topics,
+                flusher: Flusher::start(),
+                fetch_sessions,
+                producer_ids,
+                features,
+                acls,
+                scram,
+                groups,
+                txns,
+                node,
+                controller: std::sync::OnceLock::new(),
+                replicas: std::sync::OnceLock::new(),
+                auto_creating: Default::default(),
+                appended,
+            }
         }))
     }
 

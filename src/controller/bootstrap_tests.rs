@@ -132,7 +132,8 @@ fn a_formatted_controller_starts_its_metadata_log_with_the_formatted_levels_and_
     assert_eq!(image.features, levels(&[("metadata.version", 27), ("transaction.version", 1), ("group.version", 1)]));
     assert!(!crate::controller::elr::enabled(&image));
     assert!(!image.configs.contains_key(&(BROKER_RESOURCE, String::new())), "no cluster min ISR without ELR");
-    assert_eq!(image.not_kept.get("UserScramCredentialRecord"), Some(&1), "alice's credential is in the log");
+    let credentials: Vec<_> = image.scram.keys().cloned().collect();
+    assert_eq!(credentials, vec![("alice".to_string(), 1)], "alice's credential is in the log");
     controller.close();
     drop(controller);
 

@@ -1,7 +1,7 @@
 //! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
 //! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
 //! ApiVersions, the brokers' own requests to the active controller, and the admin requests a
-//! controller serves (topics, elections, config changes, feature levels: directly from `--bootstrap-controller`
+//! controller serves (topics, elections, config changes, feature levels, SCRAM credentials: directly from `--bootstrap-controller`
 //! clients or forwarded by brokers). Thin: each request goes to
 //! `controller::quorum::QuorumController` and the decision functions it writes with.
 //!
@@ -55,6 +55,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -159,6 +160,9 @@ async fn handle_direct(
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(super::controller_features::update_features(controller, &r, version))
         }
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            super::controller_scram::alter_user_scram_credentials(controller, &r),
+        ),
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {

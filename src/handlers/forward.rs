@@ -1,11 +1,11 @@
 //! Admin requests a broker of a controller quorum forwards to the active controller (Kafka's
 //! `ForwardingManager`): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
 //! IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments,
-//! ListPartitionReassignments and UpdateFeatures. Without
+//! ListPartitionReassignments, UpdateFeatures and AlterUserScramCredentials. Without
 //! Kafka's Envelope the controller sees this broker's connection, not the client's principal,
 //! so this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
 //! topic, or on the cluster; ALTER on the cluster for ElectLeaders, reassignments and feature
-//! updates, DESCRIBE to
+//! updates and SCRAM credentials, DESCRIBE to
 //! list them; ALTER_CONFIGS on each config resource, which is first checked as Kafka's
 //! `ConfigAdminManager.preprocess` does, `configs.rs`): refused topics are answered
 //! here with TOPIC_AUTHORIZATION_FAILED and only the others are forwarded. The controller's
@@ -39,8 +39,9 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 };
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
-    UpdateFeaturesRequest, UpdateFeaturesResponse,
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -365,6 +366,23 @@ pub async fn update_features(
             .with_error_code(error.code())
             .with_error_message(Some(StrBytes::from_string(message)))
     };
+    forward_whole(link, version, &request, failed).await
+}
+
+/// AlterUserScramCredentials: ALTER on the cluster here (every user refused otherwise, as a
+/// broker answers), then the controller's answer (each user REQUEST_TIMED_OUT or
+/// UNSUPPORTED_VERSION when the forwarding fails).
+pub async fn alter_user_scram_credentials(
+    link: &ControllerLink,
+    authz: &Authz<'_>,
+    request: AlterUserScramCredentialsRequest,
+    version: i16,
+) -> AlterUserScramCredentialsResponse {
+    if !authz.cluster(acl::ALTER) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return super::sasl::alter_refused(&request, e.code(), Some(crate::error::default_message(e)));
+    }
+    let failed = |error: ResponseError| super::sasl::alter_refused(&request, error.code(), None);
     forward_whole(link, version, &request, failed).await
 }
 

@@ -20,6 +20,7 @@ pub(crate) mod controller_configs;
 pub(crate) mod controller_describe_configs;
 pub(crate) mod controller_features;
 mod controller_reassign;
+mod controller_scram;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;
@@ -271,9 +272,13 @@ pub async fn dispatch(
         RequestKind::DescribeUserScramCredentials(req) => {
             ResponseKind::DescribeUserScramCredentials(sasl::describe(broker, ctx, req))
         }
-        RequestKind::AlterUserScramCredentials(req) => {
-            ResponseKind::AlterUserScramCredentials(sasl::alter(broker, ctx, req))
-        }
+        RequestKind::AlterUserScramCredentials(req) => match broker.controller.get() {
+            // A broker of a controller quorum: credentials are cluster metadata the controller writes.
+            Some(link) => ResponseKind::AlterUserScramCredentials(
+                forward::alter_user_scram_credentials(link, &ctx.authz(broker), req, version).await,
+            ),
+            None => ResponseKind::AlterUserScramCredentials(sasl::alter(broker, ctx, req)),
+        },
         // Authentication is the connection's (security::sasl); these arrive only where none is going on.
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake_after_authentication()),
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate_after_authentication()),

@@ -25,7 +25,7 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
 use crate::security::acl;
-use crate::security::scram_store::{Alteration, DUPLICATE_RESOURCE, RESOURCE_NOT_FOUND};
+use crate::security::scram_store::{Alteration, Outcome, DUPLICATE_RESOURCE, RESOURCE_NOT_FOUND};
 
 const ILLEGAL_SASL_STATE: i16 = 34;
 /// Whether the connection's principal may do `operation` on the cluster (always, without an
@@ -102,6 +102,45 @@ pub fn alter(
     ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    let alterations = alterations_of(&req);
+    if !allowed(broker, ctx, acl::ALTER) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return alter_refused(&req, e.code(), Some(default_message(e)));
+    }
+    if broker.scram.is_from_image() {
+        // A cluster broker not yet linked to its controller: nowhere to write the credentials.
+        return alter_refused(&req, ResponseError::RequestTimedOut.code(), None);
+    }
+    alter_results(broker.scram.alter(alterations))
+}
+
+/// An AlterUserScramCredentials refused whole: each user named (once) gets `code`.
+pub fn alter_refused(
+    req: &AlterUserScramCredentialsRequest,
+    code: i16,
+    message: Option<String>,
+) -> AlterUserScramCredentialsResponse {
+    let mut users: Vec<&str> = Vec::new();
+    let named = req.deletions.iter().map(|d| d.name.as_str()).chain(req.upsertions.iter().map(|u| u.name.as_str()));
+    for user in named {
+        if !users.contains(&user) {
+            users.push(user);
+        }
+    }
+    let results = users
+        .iter()
+        .map(|u| {
+            AlterUserScramCredentialsResult::default()
+                .with_user(str_bytes(u))
+                .with_error_code(code)
+                .with_error_message(message.as_deref().map(str_bytes))
+        })
+        .collect();
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
+/// The request's alterations, deletions first (the order Kafka's controller checks them in).
+pub fn alterations_of(req: &AlterUserScramCredentialsRequest) -> Vec<Alteration> {
     let mut alterations = Vec::new();
     for d in &req.deletions {
         alterations.push(Alteration::Delete { user: d.name.as_str().to_string(), mechanism: d.mechanism });
@@ -115,28 +154,20 @@ pub fn alter(
             salted_password: u.salted_password.to_vec(),
         });
     }
-    let result = |user: &str, error: Option<(i16, String)>| {
-        let r = AlterUserScramCredentialsResult::default().with_user(str_bytes(user));
-        match error {
-            None => r,
-            Some((code, message)) => r.with_error_code(code).with_error_message(Some(str_bytes(&message))),
-        }
-    };
-    if !allowed(broker, ctx, acl::ALTER) {
-        let e = ResponseError::ClusterAuthorizationFailed;
-        let mut users: Vec<String> = Vec::new();
-        for a in &alterations {
-            let user = match a {
-                Alteration::Delete { user, .. } | Alteration::Upsert { user, .. } => user,
-            };
-            if !users.contains(user) {
-                users.push(user.clone());
+    alterations
+}
+
+/// One result per user: success, or (error code, message).
+pub fn alter_results(outcomes: Vec<Outcome>) -> AlterUserScramCredentialsResponse {
+    let results = outcomes
+        .into_iter()
+        .map(|(user, outcome)| {
+            let r = AlterUserScramCredentialsResult::default().with_user(str_bytes(&user));
+            match outcome {
+                Ok(()) => r,
+                Err((code, message)) => r.with_error_code(code).with_error_message(Some(str_bytes(&message))),
             }
-        }
-        let results = users.iter().map(|u| result(u, Some((e.code(), default_message(e))))).collect();
-        return AlterUserScramCredentialsResponse::default().with_results(results);
-    }
-    let results =
-        broker.scram.alter(alterations).into_iter().map(|(user, outcome)| result(&user, outcome.err())).collect();
+        })
+        .collect();
     AlterUserScramCredentialsResponse::default().with_results(results)
 }

@@ -5,9 +5,10 @@
 //!
 //! Covered today: features, topics and their partitions (replicas, ISR, ELR and its clearing,
 //! leader, leader and partition epochs, directories), broker registrations (endpoints, rack, fencing, controlled
-//! shutdown, log directories), configs, and the producer-id block. Records of other kinds
-//! (ACLs, SCRAM credentials, quotas, delegation tokens) are counted, not kept yet: they come
-//! with the security issue.
+//! shutdown, log directories), configs, the producer-id block, and SCRAM credentials (salt,
+//! stored and server keys, iterations: what a cluster broker authenticates with, as Kafka's
+//! `ScramImage`). Records of other kinds (ACLs, quotas, delegation tokens) are counted, not
+//! kept yet: they come with the security issue.
 //!
 //! Metadata transactions (BeginTransaction ... EndTransaction, KIP-868) are applied as a whole:
 //! `ImageBuilder::published` never shows a half-applied transaction, and AbortTransaction drops
@@ -148,6 +149,15 @@ impl BrokerImage {
     }
 }
 
+/// One SCRAM credential (never a password: what the server verifies a login with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScramCredentialImage {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
 /// A record the image cannot apply (the log is inconsistent, or not Kafka's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("metadata record at offset {offset} cannot be applied: {reason}")]
@@ -169,6 +179,9 @@ pub struct MetadataImage {
     pub configs: BTreeMap<(i8, String), BTreeMap<String, String>>,
     /// The next producer id to hand out (the end of the last allocated block).
     pub next_producer_id: i64,
+    /// SCRAM credentials: (user, mechanism type) -> credential (UserScramCredentialRecord and
+    /// RemoveUserScramCredentialRecord).
+    pub scram: BTreeMap<(String, i8), ScramCredentialImage>,
     /// Records of kinds the image does not keep yet, by record name.
     pub not_kept: BTreeMap<&'static str, u64>,
 }
@@ -274,6 +287,19 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::ProducerIds(r) => self.next_producer_id = r.next_producer_id,
+            MetadataRecord::UserScramCredential(r) => {
+                let credential = ScramCredentialImage {
+                    salt: r.salt.clone(),
+                    stored_key: r.stored_key.clone(),
+                    server_key: r.server_key.clone(),
+                    iterations: r.iterations,
+                };
+                self.scram.insert((r.name.clone(), r.mechanism), credential);
+            }
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                // Kafka's ScramDelta: a removal of a credential the image lacks is no error.
+                self.scram.remove(&(r.name.clone(), r.mechanism));
+            }
             MetadataRecord::ClearElr(r) => {
                 // Kafka's TopicDelta.maybeClearElr: every partition (of the named topic, or of
                 // all topics) with an ELR or a last known ELR gets both emptied, as a change.

@@ -97,3 +97,46 @@ fn inconsistent_records_are_refused_and_a_transaction_is_published_whole() {
     assert_eq!((p.leader, p.leader_epoch, p.partition_epoch, p.isr), (2, 1, 2, vec![2]));
     assert_eq!(p.replicas, vec![1, 2], "unchanged when the change leaves it out");
 }
+
+#[test]
+fn scram_credentials_are_kept_replaced_and_removed() {
+    use crate::metadata::records::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
+    let upsert = |name: &str, mechanism: i8, iterations: i32| {
+        MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+            name: name.into(),
+            mechanism,
+            salt: b"salt".to_vec(),
+            stored_key: vec![1; 32],
+            server_key: vec![2; 32],
+            iterations,
+            ..Default::default()
+        })
+    };
+    let remove = |name: &str, mechanism: i8| {
+        MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+            name: name.into(),
+            mechanism,
+            ..Default::default()
+        })
+    };
+    let mut builder = ImageBuilder::new();
+    for (offset, record) in [
+        upsert("alice", 1, 4096),
+        upsert("alice", 2, 4096),
+        upsert("bob", 1, 4096),
+        upsert("alice", 1, 8192),
+        remove("bob", 1),
+        remove("carol", 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        builder.apply(offset as i64, record).unwrap();
+    }
+    let image = builder.publish();
+    let keys: Vec<_> = image.scram.keys().cloned().collect();
+    assert_eq!(keys, vec![("alice".to_string(), 1), ("alice".to_string(), 2)]);
+    let alice = &image.scram[&("alice".to_string(), 1)];
+    assert_eq!((alice.salt.as_slice(), alice.iterations), (&b"salt"[..], 8192));
+    assert!(image.not_kept.is_empty(), "{:?}", image.not_kept);
+}

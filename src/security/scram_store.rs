@@ -7,21 +7,32 @@
 //! Replaced atomically on every change; read at start. Invariants: only salts, stored keys and
 //! server keys are stored (never a password or salted password); a change is acknowledged only
 //! once durable; the validation and error texts are Kafka's `ScramControlManager`'s.
+//!
+//! In a cluster (a broker of a controller quorum) the credentials are cluster metadata, as in
+//! Kafka's KRaft mode: the broker reads them from its metadata image (`read_from_image`), the
+//! file is not consulted, and alterations go to the controller, which decides them with
+//! `decide` and writes `records_of` the accepted ones into the metadata log.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use super::records_file;
 use super::scram::{Credential, Mechanism, MAX_ITERATIONS, MIN_ITERATIONS};
-use crate::metadata::records::{MetadataRecord, UserScramCredentialRecord};
+use crate::metadata::image::MetadataImage;
+use crate::metadata::records::{MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 
 /// (user, mechanism) -> credential.
 type Credentials = BTreeMap<(String, Mechanism), Credential>;
 
+/// A cluster broker's current metadata image (None before it has one: no credentials then).
+pub type ImageSource = Box<dyn Fn() -> Option<Arc<MetadataImage>> + Send + Sync>;
+
 pub struct ScramStore {
     path: PathBuf,
     credentials: RwLock<Credentials>,
+    /// Set on a broker of a cluster: credentials come from the metadata image, not the file.
+    image: OnceLock<ImageSource>,
 }
 
 /// An alteration: a deletion, or an upsertion with the salted password the client computed.
@@ -31,7 +42,7 @@ pub enum Alteration {
 }
 
 impl Alteration {
-    fn user(&self) -> &str {
+    pub fn user(&self) -> &str {
         match self {
             Alteration::Delete { user, .. } | Alteration::Upsert { user, .. } => user,
         }
@@ -56,7 +67,27 @@ impl ScramStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Credentials::new(),
             Err(e) => return Err(e.into()),
         };
-        Ok(ScramStore { path, credentials: RwLock::new(credentials) })
+        Ok(ScramStore { path, credentials: RwLock::new(credentials), image: OnceLock::new() })
+    }
+
+    /// From now on, credentials are read from the metadata image `source` gives (a broker of a
+    /// cluster, as Kafka's brokers read theirs from `ScramImage`). Set once; later calls are
+    /// ignored.
+    pub fn read_from_image(&self, source: ImageSource) {
+        let _ = self.image.set(source);
+    }
+
+    /// Whether credentials are the metadata image's (a cluster broker's).
+    pub fn is_from_image(&self) -> bool {
+        self.image.get().is_some()
+    }
+
+    /// The credentials in force: the image's on a cluster broker, the file's otherwise.
+    fn current(&self) -> Credentials {
+        match self.image.get() {
+            Some(source) => source().map(|image| from_image(&image)).unwrap_or_default(),
+            None => self.read().clone(),
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Credentials> {
@@ -64,7 +95,19 @@ impl ScramStore {
     }
 
     pub fn lookup(&self, user: &str, mechanism: Mechanism) -> Option<Credential> {
-        self.read().get(&(user.to_string(), mechanism)).cloned()
+        match self.image.get() {
+            Some(source) => {
+                let image = source()?;
+                let c = image.scram.get(&(user.to_string(), mechanism.type_code()))?;
+                Some(Credential {
+                    salt: c.salt.clone(),
+                    stored_key: c.stored_key.clone(),
+                    server_key: c.server_key.clone(),
+                    iterations: c.iterations,
+                })
+            }
+            None => self.read().get(&(user.to_string(), mechanism)).cloned(),
+        }
     }
 
     /// The credentials as UserScramCredentialRecords (a controller's bootstrap metadata).
@@ -75,7 +118,7 @@ impl ScramStore {
     /// Every user with a credential, each with (mechanism, iterations).
     pub fn users(&self) -> BTreeMap<String, Vec<(Mechanism, i32)>> {
         let mut out: BTreeMap<String, Vec<(Mechanism, i32)>> = BTreeMap::new();
-        for ((user, mechanism), c) in self.read().iter() {
+        for ((user, mechanism), c) in self.current().iter() {
             out.entry(user.clone()).or_default().push((*mechanism, c.iterations));
         }
         out
@@ -85,26 +128,7 @@ impl ScramStore {
     /// request is refused whole), deletions then upsertions, all stored at once.
     pub fn alter(&self, alterations: Vec<Alteration>) -> Vec<Outcome> {
         let mut guard = self.credentials.write().unwrap_or_else(|p| p.into_inner());
-        let mut accepted: Vec<Alteration> = Vec::new();
-        let mut errors: Vec<(String, (i16, String))> = Vec::new();
-        for a in alterations {
-            let user = a.user().to_string();
-            if errors.iter().any(|(u, _)| *u == user) {
-                continue;
-            }
-            if let Some(i) = accepted.iter().position(|x| x.user() == user) {
-                accepted.remove(i);
-                errors.push((
-                    user,
-                    (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request".into()),
-                ));
-                continue;
-            }
-            match validate(&guard, &a) {
-                Ok(()) => accepted.push(a),
-                Err(e) => errors.push((user, e)),
-            }
-        }
+        let Decided { accepted, errors } = decide(alterations, |user, m| guard.contains_key(&(user.to_string(), m)));
         let mut next = guard.clone();
         let mut outcomes = Vec::new();
         for a in &accepted {
@@ -144,6 +168,88 @@ impl ScramStore {
         *guard = next;
         Ok(())
     }
+}
+
+/// AlterUserScramCredentials decided as Kafka's `ScramControlManager.alterCredentials`:
+/// alterations in request order (deletions first), a user named twice refused whole
+/// (DUPLICATE_RESOURCE), each checked (`exists`: whether a credential is there to delete).
+pub struct Decided {
+    /// The alterations to apply, at most one per user.
+    pub accepted: Vec<Alteration>,
+    /// The refused users, each once, with Kafka's error code and message.
+    pub errors: Vec<(String, (i16, String))>,
+}
+
+pub fn decide(alterations: Vec<Alteration>, exists: impl Fn(&str, Mechanism) -> bool) -> Decided {
+    let mut accepted: Vec<Alteration> = Vec::new();
+    let mut errors: Vec<(String, (i16, String))> = Vec::new();
+    for a in alterations {
+        let user = a.user().to_string();
+        if errors.iter().any(|(u, _)| *u == user) {
+            continue;
+        }
+        if let Some(i) = accepted.iter().position(|x| x.user() == user) {
+            accepted.remove(i);
+            errors.push((
+                user,
+                (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request".into()),
+            ));
+            continue;
+        }
+        match validate(&exists, &a) {
+            Ok(()) => accepted.push(a),
+            Err(e) => errors.push((user, e)),
+        }
+    }
+    Decided { accepted, errors }
+}
+
+/// The metadata records of accepted alterations (`decide`): RemoveUserScramCredentialRecord,
+/// or UserScramCredentialRecord with the stored and server keys of the salted password.
+pub fn records_of(accepted: &[Alteration]) -> Vec<MetadataRecord> {
+    accepted
+        .iter()
+        .filter_map(|a| match a {
+            Alteration::Delete { user, mechanism } => {
+                Some(MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+                    name: user.clone(),
+                    mechanism: *mechanism,
+                    ..Default::default()
+                }))
+            }
+            Alteration::Upsert { user, mechanism, iterations, salt, salted_password } => {
+                let m = Mechanism::from_type(*mechanism)?;
+                let c = Credential::from_salted_password(m, salt, salted_password, *iterations);
+                Some(MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+                    name: user.clone(),
+                    mechanism: *mechanism,
+                    salt: c.salt,
+                    stored_key: c.stored_key,
+                    server_key: c.server_key,
+                    iterations: c.iterations,
+                    ..Default::default()
+                }))
+            }
+        })
+        .collect()
+}
+
+/// The credentials of a metadata image (mechanisms this broker does not know are left out).
+fn from_image(image: &MetadataImage) -> Credentials {
+    image
+        .scram
+        .iter()
+        .filter_map(|((user, mechanism), c)| {
+            let m = Mechanism::from_type(*mechanism)?;
+            let credential = Credential {
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            };
+            Some(((user.clone(), m), credential))
+        })
+        .collect()
 }
 
 /// One `--add-scram` argument of `kafka-storage format` (Kafka's `ScramParser`):
@@ -212,7 +318,7 @@ pub fn parse_add_scram(input: &str) -> Result<(String, Mechanism, Credential), S
     Ok((user, mechanism, credential))
 }
 
-fn validate(current: &Credentials, a: &Alteration) -> Result<(), (i16, String)> {
+fn validate(exists: &impl Fn(&str, Mechanism) -> bool, a: &Alteration) -> Result<(), (i16, String)> {
     let (user, mechanism) = match a {
         Alteration::Delete { user, mechanism } | Alteration::Upsert { user, mechanism, .. } => (user, *mechanism),
     };
@@ -224,7 +330,7 @@ fn validate(current: &Credentials, a: &Alteration) -> Result<(), (i16, String)> 
     };
     match a {
         Alteration::Delete { .. } => {
-            if !current.contains_key(&(user.clone(), m)) {
+            if !exists(user, m) {
                 return Err((RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist".into()));
             }
         }
