@@ -12,9 +12,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{ApiVersionsResponse, SupportedFeatureKey};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::describe_quorum_response::{
-    DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
-};
+use kafka_protocol::messages::describe_quorum_response::{DescribeQuorumResponse, ReplicaState};
 use kafka_protocol::messages::{
     AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
     BrokerRegistrationRequest, BrokerRegistrationResponse, DescribeClusterRequest, DescribeClusterResponse,
@@ -32,7 +30,6 @@ use crate::controller::quorum::QuorumController;
 use crate::controller::{alter_partition, producer_ids};
 use crate::protocol::{self, DecodedRequest, ProtocolError};
 use crate::raft::leader::LeaderEndpoint;
-use crate::raft::METADATA_TOPIC_NAME;
 
 /// (API, lowest, highest version) a controller serves.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
@@ -202,13 +199,6 @@ fn describe_quorum(
     version: i16,
 ) -> DescribeQuorumResponse {
     let (epoch, high_watermark, observers) = controller.quorum();
-    let node_id = controller.settings.config.node_id;
-    let now_ms = crate::log::now_ms();
-    let leader = ReplicaState::default()
-        .with_replica_id(node_id.into())
-        .with_log_end_offset(high_watermark)
-        .with_last_fetch_timestamp(now_ms)
-        .with_last_caught_up_timestamp(now_ms);
     let observers = observers
         .iter()
         .map(|(id, s)| {
@@ -220,23 +210,9 @@ fn describe_quorum(
                 .with_last_caught_up_timestamp(s.last_caught_up_ms)
         })
         .collect();
-    let partition = PartitionData::default()
-        .with_partition_index(0)
-        .with_leader_id(node_id.into())
-        .with_leader_epoch(epoch)
-        .with_high_watermark(high_watermark)
-        .with_current_voters(vec![leader])
-        .with_observers(observers);
-    let mut response = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
-        .with_topic_name(str_bytes(METADATA_TOPIC_NAME).into())
-        .with_partitions(vec![partition])]);
-    if version >= 2 {
-        response.nodes = vec![Node::default().with_node_id(node_id.into()).with_listeners(vec![Listener::default()
-            .with_name(str_bytes(&listener.name))
-            .with_host(str_bytes(&listener.endpoint.host))
-            .with_port(listener.endpoint.port)])];
-    }
-    response
+    let endpoint = &listener.endpoint;
+    let at = (listener.name.as_str(), endpoint.host.as_str(), endpoint.port);
+    super::describe_quorum::answer(controller.settings.config.node_id, epoch, high_watermark, observers, at, version)
 }
 
 /// Kafka's `DescribeClusterRequest` endpoint type for controllers.

@@ -46,29 +46,44 @@ pub async fn handle(
     let Some((epoch, end_offset)) = broker.topics.metadata_quorum() else {
         return failed(ResponseError::NotLeaderOrFollower, None);
     };
-    let node_id = broker.config.node_id;
+    // The node has no controller listener: the voter is reached where this request came.
+    let (host, port) = super::metadata::advertised_endpoint(broker, ctx);
+    let listener = (ctx.listener.as_ref(), host.as_str(), port as u16);
+    answer(broker.config.node_id, epoch, end_offset, Vec::new(), listener, version)
+}
+
+/// The answer of a quorum whose only voter, `node_id`, leads it in `epoch` with its log ending
+/// at `high_watermark` (it is committed as written), reached at `listener` (name, host, port).
+pub fn answer(
+    node_id: i32,
+    epoch: i32,
+    high_watermark: i64,
+    observers: Vec<ReplicaState>,
+    listener: (&str, &str, u16),
+    version: i16,
+) -> DescribeQuorumResponse {
     let now_ms = crate::log::now_ms();
     let voter = ReplicaState::default()
         .with_replica_id(node_id.into())
-        .with_log_end_offset(end_offset)
+        .with_log_end_offset(high_watermark)
         .with_last_fetch_timestamp(now_ms)
         .with_last_caught_up_timestamp(now_ms);
     let partition = PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(node_id.into())
         .with_leader_epoch(epoch)
-        .with_high_watermark(end_offset)
-        .with_current_voters(vec![voter]);
+        .with_high_watermark(high_watermark)
+        .with_current_voters(vec![voter])
+        .with_observers(observers);
     let mut response = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
         .with_topic_name(str_bytes(METADATA_TOPIC_NAME).into())
         .with_partitions(vec![partition])]);
     if version >= 2 {
-        // The node has no controller listener: the voter is reached where this request came.
-        let (host, port) = super::metadata::advertised_endpoint(broker, ctx);
+        let (name, host, port) = listener;
         response.nodes = vec![Node::default().with_node_id(node_id.into()).with_listeners(vec![Listener::default()
-            .with_name(str_bytes(&ctx.listener))
-            .with_host(str_bytes(&host))
-            .with_port(port as u16)])];
+            .with_name(str_bytes(name))
+            .with_host(str_bytes(host))
+            .with_port(port)])];
     }
     response
 }

@@ -24,7 +24,7 @@ mod controller_scram;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;
-mod describe_quorum;
+pub(crate) mod describe_quorum;
 pub mod fetch;
 mod find_coordinator;
 mod forward;
