@@ -287,9 +287,9 @@ impl NodeConfig {
                 only_voter()?;
                 // With a controller listener other brokers can join: a cluster's node. Without one
                 // nothing can reach the controller: one node, as with no process.roles.
-                match controller_listener_names.is_empty() {
-                    true => Roles::Combined,
-                    false => Roles::BrokerController,
+                match has_controller_listener(props, &controller_listener_names) {
+                    false => Roles::Combined,
+                    true => Roles::BrokerController,
                 }
             }
             (false, false, true) => {
@@ -355,6 +355,12 @@ fn bootstraps_itself(props: &Properties, servers: &[String], controller_listener
     let listeners = crate::config::Listener::parse_list("listeners", listeners)?;
     let port = server.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
     Ok(listeners.iter().any(|l| controller_listeners.contains(&l.name) && Some(l.port) == port && l.port != 0))
+}
+
+/// Whether `listeners` has an entry named in `controller.listener.names`.
+fn has_controller_listener(props: &Properties, controller_listeners: &[String]) -> bool {
+    let listeners = props.get("listeners").and_then(|l| crate::config::Listener::parse_list("listeners", l).ok());
+    listeners.is_some_and(|all| all.iter().any(|l| controller_listeners.contains(&l.name)))
 }
 
 /// `id@host:port`, as `controller.quorum.voters` lists them.
@@ -423,6 +429,12 @@ mod tests {
         assert!(with(("controller.quorum.bootstrap.servers", "a:9093,b:9093")).is_err(), "several");
         assert!(Roles::BrokerController.is_cluster_broker() && Roles::Broker.is_cluster_broker());
         assert!(!Roles::Combined.is_cluster_broker() && !Roles::Controller.is_cluster_broker());
+        let no_controller_listener = config(&[
+            ("process.roles", "broker,controller"),
+            ("controller.listener.names", "CONTROLLER"),
+            ("listeners", "PLAINTEXT://127.0.0.1:0"),
+        ]);
+        assert_eq!(no_controller_listener.unwrap().roles, Roles::Combined, "nothing can reach a controller");
         assert!(config(&[("process.roles", "broker"), ("controller.quorum.voters", "x@h:1")]).is_err());
     }
 }
