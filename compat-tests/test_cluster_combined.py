@@ -61,18 +61,16 @@ class KetchCombined(KetchController):
         return f"1@127.0.0.1:{self.controller_port}"
 
     def settings(self) -> dict[str, str]:
-        props = {
+        props = super().settings()
+        props.update({
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": self.voter,
             # PLAINTEXT first: start() reads the first listening line
             "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{self.controller_port}",
-            "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.data_dir),
-            "broker.session.timeout.ms": "3000",
             "broker.heartbeat.interval.ms": "500",
-        }
+        })
         props.update(self.overrides)
         return props
 

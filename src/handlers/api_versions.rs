@@ -5,8 +5,8 @@
 //! finalized at 2 on a new node, as on a new Kafka 4.1 cluster). A broker of a controller quorum
 //! answers as Kafka 4.1's brokers do (`from_image`): what it supports
 //! (`node::lifecycle::SUPPORTED_FEATURES`, as it registered) and the levels finalized in the
-//! quorum's metadata image (its FeatureLevelRecords), at the epoch of the image's offset. Clients read finalized features only when the epoch is
-//! not -1, and Java re-reads them only when it grows. Level 2 ships together with Produce v12+,
+//! quorum's metadata image (its FeatureLevelRecords), at the epoch of the image's offset.
+//! Clients read finalized features only when the epoch is not -1, and Java re-reads them only when it grows. Level 2 ships together with Produce v12+,
 //! EndTxn v5 and TxnOffsetCommit v5 (`protocol/versions.rs`): a client told transaction
 //! protocol 2 is on stops sending AddPartitionsToTxn. `group.version` (KIP-848) and the KRaft
 //! features (`metadata.version`, `kraft.version`, ...) are left out until served.
@@ -48,12 +48,15 @@ pub fn finalized_features<'a>(levels: impl IntoIterator<Item = (&'a String, &'a 
         .collect()
 }
 
-/// Supported features (name, lowest, highest level) as ApiVersions `version` answers them.
-fn supported_features<'a>(
+/// The answer: every served API, the `supported` features (name, lowest, highest level) as
+/// ApiVersions `version` shows them, and the `finalized` levels at `epoch`.
+fn answer<'a>(
     version: i16,
-    features: impl IntoIterator<Item = (&'a str, i16, i16)>,
-) -> Vec<SupportedFeatureKey> {
-    features
+    supported: impl IntoIterator<Item = (&'a str, i16, i16)>,
+    epoch: i64,
+    finalized: &std::collections::BTreeMap<String, i16>,
+) -> ApiVersionsResponse {
+    let supported = supported
         .into_iter()
         // KAFKA-17011: version 3 leaves out supported features whose lowest level is 0, which
         // clients of that version cannot parse.
@@ -61,30 +64,25 @@ fn supported_features<'a>(
         .map(|(name, min, max)| {
             SupportedFeatureKey::default().with_name(str_bytes(name)).with_min_version(min).with_max_version(max)
         })
-        .collect()
-}
-
-pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
-    let supported = supported_features(version, SUPPORTED.iter().map(|(name, min, max, _)| (*name, *min, *max)));
-    let finalized = features.finalized();
+        .collect();
     ApiVersionsResponse::default()
         .with_error_code(0)
         .with_api_keys(version_table(SERVED))
         .with_supported_features(supported)
-        .with_finalized_features_epoch(finalized.epoch)
-        .with_finalized_features(finalized_features(&finalized.levels))
+        .with_finalized_features_epoch(epoch)
+        .with_finalized_features(finalized_features(finalized))
+}
+
+pub fn handle(version: i16, features: &Features) -> ApiVersionsResponse {
+    let finalized = features.finalized();
+    let supported = SUPPORTED.iter().map(|(name, min, max, _)| (*name, *min, *max));
+    answer(version, supported, finalized.epoch, &finalized.levels)
 }
 
 /// A broker of a controller quorum: the finalized features of the quorum's `image` at the
 /// epoch of its offset (Kafka's `KRaftMetadataCache.features`); none before the first record.
 pub fn from_image(version: i16, image: &MetadataImage) -> ApiVersionsResponse {
-    let supported = supported_features(version, SUPPORTED_FEATURES.iter().copied());
-    ApiVersionsResponse::default()
-        .with_error_code(0)
-        .with_api_keys(version_table(SERVED))
-        .with_supported_features(supported)
-        .with_finalized_features_epoch(image.offset)
-        .with_finalized_features(finalized_features(&image.features))
+    answer(version, SUPPORTED_FEATURES.iter().copied(), image.offset, &image.features)
 }
 
 /// KIP-511: a client asking with a version we do not know gets a v0 body with
