@@ -26,7 +26,7 @@ import uuid
 
 import confluent_kafka
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import _set_pdeathsig, go_build, kafka_cds_options, run_logged
@@ -209,6 +209,11 @@ def test_librdkafka_consumer_protocol(broker):
             "auto.offset.reset": "earliest", "enable.auto.commit": False}
     consumers = [Consumer(dict(conf)) for _ in range(2)]
     seen = {0: [], 1: []}
+    partition_of = {}
+    # A commit sent by a member while the coordinator moves it to its next epoch (right after it
+    # acknowledged a revocation) gets STALE_MEMBER_EPOCH from Kafka too; the partition's new owner
+    # then starts from the last commit that succeeded, so records after it may be read twice.
+    stale_partitions = set()
     try:
         for c in consumers:
             c.subscribe([topic])
@@ -218,14 +223,24 @@ def test_librdkafka_consumer_protocol(broker):
                 for m in c.consume(100, 0.2):
                     if m.error() is None:
                         seen[i].append(m.value().decode())
-                        c.commit(message=m, asynchronous=False)
-            if len(seen[0]) + len(seen[1]) >= 400 and all(c.assignment() for c in consumers):
+                        partition_of[m.value().decode()] = m.partition()
+                        try:
+                            c.commit(message=m, asynchronous=False)
+                        except KafkaException as e:
+                            if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                                raise
+                            print(f"commit at partition {m.partition()} offset {m.offset()}: {e}")
+                            stale_partitions.add(m.partition())
+            if len(set(seen[0] + seen[1])) >= 400 and all(c.assignment() for c in consumers):
                 break
         owned = [{tp.partition for tp in c.assignment()} for c in consumers]
         print(f"assignments {owned}, consumed {len(seen[0])} + {len(seen[1])}")
         assert all(owned) and owned[0].isdisjoint(owned[1]) and owned[0] | owned[1] == set(range(4)), owned
         got = seen[0] + seen[1]
-        assert sorted(got) == sorted(values), "every record consumed exactly once"
+        assert set(got) == set(values), "every record consumed"
+        twice = {v for v in got if got.count(v) > 1}
+        assert {partition_of[v] for v in twice} <= stale_partitions, \
+            f"records read twice only where a commit was refused: {sorted(twice)[:10]}"
     finally:
         for c in consumers:
             c.close()
