@@ -19,6 +19,7 @@
 
 pub mod leader;
 pub mod observer;
+pub mod snapshot;
 
 use std::path::{Path, PathBuf};
 
@@ -90,7 +91,10 @@ impl MetadataLog {
 
     /// Opens the local copy of a metadata log this node does not lead (an observer's): nothing
     /// is appended at open. Returns the log and the metadata records in it, in offset order
-    /// (committed or not: the leader's high watermark decides).
+    /// (committed or not: the leader's high watermark decides). With a snapshot fetched from the
+    /// leader (`snapshot.rs`), its records come first, each at the offset before the snapshot's
+    /// end, then the log's from that end on; a log that does not reach the snapshot's end (a crash
+    /// while it was being emptied) starts over there.
     pub fn open_replica(
         metadata_dir: &Path,
         node_id: i32,
@@ -106,14 +110,61 @@ impl MetadataLog {
                 );
             }
         }
+        let latest = snapshot::list(&dir)?.last().copied();
         let log = PartitionLog::open(&dir, log_config()?, now_ms)?;
+        let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        let mut this = MetadataLog { log, node_id, epoch };
         let mut records = Vec::new();
-        replay(&log, &mut |offset, record| {
-            records.push((offset, record));
+        let mut from = 0;
+        if let Some(id) = latest {
+            let at = id.end_offset - 1;
+            records.extend(snapshot::read(&dir, id)?.into_iter().map(|r| (at, r)));
+            if !(this.log.log_start_offset() <= id.end_offset && id.end_offset <= this.end_offset()) {
+                this.start_at(id, now_ms)?;
+            }
+            this.epoch = this.epoch.max(id.epoch);
+            from = id.end_offset;
+        }
+        replay(&this.log, &mut |offset, record| {
+            if offset >= from {
+                records.push((offset, record));
+            }
             Ok(())
         })?;
-        let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
-        Ok((MetadataLog { log, node_id, epoch }, records))
+        Ok((this, records))
+    }
+
+    /// Empties the copy and starts it at the end of the snapshot `id` (Kafka's
+    /// `truncateFullyAndStartAt`), keeping only that snapshot (and Kafka's bootstrap one). The
+    /// snapshot is durable before this runs; segments go from the last, so a crash leaves a prefix
+    /// of the old log, which `open_replica` starts over.
+    pub fn start_at(&mut self, id: snapshot::SnapshotId, now_ms: i64) -> anyhow::Result<()> {
+        let dir = self.dir();
+        self.log.close()?;
+        let keep = [id.file_name(), snapshot::SnapshotId { end_offset: 0, epoch: 0 }.file_name(), QUORUM_STATE.into()];
+        let mut segments = Vec::new();
+        for entry in std::fs::read_dir(&dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if keep.contains(&name) {
+                continue;
+            }
+            match name.strip_suffix(".log").and_then(|stem| stem.parse::<i64>().ok()) {
+                Some(base) => segments.push((base, name)),
+                None => std::fs::remove_file(dir.join(&name))?,
+            }
+        }
+        segments.sort_unstable();
+        for (_, name) in segments.iter().rev() {
+            std::fs::remove_file(dir.join(name))?;
+        }
+        let config = log_config()?;
+        drop(crate::log::segment::Segment::create(&dir, id.end_offset, config.index_interval_bytes)?);
+        std::fs::File::open(&dir)?.sync_all()?;
+        self.log = PartitionLog::open(&dir, config, now_ms)?;
+        assert_eq!(self.log.log_start_offset(), id.end_offset, "the copy starts at the snapshot's end");
+        assert_eq!(self.end_offset(), id.end_offset, "the copy is empty after the snapshot");
+        self.epoch = id.epoch;
+        Ok(())
     }
 
     /// Appends one batch fetched from the leader, at this log's end, with the leader epoch it

@@ -10,8 +10,10 @@
 //! order; the local copy is appended at its end only, batch by batch, each with its epoch; a
 //! copy that diverged from the leader's is truncated where Kafka's fetcher would truncate it
 //! (fetched again from the start in the unexpected case that this would undo applied records).
-//! Not yet: FetchSnapshot (a leader whose log starts
-//! at a snapshot is reported, and fetched from again later).
+//! When the leader's log starts past this copy's end (Kafka's controllers delete the log below
+//! their snapshots), the leader's snapshot is fetched with FetchSnapshot (v1, as Kafka 4.1's
+//! brokers), the copy restarts at its end and the image is rebuilt from it (Kafka's
+//! `handleFetchSnapshotResponse`, then the loader's `handleLoadSnapshot`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,12 +21,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_snapshot_request::{self, PartitionSnapshot, TopicSnapshot};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, FetchSnapshotRequest};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::MetadataLog;
+use super::snapshot::{Download, SnapshotId};
+use super::{MetadataLog, METADATA_TOPIC_NAME};
 use crate::log::batch;
 use crate::metadata::image::{ImageBuilder, MetadataImage};
 use crate::metadata::records::MetadataRecord;
@@ -36,6 +40,8 @@ use crate::replica::state::truncation_point;
 pub const METADATA_TOPIC_ID: Uuid = Uuid::from_u128(1);
 /// The Fetch version Kafka 4.1's KRaft clients send.
 const FETCH_VERSION: i16 = 17;
+/// The FetchSnapshot version Kafka 4.1's KRaft clients send.
+const FETCH_SNAPSHOT_VERSION: i16 = 1;
 const FETCH_MAX_BYTES: i32 = 8 << 20;
 /// How long the leader may hold a fetch with nothing new (Kafka's `fetchMaxWaitMs`).
 const FETCH_MAX_WAIT_MS: i32 = 500;
@@ -188,10 +194,15 @@ impl Observer {
         let wait = Duration::from_millis(FETCH_MAX_WAIT_MS as u64);
         let conn = self.connection().await?;
         let response = conn.send(FETCH_VERSION, &request, wait).await?;
-        self.handle(response)
+        match self.handle(response)? {
+            Some(snapshot) => self.fetch_snapshot(snapshot).await,
+            None => Ok(()),
+        }
     }
 
-    fn handle(&mut self, response: FetchResponse) -> anyhow::Result<()> {
+    /// Handles a Fetch answer; returns the leader's snapshot to fetch when its log starts past
+    /// this copy's end.
+    fn handle(&mut self, response: FetchResponse) -> anyhow::Result<Option<SnapshotId>> {
         if response.error_code != 0 {
             anyhow::bail!("fetch refused with error {} (104: INCONSISTENT_CLUSTER_ID)", response.error_code);
         }
@@ -228,7 +239,7 @@ impl Observer {
                 if !found {
                     anyhow::bail!("no leader known yet (error {})", partition.error_code);
                 }
-                return Ok(());
+                return Ok(None);
             }
             code => anyhow::bail!("metadata fetch partition error {code}"),
         }
@@ -236,10 +247,13 @@ impl Observer {
             self.set_leader(Some(leader));
         }
         if partition.snapshot_id.end_offset >= 0 {
-            anyhow::bail!(
-                "the leader's metadata log starts at a snapshot (end offset {}): FetchSnapshot is not supported yet",
-                partition.snapshot_id.end_offset
+            let id = SnapshotId { end_offset: partition.snapshot_id.end_offset, epoch: partition.snapshot_id.epoch };
+            anyhow::ensure!(
+                id.end_offset > self.log.end_offset() && id.epoch >= 0,
+                "the leader points at its snapshot {id:?} for a copy ending at {}",
+                self.log.end_offset()
             );
+            return Ok(Some(id));
         }
         let diverging = &partition.diverging_epoch;
         if diverging.epoch >= 0 {
@@ -267,13 +281,93 @@ impl Observer {
                 self.builder = ImageBuilder::new();
                 self.high_watermark = 0;
             }
-            return Ok(());
+            return Ok(None);
         }
         if let Some(records) = &partition.records {
             self.append(records)?;
         }
         self.high_watermark = partition.high_watermark.min(self.log.end_offset());
-        self.apply_committed()
+        self.apply_committed()?;
+        Ok(None)
+    }
+
+    /// Fetches the leader's snapshot `id` chunk by chunk, then restarts the copy at its end and
+    /// publishes the image it holds. Any error leaves the copy as it was (the next Fetch names
+    /// the snapshot again, e.g. a newer one after SNAPSHOT_NOT_FOUND).
+    async fn fetch_snapshot(&mut self, id: SnapshotId) -> anyhow::Result<()> {
+        tracing::info!(
+            end_offset = id.end_offset,
+            epoch = id.epoch,
+            copy_end = self.log.end_offset(),
+            "the metadata log starts at a snapshot: fetching it"
+        );
+        let mut download = Download::begin(&self.log.dir(), id)?;
+        while !download.done() {
+            let request = self.snapshot_request(id, download.position);
+            let conn = self.connection().await?;
+            let response = conn.send(FETCH_SNAPSHOT_VERSION, &request, Duration::ZERO).await?;
+            anyhow::ensure!(response.error_code == 0, "FetchSnapshot refused with error {}", response.error_code);
+            let Some(partition) = response
+                .topics
+                .iter()
+                .filter(|t| t.name.as_str() == METADATA_TOPIC_NAME)
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.index == 0)
+            else {
+                anyhow::bail!("FetchSnapshot response without partition 0 of the metadata topic");
+            };
+            match partition.error_code {
+                0 => {}
+                // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: find the
+                // leader again with a Fetch.
+                6 | 74 | 75 => {
+                    self.set_leader(None);
+                    anyhow::bail!("FetchSnapshot: no longer the leader (error {})", partition.error_code);
+                }
+                // SNAPSHOT_NOT_FOUND (98): deleted meanwhile; a Fetch names the leader's newer one.
+                code => anyhow::bail!("FetchSnapshot of {id:?} failed with error {code}"),
+            }
+            let got = SnapshotId { end_offset: partition.snapshot_id.end_offset, epoch: partition.snapshot_id.epoch };
+            anyhow::ensure!(got == id, "FetchSnapshot answered with snapshot {got:?} for {id:?}");
+            download.write(partition.size, partition.position, &partition.unaligned_records)?;
+        }
+        let records = download.finish()?;
+        self.log.start_at(id, crate::log::now_ms())?;
+        self.pending.clear();
+        let mut builder = ImageBuilder::new();
+        for record in &records {
+            builder.apply(id.end_offset - 1, record)?;
+        }
+        self.builder = builder;
+        self.high_watermark = id.end_offset;
+        let image = self.builder.publish();
+        tracing::info!(
+            end_offset = id.end_offset,
+            records = records.len(),
+            topics = image.topics.len(),
+            brokers = image.brokers.len(),
+            "metadata image loaded from the leader's snapshot"
+        );
+        self.image_tx.send_replace(image);
+        Ok(())
+    }
+
+    fn snapshot_request(&self, id: SnapshotId, position: i64) -> FetchSnapshotRequest {
+        let partition = PartitionSnapshot::default()
+            .with_partition(0)
+            .with_current_leader_epoch(self.leader.as_ref().map_or(self.log.epoch(), |l| l.epoch))
+            .with_snapshot_id(
+                fetch_snapshot_request::SnapshotId::default().with_end_offset(id.end_offset).with_epoch(id.epoch),
+            )
+            .with_position(position)
+            .with_replica_directory_id(self.directory_id);
+        FetchSnapshotRequest::default()
+            .with_cluster_id(Some(StrBytes::from_string(self.cluster_id.clone())))
+            .with_replica_id(self.config.node_id.into())
+            .with_max_bytes(FETCH_MAX_BYTES)
+            .with_topics(vec![TopicSnapshot::default()
+                .with_name(StrBytes::from_static_str(METADATA_TOPIC_NAME).into())
+                .with_partitions(vec![partition])])
     }
 
     /// Appends every whole batch of `bytes` (a trailing partial batch is fetched again).

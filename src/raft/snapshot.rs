@@ -1,0 +1,219 @@
+//! KRaft snapshots of the metadata log, as Kafka keeps them: what a broker downloads with
+//! FetchSnapshot when the quorum leader's log no longer starts where this copy ends (Kafka's
+//! controllers snapshot their state and delete the log before a snapshot once
+//! `metadata.max.retention.bytes` / `.ms` is exceeded), and reads again at every start.
+//!
+//! On disk, as Kafka's `Snapshots`: `<metadata log dir>/<end offset, 20 digits>-<epoch, 10
+//! digits>.checkpoint`, a sequence of v2 record batches: a control batch whose first record is a
+//! SnapshotHeaderRecord (control type 3), data batches holding metadata records framed as in the
+//! log (the whole state as of the end offset: the records that rebuild it from nothing), and a
+//! control batch holding a SnapshotFooterRecord (type 4). A download is written to
+//! `<name>.checkpoint.part` and renamed once complete and fsynced; a `.part` left by a crash is
+//! removed at open. The snapshot `0-0` is Kafka's bootstrap checkpoint (written by `format` for
+//! controllers): it holds no quorum state and is ignored here.
+//!
+//! Invariants: a `.checkpoint` file is complete (every batch CRC-checked, header first, footer
+//! last) before its records reach an image; reading streams batch by batch, each at most
+//! `MAX_BATCH_BYTES`; a download accepts only the bytes at its current position, within the size
+//! the leader announced, and never more than `MAX_SNAPSHOT_BYTES` in all.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use super::MAX_BATCH_BYTES;
+use crate::log::batch::{self, Header, HEADER_BYTES};
+use crate::metadata::records::MetadataRecord;
+
+pub const SUFFIX: &str = ".checkpoint";
+const PART_SUFFIX: &str = ".checkpoint.part";
+/// Kafka's `ControlRecordType.SNAPSHOT_HEADER` and `SNAPSHOT_FOOTER`.
+const SNAPSHOT_HEADER: i16 = 3;
+const SNAPSHOT_FOOTER: i16 = 4;
+/// Upper bound on a snapshot a leader may announce (Kafka has none; a metadata image of this
+/// size would not fit this node's memory anyway).
+pub const MAX_SNAPSHOT_BYTES: i64 = 8 << 30;
+
+/// Kafka's `OffsetAndEpoch` naming a snapshot: it holds the state of every record below
+/// `end_offset`, the last of them written in `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SnapshotId {
+    pub end_offset: i64,
+    pub epoch: i32,
+}
+
+impl SnapshotId {
+    pub fn file_name(&self) -> String {
+        format!("{:020}-{:010}{SUFFIX}", self.end_offset, self.epoch)
+    }
+
+    fn parse(name: &str) -> Option<SnapshotId> {
+        let stem = name.strip_suffix(SUFFIX)?;
+        let (offset, epoch) = stem.split_once('-')?;
+        if offset.len() != 20 || epoch.len() != 10 {
+            return None;
+        }
+        Some(SnapshotId { end_offset: offset.parse().ok()?, epoch: epoch.parse().ok()? })
+    }
+}
+
+/// The complete snapshots in `dir` other than the bootstrap one, ascending; partial downloads
+/// are removed.
+pub fn list(dir: &Path) -> std::io::Result<Vec<SnapshotId>> {
+    let mut ids = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ids),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(PART_SUFFIX) {
+            std::fs::remove_file(dir.join(&*name))?;
+        } else if let Some(id) = SnapshotId::parse(&name) {
+            if id.end_offset > 0 {
+                ids.push(id);
+            }
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Reads the snapshot `id` in `dir`: its metadata records in order.
+pub fn read(dir: &Path, id: SnapshotId) -> anyhow::Result<Vec<MetadataRecord>> {
+    let path = dir.join(id.file_name());
+    read_file(&path).map_err(|e| anyhow::anyhow!("snapshot {}: {e}", path.display()))
+}
+
+fn read_file(path: &Path) -> anyhow::Result<Vec<MetadataRecord>> {
+    let mut input = BufReader::new(File::open(path)?);
+    let mut records = Vec::new();
+    let mut batches = 0u64;
+    let mut footer = false;
+    loop {
+        let mut head = [0u8; 12];
+        match input.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e.into()),
+        }
+        anyhow::ensure!(!footer, "batches after the snapshot footer");
+        let len = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
+        let total = 12 + len as i64;
+        anyhow::ensure!(
+            total >= HEADER_BYTES as i64 && total <= MAX_BATCH_BYTES as i64,
+            "batch {batches} of {total} bytes"
+        );
+        let mut bytes = vec![0u8; total as usize];
+        bytes[..12].copy_from_slice(&head);
+        input.read_exact(&mut bytes[12..])?;
+        batch::check_batch(&bytes).map_err(|e| anyhow::anyhow!("batch {batches}: {e}"))?;
+        let control = Header::new(&bytes).is_control();
+        if control {
+            let types = control_types(&bytes)?;
+            if batches == 0 {
+                anyhow::ensure!(types.first() == Some(&SNAPSHOT_HEADER), "first batch without a snapshot header");
+            }
+            footer = types.contains(&SNAPSHOT_FOOTER);
+        } else {
+            anyhow::ensure!(batches > 0, "first batch without a snapshot header");
+            super::decode_records(&bytes, &mut |_, record| {
+                records.push(record);
+                Ok(())
+            })?;
+        }
+        batches += 1;
+    }
+    anyhow::ensure!(footer, "no snapshot footer (incomplete)");
+    Ok(records)
+}
+
+/// The control record types of a control batch (each record's key: version, type).
+fn control_types(bytes: &[u8]) -> anyhow::Result<Vec<i16>> {
+    let mut input = Bytes::copy_from_slice(bytes);
+    let set = RecordBatchDecoder::decode(&mut input).map_err(|e| anyhow::anyhow!("control batch: {e:?}"))?;
+    Ok(set
+        .records
+        .iter()
+        .map(|r| match r.key.as_deref() {
+            Some([_, _, hi, lo, ..]) => i16::from_be_bytes([*hi, *lo]),
+            _ => -1,
+        })
+        .collect())
+}
+
+/// A snapshot being fetched from the quorum leader, chunk by chunk (Kafka's
+/// `RawSnapshotWriter` on a follower).
+#[derive(Debug)]
+pub struct Download {
+    pub id: SnapshotId,
+    dir: PathBuf,
+    file: File,
+    /// The size the leader announced with the first chunk.
+    size: Option<i64>,
+    pub position: i64,
+}
+
+impl Download {
+    /// Starts (over) the download of `id` into `dir`.
+    pub fn begin(dir: &Path, id: SnapshotId) -> std::io::Result<Download> {
+        let file = File::create(dir.join(part_name(id)))?;
+        Ok(Download { id, dir: dir.to_path_buf(), file, size: None, position: 0 })
+    }
+
+    /// Writes one chunk the leader sent for `position` of a snapshot of `size` bytes.
+    pub fn write(&mut self, size: i64, position: i64, chunk: &[u8]) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            size > 0 && size <= MAX_SNAPSHOT_BYTES,
+            "snapshot {:?} of {size} bytes (at most {MAX_SNAPSHOT_BYTES})",
+            self.id
+        );
+        anyhow::ensure!(self.size.is_none_or(|s| s == size), "snapshot size changed to {size} mid-download");
+        anyhow::ensure!(position == self.position, "chunk at {position}, expected {}", self.position);
+        anyhow::ensure!(
+            !chunk.is_empty() && chunk.len() as i64 <= size - position,
+            "chunk of {} bytes at {position} of {size}",
+            chunk.len()
+        );
+        self.file.write_all(chunk)?;
+        self.size = Some(size);
+        self.position += chunk.len() as i64;
+        Ok(())
+    }
+
+    pub fn done(&self) -> bool {
+        self.size == Some(self.position)
+    }
+
+    /// Checks the complete download, makes it durable under its final name and returns its
+    /// records. A snapshot that does not read back whole is removed and refused.
+    pub fn finish(self) -> anyhow::Result<Vec<MetadataRecord>> {
+        assert!(self.done(), "a snapshot is finished once every byte arrived");
+        self.file.sync_all()?;
+        drop(self.file);
+        let part = self.dir.join(part_name(self.id));
+        let records = match read_file(&part) {
+            Ok(records) => records,
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                anyhow::bail!("snapshot {:?} fetched from the leader does not read back: {e}", self.id);
+            }
+        };
+        std::fs::rename(&part, self.dir.join(self.id.file_name()))?;
+        File::open(&self.dir)?.sync_all()?;
+        Ok(records)
+    }
+}
+
+fn part_name(id: SnapshotId) -> String {
+    format!("{:020}-{:010}{PART_SUFFIX}", id.end_offset, id.epoch)
+}
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;
