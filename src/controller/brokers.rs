@@ -55,6 +55,12 @@ const METADATA_VERSION: &str = "metadata.version";
 const MINIMUM_KRAFT_METADATA_VERSION: i16 = 1;
 /// The first `metadata.version` level with directory assignment (3.7-IV2).
 const DIRECTORY_ASSIGNMENT_METADATA_VERSION: i16 = 17;
+
+/// Whether the image's `metadata.version` has directory assignment (3.7-IV2 and later).
+pub fn directory_assignment_supported(image: &MetadataImage) -> bool {
+    image.features.get(METADATA_VERSION).copied().unwrap_or(MINIMUM_KRAFT_METADATA_VERSION)
+        >= DIRECTORY_ASSIGNMENT_METADATA_VERSION
+}
 /// Kafka's `DirectoryId.reserved`: the first 100 ids.
 const RESERVED_DIRECTORY_IDS: u128 = 100;
 
@@ -189,8 +195,7 @@ impl BrokerSessions {
                 "Controller does not support registering ZK brokers.".to_string(),
             ));
         }
-        let metadata_version = image.features.get(METADATA_VERSION).copied().unwrap_or(MINIMUM_KRAFT_METADATA_VERSION);
-        let directories = metadata_version >= DIRECTORY_ASSIGNMENT_METADATA_VERSION;
+        let directories = directory_assignment_supported(image);
         if directories {
             check_log_dirs(image, broker_id, &request.log_dirs)?;
         }

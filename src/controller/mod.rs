@@ -14,6 +14,7 @@ pub mod alter_partition;
 pub mod bootstrap;
 pub mod brokers;
 pub mod config_changes;
+pub mod directories;
 pub mod elr;
 pub mod feature_changes;
 pub mod partition_change;

@@ -18,8 +18,9 @@
 //! adding and removing cleared). Elections consider the target replicas in their order (adding
 //! replicas included, eligible once in the ISR). A change whose replicas lose a broker bumps the
 //! leader epoch (the leader field is set, to the same leader if it stays). Directories are
-//! rewritten only when the replicas change: each kept replica keeps its directory, a new one gets
-//! the directory its caller gave (Kafka's `DefaultDirProvider`), UNASSIGNED otherwise.
+//! rewritten when the replicas change or a replica's directory is set (AssignReplicasToDirs,
+//! Kafka's `setDirectory`): each kept replica keeps its directory unless set, a new one gets the
+//! directory its caller gave (Kafka's `DefaultDirProvider`), UNASSIGNED otherwise.
 //!
 //! Metadata version 4.1 (at least 3.6): an ISR shrink does not bump the leader epoch, only a
 //! leader change does.
@@ -35,7 +36,7 @@ use uuid::Uuid;
 use super::elr;
 use super::topic_changes::UNASSIGNED_DIRECTORY;
 use super::ControllerConfig;
-use crate::metadata::image::{MetadataImage, PartitionImage, NO_LEADER_CHANGE, TOPIC_RESOURCE};
+use crate::metadata::image::{MetadataImage, PartitionImage, TopicImage, NO_LEADER_CHANGE, TOPIC_RESOURCE};
 use crate::metadata::records::{MetadataRecord, PartitionChangeRecord};
 
 /// `PartitionChangeRecord.leader` / `PartitionRecord.leader`: no leader.
@@ -74,6 +75,8 @@ pub struct PartitionChange<'a, F: Fn(i32) -> bool> {
     target_adding: Vec<i32>,
     /// The directories of replicas new to the partition.
     new_directories: Vec<(i32, Uuid)>,
+    /// Directories set for replicas (Kafka's `setDirectory`).
+    set_directories: Vec<(i32, Uuid)>,
     /// With ELR on: the topic's effective min ISR.
     min_isr: Option<usize>,
     /// Brokers that restarted after an unclean shutdown: they leave the ISR and the ELR.
@@ -123,6 +126,7 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
             target_removing: partition.removing_replicas.clone(),
             target_adding: partition.adding_replicas.clone(),
             new_directories: Vec::new(),
+            set_directories: Vec::new(),
             min_isr: None,
             unclean_shutdown: Vec::new(),
         }
@@ -160,6 +164,13 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
         self.target_replicas = replicas;
         self.target_removing = removing;
         self.target_adding = adding;
+        self
+    }
+
+    /// Kafka's `setDirectory`: `broker`'s copy is in `dir`.
+    pub fn directory(mut self, broker: i32, dir: Uuid) -> Self {
+        self.set_directories.retain(|(b, _)| *b != broker);
+        self.set_directories.push((broker, dir));
         self
     }
 
@@ -301,20 +312,25 @@ impl<'a, F: Fn(i32) -> bool> PartitionChange<'a, F> {
     /// Kafka's `setAssignmentChanges` (directories only when the replicas change).
     fn assignment_changes(&self, targets: &Targets, record: &mut PartitionChangeRecord) {
         let partition = self.partition;
-        if !targets.replicas.is_empty() && targets.replicas != partition.replicas {
+        let replicas_change = targets.replicas != partition.replicas;
+        if !targets.replicas.is_empty() && (replicas_change || !self.set_directories.is_empty()) {
+            let given = |list: &[(i32, Uuid)], r: i32| list.iter().find(|(b, _)| *b == r).map(|(_, d)| *d);
             let directories: Vec<Uuid> = targets
                 .replicas
                 .iter()
                 .map(|&r| {
-                    directory_of(partition, r)
-                        .or_else(|| self.new_directories.iter().find(|(b, _)| *b == r).map(|(_, d)| *d))
+                    given(&self.set_directories, r)
+                        .or_else(|| directory_of(partition, r))
+                        .or_else(|| given(&self.new_directories, r))
                         .unwrap_or(UNASSIGNED_DIRECTORY)
                 })
                 .collect();
             if directories != partition.directories {
                 record.directories = Some(directories);
             }
-            record.replicas = Some(targets.replicas.clone());
+            if replicas_change {
+                record.replicas = Some(targets.replicas.clone());
+            }
         }
         if targets.removing != partition.removing_replicas {
             record.removing_replicas = Some(targets.removing.clone());
@@ -423,7 +439,6 @@ pub fn leader_and_isr_updates(
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     let mut records = Vec::new();
     for topic in topics {
-        let election = if unclean_enabled(image, config, &topic.name) { Election::Unclean } else { Election::Default };
         for (&partition_id, partition) in &topic.partitions {
             let concerned = match event {
                 BrokerEvent::Leaves(b) => partition.isr.contains(&b),
@@ -433,38 +448,50 @@ pub fn leader_and_isr_updates(
                 BrokerEvent::Joins(_) => partition.leader == NO_LEADER,
                 BrokerEvent::DirectoryOffline(b, dir) => directory_of(partition, b) == Some(dir),
             };
-            if !concerned {
-                continue;
+            if concerned {
+                records.extend(partition_update(image, config, topic, partition_id, event));
             }
-            let acceptable = |r: i32| {
-                let allowed = match event {
-                    BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) | BrokerEvent::UncleanShutdown(b) => {
-                        r != b && is_active(image, r)
-                    }
-                    BrokerEvent::Joins(b) => r == b || is_active(image, r),
-                };
-                allowed && has_online_dir(image, partition, r)
-            };
-            let target_isr = match event {
-                BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) | BrokerEvent::UncleanShutdown(b) => {
-                    partition.isr.iter().copied().filter(|&r| r != b).collect()
-                }
-                BrokerEvent::Joins(_) => partition.isr.clone(),
-            };
-            let unclean_shutdown = match event {
-                BrokerEvent::UncleanShutdown(b) => vec![b],
-                _ => Vec::new(),
-            };
-            let change = PartitionChange::new(topic.id, partition_id, partition, acceptable)
-                .with_elr(image, &topic.name)
-                .target_isr(target_isr)
-                .unclean_shutdown(unclean_shutdown)
-                .election(election)
-                .build();
-            records.extend(change.map(MetadataRecord::PartitionChange));
         }
     }
     records
+}
+
+/// The change `event` makes to one partition of `topic` (none when nothing changes).
+pub fn partition_update(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    topic: &TopicImage,
+    partition_id: i32,
+    event: BrokerEvent,
+) -> Option<MetadataRecord> {
+    let partition = topic.partitions.get(&partition_id)?;
+    let election = if unclean_enabled(image, config, &topic.name) { Election::Unclean } else { Election::Default };
+    let acceptable = |r: i32| {
+        let allowed = match event {
+            BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) | BrokerEvent::UncleanShutdown(b) => {
+                r != b && is_active(image, r)
+            }
+            BrokerEvent::Joins(b) => r == b || is_active(image, r),
+        };
+        allowed && has_online_dir(image, partition, r)
+    };
+    let target_isr = match event {
+        BrokerEvent::Leaves(b) | BrokerEvent::DirectoryOffline(b, _) | BrokerEvent::UncleanShutdown(b) => {
+            partition.isr.iter().copied().filter(|&r| r != b).collect()
+        }
+        BrokerEvent::Joins(_) => partition.isr.clone(),
+    };
+    let unclean_shutdown = match event {
+        BrokerEvent::UncleanShutdown(b) => vec![b],
+        _ => Vec::new(),
+    };
+    PartitionChange::new(topic.id, partition_id, partition, acceptable)
+        .with_elr(image, &topic.name)
+        .target_isr(target_isr)
+        .unclean_shutdown(unclean_shutdown)
+        .election(election)
+        .build()
+        .map(MetadataRecord::PartitionChange)
 }
 
 /// Whether `broker` leads any partition.

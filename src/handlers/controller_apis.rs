@@ -14,9 +14,10 @@ use kafka_protocol::messages::api_versions_response::{ApiVersionsResponse, Suppo
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{DescribeQuorumResponse, ReplicaState};
 use kafka_protocol::messages::{
-    AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-    BrokerRegistrationRequest, BrokerRegistrationResponse, DescribeClusterRequest, DescribeClusterResponse,
-    EnvelopeRequest, EnvelopeResponse, RequestKind, ResponseKind,
+    AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, AssignReplicasToDirsRequest,
+    AssignReplicasToDirsResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, DescribeClusterRequest, DescribeClusterResponse, EnvelopeRequest, EnvelopeResponse,
+    RequestKind, ResponseKind,
 };
 
 use super::api_versions::{finalized_features, unsupported_version_of, version_table};
@@ -53,6 +54,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::AssignReplicasToDirs, 0, 0),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -160,6 +162,9 @@ async fn handle_direct(
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             super::controller_scram::alter_user_scram_credentials(controller, &r),
         ),
+        RequestKind::AssignReplicasToDirs(r) => {
+            ResponseKind::AssignReplicasToDirs(assign_replicas_to_dirs(controller, &r))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
@@ -288,6 +293,26 @@ fn heartbeat(
         Err(e) => written("BrokerHeartbeat", Err(e), |error| {
             BrokerHeartbeatResponse::default().with_error_code(error.code()).with_is_fenced(true)
         }),
+    }
+}
+
+/// AssignReplicasToDirs: the directories a broker holds its replicas in.
+fn assign_replicas_to_dirs(
+    controller: &QuorumController,
+    request: &AssignReplicasToDirsRequest,
+) -> AssignReplicasToDirsResponse {
+    let config = controller.settings.config;
+    let decided = controller.change(|d| {
+        match crate::controller::directories::assign_replicas_to_dirs(d.image, &config, request) {
+            Ok((records, response)) => (records, Ok(response)),
+            Err(error) => (Vec::new(), Err(error)),
+        }
+    });
+    let refused = |error: ResponseError| AssignReplicasToDirsResponse::default().with_error_code(error.code());
+    match decided {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => refused(error),
+        Err(e) => written("AssignReplicasToDirs", Err(e), refused),
     }
 }
 
