@@ -25,6 +25,15 @@ version, hand-built transactional record batches, one connection to the single n
   ongoing transaction.
 - api-versions: ApiVersions v3/v4 finalize transaction.version 2 and advertise Produce >= 12,
   EndTxn >= 5, TxnOffsetCommit >= 5.
+- late-txn-offset-commit: a TxnOffsetCommit after its transaction was aborted is refused (v3
+  48, v4 120 under protocol 1; v5 47 at the epoch the abort bumped) and never published: the
+  producer's next transaction commits only its own offset.
+- produce-retry-after-marker: a retried batch (same producer id, epoch, sequence) is answered
+  with its original offset in its open transaction and, under protocol 1, in the producer's next
+  transaction once the partition is added again (Kafka's duplicate lookup comes before the log's
+  transaction check); after the marker with no transaction the coordinator refuses it (120 at
+  v11, 48 at v10); under protocol 2 the bumped epoch fences it (47). The retry in the next
+  transaction leaves its verification behind: the next sequence is refused (45), as in Kafka.
 - timeout-tv2: a transaction past transaction.timeout.ms is aborted at the fenced epoch; the old
   producer's abort is answered as a retry and it goes on.
 
@@ -55,6 +64,8 @@ SCENARIOS = [
     "txn-offset-commit",
     "init-after-lost-endtxn",
     "api-versions",
+    "late-txn-offset-commit",
+    "produce-retry-after-marker",
 ]
 
 RUN_TIMEOUT = 90  # seconds per scenario (the program's own deadline is 60 s)

@@ -5,7 +5,9 @@
 //! is Kafka's `abs(javaHashCode(group id)) % offsets.topic.num.partitions`. State changes only
 //! by what is replayed from that topic at start (`load`) plus what this process appended, so a
 //! restart rebuilds it. Invariants: an OffsetCommit is acknowledged only after its records are
-//! fsynced; the cache never holds an offset the log does not.
+//! fsynced; the cache never holds an offset the log does not. Transactional offsets
+//! (TxnOffsetCommit) are written only while their transaction is open in the offsets partition
+//! or their verification's guard is current (KIP-890), and only their marker publishes them.
 //! The internal-topic I/O here (`append_records`, `await_durable`, `replay`) serves the
 //! transaction coordinator's `__transaction_state` too.
 
@@ -28,6 +30,7 @@ use kafka_protocol::records::{
 
 use crate::config::{BrokerConfig, Properties};
 use crate::log::flusher::Flusher;
+use crate::log::verification::VerificationGuard;
 use crate::log::{batch, now_ms};
 use crate::metadata::{Topic, TopicRegistry};
 
@@ -243,14 +246,16 @@ impl GroupCoordinator {
             .collect()
     }
 
-    /// TxnOffsetCommit: writes the offsets as a transactional batch of `producer_id`; they stay
-    /// pending until the transaction's marker.
+    /// TxnOffsetCommit: writes the offsets as a transactional batch of `producer_id` at
+    /// `epoch`; they stay pending until the transaction's marker. Under the log lock with the
+    /// write (Kafka's check at append for coordinator writes): the transaction must be open in
+    /// the offsets partition at that epoch or `guard` (of the verification TxnOffsetCommit
+    /// started there) still current, else INVALID_TXN_STATE and nothing is written or pending.
     pub fn append_txn_offsets(
         &self,
         topics: &TopicRegistry,
         group: &str,
-        producer_id: i64,
-        epoch: i16,
+        (producer_id, epoch, guard): (i64, i16, Option<VerificationGuard>),
         offsets: Vec<((String, i32), OffsetValue)>,
     ) -> Result<Option<(Arc<crate::log::Partition>, i64)>, ResponseError> {
         if offsets.is_empty() {
@@ -264,14 +269,15 @@ impl GroupCoordinator {
                 (Key::Offset { group: group.to_string(), topic: t.clone(), partition: *p }.encode(), Some(v.encode()))
             })
             .collect();
-        let end = append_batch(self.replicas.get().map(|r| &**r), &partition, entries, Some((producer_id, epoch)))
-            .map_err(|e| {
+        let txn = Some((producer_id, epoch, guard));
+        let end = append_batch(self.replicas.get().map(|r| &**r), &partition, entries, txn).map_err(|e| match e {
+            crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            crate::error::LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+            e => {
                 tracing::error!(error = %e, "cannot write to {OFFSETS_TOPIC}");
-                match e {
-                    crate::error::LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
-                    _ => ResponseError::CoordinatorNotAvailable,
-                }
-            })?;
+                ResponseError::CoordinatorNotAvailable
+            }
+        })?;
         let pending = inner.pending_txn.entry(producer_id).or_default().entry(group.to_string()).or_default();
         pending.extend(offsets);
         Ok(Some((partition, end)))
@@ -465,10 +471,10 @@ fn append_batch(
     replicas: Option<&crate::replica::manager::ReplicaManager>,
     partition: &crate::log::Partition,
     entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    txn: Option<(i64, i16)>,
+    txn: Option<(i64, i16, Option<VerificationGuard>)>,
 ) -> Result<i64, crate::error::LogError> {
     let now = now_ms();
-    let (producer_id, producer_epoch) = txn.unwrap_or((-1, -1));
+    let (producer_id, producer_epoch, guard) = txn.unwrap_or((-1, -1, None));
     let records: Vec<Record> = entries
         .into_iter()
         .enumerate()
@@ -497,6 +503,14 @@ fn append_batch(
     )
     .map_err(|e| crate::error::LogError::InvalidRecord(e.to_string()))?;
     let mut log = partition.log();
+    let verified = log.has_open_txn(producer_id, producer_epoch)
+        || guard.is_some_and(|g| log.txn_verification_holds(producer_id, g));
+    if txn.is_some() && !verified {
+        return Err(crate::error::LogError::InvalidTxnState(format!(
+            "producer {producer_id} epoch {producer_epoch} has no ongoing transaction in {}-{}",
+            partition.topic, partition.index
+        )));
+    }
     let (bytes, summary) = batch::validate_internal(buf.to_vec(), log.config(), now)?;
     let info = match replicas {
         None => crate::replica::append_as_leader(&mut log, bytes, &summary, now)?,
@@ -682,3 +696,7 @@ mod tests {
         assert_eq!(java_hash("console-consumer-12345"), 158_455_506);
     }
 }
+
+#[cfg(test)]
+#[path = "txn_offsets_tests.rs"]
+mod txn_offsets_tests;

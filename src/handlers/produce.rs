@@ -206,15 +206,15 @@ pub fn append(
                     }
                 }
             };
-            let check = |log: &PartitionLog| match txn {
+            let check = |log: &PartitionLog, batch: &[u8]| match txn {
                 None => Ok(()),
-                Some(p) => txn_verify::check_at_append(log, p, guard, version),
+                Some(_) => txn_verify::check_at_append(log, batch, guard, version),
             };
             let now = now_ms();
             let appended =
                 batch::validate_produce(records, &config, now).map_err(Refused::Log).and_then(|(bytes, summary)| {
                     let mut log = partition.log();
-                    check(&log).map_err(Refused::Txn)?;
+                    check(&log, bytes.as_ref()).map_err(Refused::Txn)?;
                     match &replica {
                         None => replica::append_as_leader(&mut log, bytes, &summary, now).map_err(Refused::Log),
                         Some(r) => r

@@ -272,13 +272,18 @@ pub async fn txn_offset_commit(
     // The group's `__consumer_offsets` partition must be in the transaction: added by
     // AddOffsetsToTxn before v5, implicitly from v5 (transaction protocol 2). As in Kafka, the
     // group's checks come after.
-    let mut check = match broker.groups.offsets_topic(&broker.topics) {
+    // The guard of the verification the offsets partition started: the write presents it.
+    let verified = match broker.groups.offsets_topic(&broker.topics) {
         Err(e) => Err(e),
         Ok(_) => {
             let partition = (crate::group::OFFSETS_TOPIC.to_string(), broker.groups.partition_for(&group));
             let id = req.transactional_id.0.as_str();
             txn_verify::txn_offset_commit(broker, id, req.producer_id.0, req.producer_epoch, partition, version).await
         }
+    };
+    let (mut check, guard) = match verified {
+        Ok(guard) => (Ok(()), guard),
+        Err(e) => (Err(e), None),
     };
     if check.is_ok() && version >= 3 && req.generation_id >= 0 {
         // KIP-447: the consumer's group generation is checked like an OffsetCommit's.
@@ -318,8 +323,8 @@ pub async fn txn_offset_commit(
         }
         errors.push((topic.name.clone(), parts));
     }
-    let written =
-        broker.groups.append_txn_offsets(&broker.topics, &group, req.producer_id.0, req.producer_epoch, offsets);
+    let txn = (req.producer_id.0, req.producer_epoch, guard);
+    let written = broker.groups.append_txn_offsets(&broker.topics, &group, txn, offsets);
     let storage = match written {
         Ok(w) => broker.groups.sync_to_disk(&broker.flusher, w).await.err(),
         Err(e) => Some(e),

@@ -21,7 +21,11 @@
 //! (`check_at_append`): a marker of the producer written in between (an abort after a timeout,
 //! a commit) clears the guard, and the write is refused with INVALID_TXN_STATE, as Kafka 4.1's
 //! `UnifiedLog.analyzeAndValidateProducerState` does, instead of opening a transaction the
-//! coordinator does not know.
+//! coordinator does not know. That check comes after Kafka's duplicate lookup: a retry of a
+//! batch already in the log is answered with its original offsets even if its transaction
+//! ended meanwhile. TxnOffsetCommit's offsets go through the same guard on the group's
+//! `__consumer_offsets` partition (`GroupCoordinator::append_txn_offsets`), so offsets of a
+//! transaction aborted before their write are refused and never published by a later marker.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -49,15 +53,6 @@ pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16, i32)> {
         let first_seq = header.producer_batch().map_or(-1, |p| p.first_seq);
         (header.producer_id(), header.producer_epoch(), first_seq)
     })
-}
-
-/// The partition-side check: `Ok(true)` if the batch continues a transaction already open here
-/// at its epoch (nothing more to verify).
-pub fn partition_side(log: &PartitionLog, producer_id: i64, epoch: i16) -> Result<bool, ResponseError> {
-    if log.producer_epoch(producer_id).is_some_and(|known| epoch < known) {
-        return Err(ResponseError::InvalidProducerEpoch);
-    }
-    Ok(log.has_open_txn(producer_id, epoch))
 }
 
 /// Kafka's `maybeStartTransactionVerification`, under the log lock: a fenced epoch is
@@ -191,16 +186,20 @@ pub fn verify_produce(
 }
 
 /// Kafka's check at append (`analyzeAndValidateProducerState`), under the log lock with the
-/// write: the batch continues a transaction open here at its epoch, or its verification's
-/// `guard` is still current (no marker of the producer since it started); else
-/// INVALID_TXN_STATE, which Kafka answers without a message.
+/// write of `batch` (one transactional batch): a retry of a batch already in the log passes
+/// (the append answers it with the original batch's offsets: Kafka looks for duplicates
+/// first, so a retry whose transaction ended meanwhile still gets them); else the batch
+/// continues a transaction open here at its epoch, or its verification's `guard` is still
+/// current (no marker of the producer since it started); else INVALID_TXN_STATE, which Kafka
+/// answers without a message.
 pub fn check_at_append(
     log: &PartitionLog,
-    (producer_id, epoch, first_seq): (i64, i16, i32),
+    batch: &[u8],
     guard: Option<VerificationGuard>,
     version: i16,
 ) -> Result<(), Refusal> {
-    if log.has_open_txn(producer_id, epoch) {
+    let Some((producer_id, epoch, first_seq)) = transactional_producer(batch) else { return Ok(()) };
+    if log.has_open_txn(producer_id, epoch) || log.is_duplicate(batch) {
         return Ok(());
     }
     if !guard.is_some_and(|g| log.txn_verification_holds(producer_id, g)) {
@@ -241,7 +240,12 @@ fn produce_error(e: ResponseError, version: i16) -> ResponseError {
 }
 
 /// TxnOffsetCommit's verification of `__consumer_offsets`' partition for the group (v0-4), or
-/// its implicit add (v5), with the errors Kafka's group coordinator answers.
+/// its implicit add (v5), with the errors Kafka's group coordinator answers. As Kafka 4.1's
+/// coordinator runtime does (`maybeStartTransactionVerification` with no sequence, then the
+/// write with the guard), the partition starts a verification before the coordinator is
+/// asked: returns the guard the offsets' write must present (`None`: the transaction was open
+/// in the partition, Kafka's sentinel), checked under the log lock with the write
+/// (`GroupCoordinator::append_txn_offsets`), so a marker landing in between refuses the write.
 pub async fn txn_offset_commit(
     broker: &Broker,
     id: &str,
@@ -249,14 +253,14 @@ pub async fn txn_offset_commit(
     epoch: i16,
     partition: (String, i32),
     version: i16,
-) -> Result<(), ResponseError> {
-    let open = match broker.topics.partition(&partition.0, partition.1) {
-        Some(p) => partition_side(&p.log(), producer_id, epoch)?,
-        None => false,
+) -> Result<Option<VerificationGuard>, ResponseError> {
+    let guard = match broker.topics.partition(&partition.0, partition.1) {
+        Some(p) => start_verification(&mut p.log(), (producer_id, epoch, -1), now_ms())?,
+        // Not hosted here (any more): Kafka's NOT_LEADER_OR_FOLLOWER, as its group
+        // coordinator answers it.
+        None => return Err(ResponseError::NotCoordinator),
     };
-    if open {
-        return Ok(());
-    }
+    let Some(guard) = guard else { return Ok(None) };
     let result = if version >= 5 {
         add_implicitly(broker, id, producer_id, epoch, vec![partition], false).await
     } else {
@@ -269,14 +273,16 @@ pub async fn txn_offset_commit(
         })
     };
     // Kafka's `CoordinatorOperationExceptionHelper`.
-    result.map_err(|e| match e {
-        ResponseError::NetworkException => ResponseError::CoordinatorLoadInProgress,
-        ResponseError::UnknownTopicOrPartition | ResponseError::NotEnoughReplicas | ResponseError::RequestTimedOut => {
-            ResponseError::CoordinatorNotAvailable
-        }
-        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => ResponseError::NotCoordinator,
-        other => other,
-    })
+    result
+        .map_err(|e| match e {
+            ResponseError::NetworkException => ResponseError::CoordinatorLoadInProgress,
+            ResponseError::UnknownTopicOrPartition
+            | ResponseError::NotEnoughReplicas
+            | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+            ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => ResponseError::NotCoordinator,
+            other => other,
+        })
+        .map(|()| Some(guard))
 }
 
 #[cfg(test)]

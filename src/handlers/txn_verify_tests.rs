@@ -34,8 +34,8 @@ fn append(
     guard: Option<VerificationGuard>,
     version: i16,
 ) -> Result<i64, i16> {
-    check_at_append(log, (PID, epoch, seq), guard, version).map_err(|(e, _)| e.code())?;
     let (bytes, summary) = batch::validate_produce(txn_batch(epoch, seq), log.config(), NOW).unwrap();
+    check_at_append(log, &bytes, guard, version).map_err(|(e, _)| e.code())?;
     let info = crate::replica::append_as_leader(log, bytes, &summary, NOW).map_err(|e: LogError| e.code())?;
     Ok(info.base_offset)
 }
@@ -156,4 +156,41 @@ fn tv2_first_batch_starts_at_sequence_zero() {
     assert_eq!(append(&mut log, 2, 3, Some(guard), 12), Err(45));
     let guard = verification(&mut log, 2, 0);
     assert_eq!(append(&mut log, 2, 0, Some(guard), 12), Ok(1));
+}
+
+/// A retry of a batch already in the log (same producer, epoch and sequences) is answered with
+/// the original batch's offsets before any transaction check, as Kafka 4.1's
+/// `UnifiedLog.analyzeAndValidateProducerState` does (the duplicate lookup comes first): even
+/// when it found the transaction open (no verification) and the marker landed before its append.
+#[test]
+fn a_retried_batch_is_answered_with_its_offsets_after_the_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(&dir);
+    let guard = verification(&mut log, 0, 0);
+    assert_eq!(append(&mut log, 0, 0, Some(guard), 11), Ok(0));
+    // The retry finds the transaction open here: no verification (Kafka's sentinel guard).
+    assert_eq!(start_verification(&mut log, (PID, 0, 0), NOW), Ok(None));
+    assert_eq!(log.append_marker(PID, 0, true, 0, 0, NOW).unwrap(), 1);
+    assert_eq!(append(&mut log, 0, 0, None, 11), Ok(0), "the duplicate's offset");
+    assert_eq!(log.log_end_offset(), 2, "nothing written");
+    // A new batch (not a retry) in the same situation is still refused.
+    assert_eq!(append(&mut log, 0, 1, None, 11), Err(INVALID_TXN_STATE));
+}
+
+/// The same with a verification whose guard a marker cleared: the retry of a written batch
+/// is answered with its offsets, a batch never written is refused.
+#[test]
+fn a_retried_batch_with_a_stale_guard_is_answered_with_its_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(&dir);
+    let guard = verification(&mut log, 0, 0);
+    assert_eq!(append(&mut log, 0, 0, Some(guard), 11), Ok(0));
+    assert_eq!(log.append_marker(PID, 0, false, 0, 0, NOW).unwrap(), 1);
+    // Transaction 2 (protocol 1, same epoch): a retry of transaction 1's batch verified, then
+    // transaction 2's marker lands before its append.
+    let stale = verification(&mut log, 0, 0);
+    assert_eq!(log.append_marker(PID, 0, false, 0, 0, NOW).unwrap(), 2);
+    assert_eq!(append(&mut log, 0, 0, Some(stale), 10), Ok(0), "the duplicate's offset");
+    assert_eq!(append(&mut log, 0, 1, Some(stale), 10), Err(INVALID_TXN_STATE));
+    assert_eq!(log.log_end_offset(), 3);
 }

@@ -1,8 +1,11 @@
 //! The partition side of transaction verification (KIP-890): Kafka's
 //! `maybeStartTransactionVerification` and `verificationGuard` on the log, under its lock. The
-//! state itself is the producer state's (`log::verification`).
+//! state itself is the producer state's (`log::verification`). Also the duplicate lookup that
+//! comes before the transaction checks at append.
 
 use super::PartitionLog;
+use crate::log::batch;
+use crate::log::producer_state::Check;
 use crate::log::verification::VerificationGuard;
 
 impl PartitionLog {
@@ -27,5 +30,17 @@ impl PartitionLog {
     /// producer landed since it was created, and it has not expired).
     pub fn txn_verification_holds(&self, producer_id: i64, guard: VerificationGuard) -> bool {
         self.producers.verification(producer_id).is_some_and(|v| v.guard == guard)
+    }
+
+    /// Whether `records` (a client's batch, with a producer id) is a retry of one of its producer's
+    /// batches still cached here at the same epoch and sequences: Kafka's duplicate lookup,
+    /// which `analyzeAndValidateProducerState` does before the transaction checks (the append
+    /// then answers it with the original batch's offsets).
+    pub fn is_duplicate(&self, records: &[u8]) -> bool {
+        if records.len() < batch::HEADER_BYTES {
+            return false;
+        }
+        let producer = batch::Header::new(records).producer_batch().filter(|p| p.first_seq >= 0);
+        producer.is_some_and(|p| matches!(self.producers.check(&p), Ok(Check::Duplicate { .. })))
     }
 }
