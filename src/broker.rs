@@ -146,8 +146,13 @@ impl Broker {
             // A broker of a cluster authenticates SCRAM logins with the credentials of its
             // metadata image (Kafka's brokers in KRaft mode), not its own file.
             if in_cluster {
-                let weak = weak.clone();
-                scram.read_from_image(Box::new(move || Some(weak.upgrade()?.controller.get()?.image())));
+                let for_scram = weak.clone();
+                scram.read_from_image(Box::new(move || Some(for_scram.upgrade()?.controller.get()?.image())));
+                // And authorizes with the ACLs of its image (Kafka's StandardAuthorizer in KRaft).
+                if let Some(acls) = &acls {
+                    let weak = weak.clone();
+                    acls.read_from_image(Box::new(move || Some(weak.upgrade()?.controller.get()?.image())));
+                }
             }
             Broker {
                 config,

@@ -4,6 +4,9 @@
 //! StandardAuthorizer configured, ACLs are kept by `security::acl_store`; creating and deleting
 //! need ALTER on the cluster, describing DESCRIBE, as Kafka checks, for the connection's
 //! principal (`User:ANONYMOUS` on PLAINTEXT, the client certificate's subject on mutual TLS).
+//! On a broker of a cluster the ACLs are the metadata image's: DescribeAcls reads them there, and
+//! CreateAcls / DeleteAcls, once ALTER on the cluster is checked here, are forwarded to the
+//! controller, which writes them (Kafka's brokers send them to their controller).
 
 use std::sync::Arc;
 
@@ -20,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{cluster_denied, str_bytes, RequestContext};
 use crate::broker::Broker;
+use crate::node::ControllerLink;
 use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::acl_store::AclError;
 
@@ -143,6 +147,46 @@ pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest
         })
         .collect();
     CreateAclsResponse::default().with_results(results)
+}
+
+/// CreateAcls on a broker of a cluster: ALTER on the cluster here, then the controller's answer.
+pub async fn create_forwarded(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    link: &ControllerLink,
+    req: CreateAclsRequest,
+    version: i16,
+) -> CreateAclsResponse {
+    let results = |code: i16, message: Option<StrBytes>| {
+        let one = AclCreationResult::default().with_error_code(code).with_error_message(message);
+        CreateAclsResponse::default().with_results(vec![one; req.creations.len()])
+    };
+    if !allowed(broker, ctx, acl::ALTER) {
+        let (code, message) = cluster_denied();
+        return results(code, message);
+    }
+    let failed = |error: ResponseError| results(error.code(), None);
+    super::forward::forward_whole(link, version, &req, failed).await
+}
+
+/// DeleteAcls on a broker of a cluster: ALTER on the cluster here, then the controller's answer.
+pub async fn delete_forwarded(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    link: &ControllerLink,
+    req: DeleteAclsRequest,
+    version: i16,
+) -> DeleteAclsResponse {
+    let results = |code: i16, message: Option<StrBytes>| {
+        let one = DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message);
+        DeleteAclsResponse::default().with_filter_results(vec![one; req.filters.len()])
+    };
+    if !allowed(broker, ctx, acl::ALTER) {
+        let (code, message) = cluster_denied();
+        return results(code, message);
+    }
+    let failed = |error: ResponseError| results(error.code(), None);
+    super::forward::forward_whole(link, version, &req, failed).await
 }
 
 pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse {

@@ -155,8 +155,15 @@ pub async fn dispatch(
         RequestKind::OffsetFetch(req) => ResponseKind::OffsetFetch(offsets::fetch(broker, ctx, req, version)),
         RequestKind::OffsetDelete(req) => ResponseKind::OffsetDelete(offsets::delete(broker, ctx, req).await),
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(acls::describe(broker, ctx, req)),
-        RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(acls::create(broker, ctx, req)),
-        RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(acls::delete(broker, ctx, req)),
+        // A broker of a cluster with an authorizer: ACLs are cluster metadata the controller writes.
+        RequestKind::CreateAcls(req) => match broker.controller.get().filter(|_| acls_from_image(broker)) {
+            Some(link) => ResponseKind::CreateAcls(acls::create_forwarded(broker, ctx, link, req, version).await),
+            None => ResponseKind::CreateAcls(acls::create(broker, ctx, req)),
+        },
+        RequestKind::DeleteAcls(req) => match broker.controller.get().filter(|_| acls_from_image(broker)) {
+            Some(link) => ResponseKind::DeleteAcls(acls::delete_forwarded(broker, ctx, link, req, version).await),
+            None => ResponseKind::DeleteAcls(acls::delete(broker, ctx, req)),
+        },
         RequestKind::AlterReplicaLogDirs(req) => {
             ResponseKind::AlterReplicaLogDirs(cluster::alter_replica_log_dirs(broker, ctx, req))
         }
@@ -321,4 +328,9 @@ pub(crate) use config_resource_responses;
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
+}
+
+/// Whether this broker's ACLs are its metadata image's (a cluster broker with an authorizer).
+fn acls_from_image(broker: &Broker) -> bool {
+    broker.acls.as_ref().is_some_and(|a| a.is_from_image())
 }

@@ -24,7 +24,9 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::records::{MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord};
+use super::records::{
+    AccessControlEntryRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord,
+};
 
 /// Kafka's `PartitionChangeRecord.leader` value meaning "leader unchanged".
 pub const NO_LEADER_CHANGE: i32 = -2;
@@ -182,6 +184,9 @@ pub struct MetadataImage {
     /// SCRAM credentials: (user, mechanism type) -> credential (UserScramCredentialRecord and
     /// RemoveUserScramCredentialRecord).
     pub scram: BTreeMap<(String, i8), ScramCredentialImage>,
+    /// ACLs by id (AccessControlEntryRecord and RemoveAccessControlEntryRecord), what a cluster
+    /// broker's authorizer decides with (Kafka's `AclsImage`).
+    pub acls: BTreeMap<Uuid, AccessControlEntryRecord>,
     /// Records of kinds the image does not keep yet, by record name.
     pub not_kept: BTreeMap<&'static str, u64>,
 }
@@ -300,6 +305,12 @@ impl MetadataImage {
                 // Kafka's ScramDelta: a removal of a credential the image lacks is no error.
                 self.scram.remove(&(r.name.clone(), r.mechanism));
             }
+            MetadataRecord::AccessControlEntry(r) => {
+                self.acls.insert(r.id, r.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                self.acls.remove(&r.id);
+            }
             MetadataRecord::ClearElr(r) => {
                 // Kafka's TopicDelta.maybeClearElr: every partition (of the named topic, or of
                 // all topics) with an ELR or a last known ELR gets both emptied, as a change.
@@ -354,8 +365,6 @@ pub const BROKER_RESOURCE: i8 = 4;
 
 fn record_name(record: &MetadataRecord) -> &'static str {
     match record {
-        MetadataRecord::AccessControlEntry(_) => "AccessControlEntryRecord",
-        MetadataRecord::RemoveAccessControlEntry(_) => "RemoveAccessControlEntryRecord",
         MetadataRecord::UserScramCredential(_) => "UserScramCredentialRecord",
         MetadataRecord::RemoveUserScramCredential(_) => "RemoveUserScramCredentialRecord",
         MetadataRecord::ClientQuota(_) => "ClientQuotaRecord",

@@ -6,16 +6,21 @@
 //! On disk: `<first log dir>/.ketch/acls.records`: the ACLs as Kafka's own metadata records
 //! (`AccessControlEntryRecord`, in the file format of `records_file.rs`). Replaced atomically on
 //! every change; read at start. (With the metadata log of issue 14 these records move into
-//! `__cluster_metadata`.) Invariants: every stored ACL is valid and has a unique id; a change is acknowledged only once
-//! the file holding it is durable.
+//! `__cluster_metadata`.) On a broker of a cluster the ACLs are the metadata image's instead
+//! (`read_from_image`, Kafka's `StandardAuthorizer` loading `AclsImage`): the controller writes
+//! them, CreateAcls / DeleteAcls are forwarded to it, and the file is not used.
+//! Invariants: every stored ACL is valid and has a unique id; a change is acknowledged only once
+//! the file holding it is durable; a cluster broker decides with the ACLs of its latest image.
 
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::acl::{self, AclBinding, AclFilter, AuthorizerConfig};
 use super::records_file;
 use crate::config::Properties;
+use crate::metadata::image::MetadataImage;
 use crate::metadata::records::{AccessControlEntryRecord, MetadataRecord};
+use crate::security::scram_store::ImageSource;
 
 /// Kafka's authorizer class: configuring it turns ACLs on.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
@@ -24,6 +29,10 @@ pub struct AclStore {
     path: PathBuf,
     pub config: AuthorizerConfig,
     acls: RwLock<Vec<AclBinding>>,
+    /// Set on a broker of a cluster: the ACLs are the metadata image's.
+    image: OnceLock<ImageSource>,
+    /// The image's ACLs as bindings, for the image at that offset.
+    from_image: Mutex<(i64, Arc<Vec<AclBinding>>)>,
 }
 
 /// An ACL change refused: INVALID_REQUEST with Kafka's message, or a storage error.
@@ -56,11 +65,41 @@ impl AclStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e.into()),
         };
-        Ok(Some(AclStore { path, config, acls: RwLock::new(acls) }))
+        Ok(Some(AclStore {
+            path,
+            config,
+            acls: RwLock::new(acls),
+            image: OnceLock::new(),
+            from_image: Mutex::new((-1, Arc::new(Vec::new()))),
+        }))
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<AclBinding>> {
-        self.acls.read().unwrap_or_else(|p| p.into_inner())
+    /// From now on the ACLs are those of the metadata image `source` gives (a broker of a
+    /// cluster). Set once; later calls are ignored.
+    pub fn read_from_image(&self, source: ImageSource) {
+        let _ = self.image.set(source);
+    }
+
+    /// Whether the ACLs are the metadata image's (a cluster broker's).
+    pub fn is_from_image(&self) -> bool {
+        self.image.get().is_some()
+    }
+
+    /// Runs `f` on the ACLs in force: the latest image's on a cluster broker (none before it has
+    /// one), the file's otherwise.
+    fn with_acls<T>(&self, f: impl FnOnce(&[AclBinding]) -> T) -> T {
+        let Some(source) = self.image.get() else {
+            return f(&self.acls.read().unwrap_or_else(|p| p.into_inner()));
+        };
+        let Some(image) = source() else { return f(&[]) };
+        let acls = {
+            let mut cached = self.from_image.lock().unwrap_or_else(|p| p.into_inner());
+            if cached.0 != image.offset {
+                *cached = (image.offset, Arc::new(bindings_of(&image)));
+            }
+            cached.1.clone()
+        };
+        f(&acls)
     }
 
     /// CreateAcls: each binding is validated; the valid ones are stored together.
@@ -86,7 +125,7 @@ impl AclStore {
     }
 
     pub fn describe(&self, filter: &AclFilter) -> Vec<AclBinding> {
-        self.read().iter().filter(|a| filter.matches(a)).cloned().collect()
+        self.with_acls(|acls| acls.iter().filter(|a| filter.matches(a)).cloned().collect())
     }
 
     /// DeleteAcls: per filter, the ACLs it removed.
@@ -104,12 +143,14 @@ impl AclStore {
 
     /// The authorization decision for one operation on one resource.
     pub fn authorize(&self, principal: &str, host: &str, operation: i8, resource_type: i8, name: &str) -> bool {
-        acl::authorize(&self.config, &self.read(), principal, host, operation, resource_type, name)
+        self.with_acls(|acls| acl::authorize(&self.config, acls, principal, host, operation, resource_type, name))
     }
 
     /// Whether some resource of `resource_type` allows `operation` (`acl::authorize_by_resource_type`).
     pub fn authorize_by_resource_type(&self, principal: &str, host: &str, operation: i8, resource_type: i8) -> bool {
-        acl::authorize_by_resource_type(&self.config, &self.read(), principal, host, operation, resource_type)
+        self.with_acls(|acls| {
+            acl::authorize_by_resource_type(&self.config, acls, principal, host, operation, resource_type)
+        })
     }
 
     fn save(&self, acls: &[AclBinding]) -> std::io::Result<()> {
@@ -130,20 +171,29 @@ impl AclStore {
     }
 }
 
+/// The image's ACLs as bindings, in id order.
+fn bindings_of(image: &MetadataImage) -> Vec<AclBinding> {
+    image.acls.values().map(binding).collect()
+}
+
+fn binding(r: &AccessControlEntryRecord) -> AclBinding {
+    AclBinding {
+        id: r.id,
+        resource_type: r.resource_type,
+        resource_name: r.resource_name.clone(),
+        pattern_type: r.pattern_type,
+        principal: r.principal.clone(),
+        host: r.host.clone(),
+        operation: r.operation,
+        permission: r.permission_type,
+    }
+}
+
 fn decode_file(bytes: &[u8]) -> Result<Vec<AclBinding>, String> {
     let mut acls = Vec::new();
     records_file::read(bytes, |record| match record {
         MetadataRecord::AccessControlEntry(r) => {
-            acls.push(AclBinding {
-                id: r.id,
-                resource_type: r.resource_type,
-                resource_name: r.resource_name,
-                pattern_type: r.pattern_type,
-                principal: r.principal,
-                host: r.host,
-                operation: r.operation,
-                permission: r.permission_type,
-            });
+            acls.push(binding(&r));
             Ok(())
         }
         other => Err(format!("unexpected record {:?}", other.api_key())),
