@@ -4,14 +4,16 @@ AccessControlEntryRecord) is enforced by broker 2, which authorizes with the ACL
 image, and listed by it (`DescribeAcls`); deleted through broker 2, it stops being enforced on
 broker 1. Principals come from SASL/PLAIN logins (`User:alice`, `User:admin`) on each broker's
 SASL_PLAINTEXT listener; the brokers' own PLAINTEXT traffic is `User:ANONYMOUS`, a super user with
-`User:admin`. Under Apache Kafka 4.1's controller; brokers of the target kind
-(KETCH_COMPAT_TARGET=kafka: Kafka's). Before Ketch's cluster brokers read the image's ACLs, each
-kept its own ACL file: an ACL made through one broker was unknown to the others.
+`User:admin`. Under either controller (`[kafka]` Apache Kafka 4.1's, `[ketch]` Ketch's, which
+writes the records itself, `controller::acls`); brokers of the target kind (KETCH_COMPAT_TARGET=
+kafka: Kafka's). Before Ketch's cluster brokers read the image's ACLs, each kept its own ACL file:
+an ACL made through one broker was unknown to the others.
 """
 
 from __future__ import annotations
 
 import confluent_kafka as ck
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
@@ -53,10 +55,11 @@ def alice_writes(port: int) -> str | None:
     return None if outcome[0] is None else outcome[0].name()
 
 
-def test_acls_made_through_one_broker_are_enforced_by_another(start_cluster):
+@pytest.mark.parametrize("controller", ["kafka", "ketch"])
+def test_acls_made_through_one_broker_are_enforced_by_another(start_cluster, controller):
     p1, p2 = free_port(), free_port()
     c = start_cluster({1: (TARGET, sasl_broker(p1)), 2: (TARGET, sasl_broker(p2))}, kill=True,
-                      controller_overrides=AUTHORIZER)
+                      controller_overrides=AUTHORIZER, controller=controller)
     admin = AdminClient({"bootstrap.servers": c.bootstrap()})
     c.wait_registered(admin, timeout=60)
     create_topic(admin, NewTopic(TOPIC, num_partitions=1, replication_factor=2),

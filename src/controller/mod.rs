@@ -10,6 +10,7 @@
 //! `ImageBuilder`); a topic never loses partitions; a topic keeps its id; no record is produced
 //! when nothing changes.
 
+pub mod acls;
 pub mod alter_partition;
 pub mod bootstrap;
 pub mod brokers;

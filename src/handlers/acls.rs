@@ -64,18 +64,29 @@ pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsReq
         let (code, message) = cluster_denied();
         return DescribeAclsResponse::default().with_error_code(code).with_error_message(message);
     }
+    match describe_filter(&req) {
+        Ok(filter) => describe_answer(store.describe(&filter)),
+        Err(refused) => refused,
+    }
+}
+
+/// DescribeAcls' filter, or Kafka's INVALID_REQUEST answer to a bad one.
+pub(super) fn describe_filter(req: &DescribeAclsRequest) -> Result<AclFilter, DescribeAclsResponse> {
     let filter = acl_filter(
         (req.resource_type_filter, &req.resource_name_filter, req.pattern_type_filter),
         (&req.principal_filter, &req.host_filter, req.operation, req.permission_type),
     );
-    if let Err(why) = filter.validate() {
-        return DescribeAclsResponse::default()
+    filter.validate().map(|()| filter).map_err(|why| {
+        DescribeAclsResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code())
-            .with_error_message(Some(str_bytes(&why)));
-    }
-    // Grouped by resource pattern, as Kafka answers.
+            .with_error_message(Some(str_bytes(&why)))
+    })
+}
+
+/// DescribeAcls' answer: the ACLs grouped by resource pattern, as Kafka answers.
+pub(super) fn describe_answer(acls: Vec<AclBinding>) -> DescribeAclsResponse {
     let mut resources: Vec<DescribeAclsResource> = Vec::new();
-    for a in store.describe(&filter) {
+    for a in acls {
         let description = AclDescription::default()
             .with_principal(str_bytes(&a.principal))
             .with_host(str_bytes(&a.host))
@@ -123,8 +134,12 @@ pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest
             .collect();
         return CreateAclsResponse::default().with_results(results);
     }
-    let bindings = req
-        .creations
+    creation_answer(store.create(bindings_of(&req)))
+}
+
+/// CreateAcls' bindings (ids assigned when stored).
+pub(super) fn bindings_of(req: &CreateAclsRequest) -> Vec<AclBinding> {
+    req.creations
         .iter()
         .map(|c| AclBinding {
             id: uuid::Uuid::nil(),
@@ -136,9 +151,15 @@ pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest
             operation: c.operation,
             permission: c.permission_type,
         })
-        .collect();
-    let results = store
-        .create(bindings)
+        .collect()
+}
+
+/// CreateAcls' answer: a result per creation.
+pub(super) fn creation_answer(results: Vec<Result<(), AclError>>) -> CreateAclsResponse {
+    let result = |code: i16, message: Option<StrBytes>| {
+        AclCreationResult::default().with_error_code(code).with_error_message(message)
+    };
+    let results = results
         .into_iter()
         .map(|r| match r {
             Ok(()) => result(0, None),
@@ -205,6 +226,20 @@ pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest
         let (code, message) = cluster_denied();
         return failed(code, message);
     }
+    let filters = match delete_filters(&req) {
+        Ok(filters) => filters,
+        Err(why) => return failed(ResponseError::InvalidRequest.code(), Some(str_bytes(&why))),
+    };
+    match store.delete(&filters) {
+        Ok(removed) => deletion_answer(removed),
+        Err(AclError::Storage(why) | AclError::Invalid(why)) => {
+            failed(ResponseError::UnknownServerError.code(), Some(str_bytes(&why)))
+        }
+    }
+}
+
+/// DeleteAcls' filters, or the message of the first invalid one (Kafka's INVALID_REQUEST).
+pub(super) fn delete_filters(req: &DeleteAclsRequest) -> Result<Vec<AclFilter>, String> {
     let filters: Vec<AclFilter> = req
         .filters
         .iter()
@@ -215,15 +250,14 @@ pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest
             )
         })
         .collect();
-    if let Some(why) = filters.iter().find_map(|f| f.validate().err()) {
-        return failed(ResponseError::InvalidRequest.code(), Some(str_bytes(&why)));
+    match filters.iter().find_map(|f| f.validate().err()) {
+        Some(why) => Err(why),
+        None => Ok(filters),
     }
-    let removed = match store.delete(&filters) {
-        Ok(removed) => removed,
-        Err(AclError::Storage(why) | AclError::Invalid(why)) => {
-            return failed(ResponseError::UnknownServerError.code(), Some(str_bytes(&why)))
-        }
-    };
+}
+
+/// DeleteAcls' answer: per filter, the ACLs it removed.
+pub(super) fn deletion_answer(removed: Vec<Vec<AclBinding>>) -> DeleteAclsResponse {
     let results = removed
         .into_iter()
         .map(|acls| {

@@ -1,7 +1,7 @@
 //! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
 //! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
 //! ApiVersions, the brokers' own requests to the active controller, and the admin requests a
-//! controller serves (topics, elections, config changes, feature levels, SCRAM credentials: directly from `--bootstrap-controller`
+//! controller serves (topics, elections, config changes, feature levels, SCRAM credentials, ACLs: directly from `--bootstrap-controller`
 //! clients or forwarded by brokers). Thin: each request goes to
 //! `controller::quorum::QuorumController` and the decision functions it writes with.
 //!
@@ -55,6 +55,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::AssignReplicasToDirs, 0, 0),
+    (ApiKey::CreateAcls, 2, 3),
+    (ApiKey::DeleteAcls, 2, 3),
+    (ApiKey::DescribeAcls, 2, 3),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -162,6 +165,9 @@ async fn handle_direct(
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             super::controller_scram::alter_user_scram_credentials(controller, &r),
         ),
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(super::controller_acls::create(controller, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(super::controller_acls::delete(controller, r)),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(super::controller_acls::describe(controller, r)),
         RequestKind::AssignReplicasToDirs(r) => {
             ResponseKind::AssignReplicasToDirs(assign_replicas_to_dirs(controller, &r))
         }

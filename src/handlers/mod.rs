@@ -14,6 +14,7 @@ mod auto_create;
 mod cluster;
 mod configs;
 mod consumer_groups;
+mod controller_acls;
 mod controller_admin;
 pub mod controller_apis;
 pub(crate) mod controller_configs;

@@ -255,6 +255,36 @@ pub fn authorize_by_resource_type(
     })
 }
 
+/// CreateAcls' decision (Kafka's `AclControlManager.createAcls`): each binding validated, a valid
+/// one new unless an identical ACL exists (or came earlier in the same request), with a fresh id.
+/// Returns the new ACLs and a result per binding.
+pub fn plan_creations(
+    existing: &[AclBinding],
+    bindings: Vec<AclBinding>,
+) -> (Vec<AclBinding>, Vec<Result<(), String>>) {
+    let mut added: Vec<AclBinding> = Vec::new();
+    let mut results = Vec::with_capacity(bindings.len());
+    for binding in bindings {
+        if let Err(why) = binding.validate() {
+            results.push(Err(why));
+            continue;
+        }
+        let same = |a: &AclBinding| AclBinding { id: a.id, ..binding.clone() } == *a;
+        if !existing.iter().any(same) && !added.iter().any(same) {
+            added.push(AclBinding { id: uuid::Uuid::from_bytes(crate::metadata::random_bytes()), ..binding });
+        }
+        results.push(Ok(()));
+    }
+    (added, results)
+}
+
+/// DeleteAcls' decision: per filter the ACLs it matches, and the ACLs no filter matches.
+pub fn plan_deletions(existing: &[AclBinding], filters: &[AclFilter]) -> (Vec<Vec<AclBinding>>, Vec<AclBinding>) {
+    let removed = filters.iter().map(|f| existing.iter().filter(|a| f.matches(a)).cloned().collect()).collect();
+    let kept = existing.iter().filter(|a| !filters.iter().any(|f| f.matches(a))).cloned().collect();
+    (removed, kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -104,16 +104,14 @@ impl AclStore {
 
     /// CreateAcls: each binding is validated; the valid ones are stored together.
     pub fn create(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), AclError>> {
-        let mut results: Vec<Result<(), AclError>> =
-            bindings.iter().map(|b| b.validate().map_err(AclError::Invalid)).collect();
         let mut acls = self.acls.write().unwrap_or_else(|p| p.into_inner());
-        let mut next = acls.clone();
-        for (binding, result) in bindings.into_iter().zip(&results) {
-            let exists = next.iter().any(|a| AclBinding { id: a.id, ..binding.clone() } == *a);
-            if result.is_ok() && !exists {
-                next.push(AclBinding { id: uuid::Uuid::from_bytes(crate::metadata::random_bytes()), ..binding });
-            }
+        let (added, results) = acl::plan_creations(&acls, bindings);
+        let mut results: Vec<Result<(), AclError>> =
+            results.into_iter().map(|r| r.map_err(AclError::Invalid)).collect();
+        if added.is_empty() {
+            return results;
         }
+        let next: Vec<AclBinding> = acls.iter().cloned().chain(added).collect();
         if let Err(e) = self.save(&next) {
             for r in results.iter_mut().filter(|r| r.is_ok()) {
                 *r = Err(AclError::Storage(e.to_string()));
@@ -131,9 +129,7 @@ impl AclStore {
     /// DeleteAcls: per filter, the ACLs it removed.
     pub fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclError> {
         let mut acls = self.acls.write().unwrap_or_else(|p| p.into_inner());
-        let removed: Vec<Vec<AclBinding>> =
-            filters.iter().map(|f| acls.iter().filter(|a| f.matches(a)).cloned().collect()).collect();
-        let next: Vec<AclBinding> = acls.iter().filter(|a| !filters.iter().any(|f| f.matches(a))).cloned().collect();
+        let (removed, next) = acl::plan_deletions(&acls, filters);
         if next.len() != acls.len() {
             self.save(&next).map_err(|e| AclError::Storage(e.to_string()))?;
             *acls = next;
@@ -154,25 +150,27 @@ impl AclStore {
     }
 
     fn save(&self, acls: &[AclBinding]) -> std::io::Result<()> {
-        let records = acls.iter().map(|a| {
-            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
-                id: a.id,
-                resource_type: a.resource_type,
-                resource_name: a.resource_name.clone(),
-                pattern_type: a.pattern_type,
-                principal: a.principal.clone(),
-                host: a.host.clone(),
-                operation: a.operation,
-                permission_type: a.permission,
-                ..Default::default()
-            })
-        });
-        records_file::write(&self.path, records)
+        records_file::write(&self.path, acls.iter().map(|a| MetadataRecord::AccessControlEntry(record_of(a))))
+    }
+}
+
+/// The record keeping `a` (Kafka's `AccessControlEntryRecord`).
+pub fn record_of(a: &AclBinding) -> AccessControlEntryRecord {
+    AccessControlEntryRecord {
+        id: a.id,
+        resource_type: a.resource_type,
+        resource_name: a.resource_name.clone(),
+        pattern_type: a.pattern_type,
+        principal: a.principal.clone(),
+        host: a.host.clone(),
+        operation: a.operation,
+        permission_type: a.permission,
+        ..Default::default()
     }
 }
 
 /// The image's ACLs as bindings, in id order.
-fn bindings_of(image: &MetadataImage) -> Vec<AclBinding> {
+pub fn bindings_of(image: &MetadataImage) -> Vec<AclBinding> {
     image.acls.values().map(binding).collect()
 }
 
