@@ -163,3 +163,49 @@ fn format_refuses_on_a_controller_what_kafkas_formatter_refuses_and_writes_nothi
         .expect("format");
     assert_eq!(read(dir.path()).unwrap().get("group.version"), None);
 }
+
+#[test]
+fn a_single_nodes_log_gets_the_levels_and_what_its_ketch_dir_kept() {
+    use crate::security::acl::{self, AclBinding};
+    let dir = tempfile::tempdir().unwrap();
+    // A single node's metadata log: records, no feature level.
+    let mut log = crate::raft::MetadataLog::open(dir.path(), 3000, 0, |_, _| Ok(())).unwrap();
+    let topic = crate::metadata::records::TopicRecord {
+        name: "kept".into(),
+        topic_id: uuid::Uuid::from_u128(42),
+        ..Default::default()
+    };
+    log.append(&[MetadataRecord::Topic(topic)], 0).unwrap();
+    log.close().unwrap();
+    drop(log);
+    // Its `.ketch/`: an ACL and a dynamic cluster-default config.
+    let mut props = crate::config::Properties::new();
+    props.insert("authorizer.class.name".into(), crate::security::acl_store::STANDARD_AUTHORIZER.into());
+    let store = crate::security::acl_store::AclStore::open(&props, dir.path()).unwrap().unwrap();
+    let alice = AclBinding {
+        id: uuid::Uuid::nil(),
+        resource_type: acl::TOPIC,
+        resource_name: "kept".into(),
+        pattern_type: acl::LITERAL,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: acl::READ,
+        permission: acl::ALLOW,
+    };
+    assert!(store.create(vec![alice]).iter().all(Result::is_ok));
+    let configs = dir.path().join(".ketch").join("configs");
+    std::fs::create_dir_all(&configs).unwrap();
+    std::fs::write(configs.join("cluster-default.properties"), "log.retention.ms=1234\n").unwrap();
+
+    let controller = open(dir.path(), &controller_config(dir.path()));
+    let image = controller.image();
+    assert!(image.features.contains_key("metadata.version"));
+    assert!(image.topic("kept").is_some());
+    assert_eq!(image.acls.values().map(|a| a.principal.as_str()).collect::<Vec<_>>(), vec!["User:alice"]);
+    let default = &image.configs[&(crate::metadata::image::BROKER_RESOURCE, String::new())];
+    assert_eq!(default.get("log.retention.ms").map(String::as_str), Some("1234"));
+    drop(controller);
+    // Carried once: a reopen finds metadata.version and adds nothing.
+    let image = open(dir.path(), &controller_config(dir.path())).image();
+    assert_eq!(image.acls.len(), 1);
+}

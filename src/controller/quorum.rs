@@ -129,18 +129,32 @@ impl QuorumController {
             controller.write(&mut state, bootstrap::records(&levels, min_isr, scram))?;
             tracing::info!(features = ?levels, "new metadata log: bootstrap metadata written");
         } else if !controller.image().features.contains_key("metadata.version") {
-            // A log a single Ketch node wrote (it kept its feature levels elsewhere) becoming a
-            // cluster's: the bootstrap levels for every feature it does not finalize.
+            // A log a single Ketch node wrote (it kept its feature levels, SCRAM credentials,
+            // ACLs and dynamic broker configs in `.ketch/`) becoming a cluster's: the bootstrap
+            // levels for every feature it does not finalize, and what `.ketch/` holds.
             let levels = bootstrap::read(metadata_dir)?;
+            let node_id = controller.settings.config.node_id;
+            let kept = [
+                crate::security::scram_store::ScramStore::open(metadata_dir)?.records(),
+                crate::security::acl_store::stored_records(metadata_dir)?,
+                crate::dynconf::stored_records(metadata_dir, node_id)?,
+            ]
+            .concat();
             let mut state = controller.lock();
             let finalized = state.image.features.clone();
             let min_isr = controller.settings.topic_defaults.min_insync_replicas;
-            let missing = bootstrap::records(&levels, min_isr, Vec::new())
+            let mut records: Vec<MetadataRecord> = bootstrap::records(&levels, min_isr, Vec::new())
                 .into_iter()
                 .filter(|r| matches!(r, MetadataRecord::FeatureLevel(f) if !finalized.contains_key(&f.name)))
                 .collect();
-            controller.write(&mut state, missing)?;
-            tracing::info!("metadata log without metadata.version (a single node's): bootstrap feature levels written");
+            let carried = kept.len();
+            records.extend(kept);
+            controller.write(&mut state, records)?;
+            tracing::info!(
+                carried,
+                "metadata log without metadata.version (a single node's): bootstrap feature levels written, with \
+                 the node's SCRAM credentials, ACLs and dynamic broker configs"
+            );
         }
         Ok(controller)
     }

@@ -26,6 +26,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use kafka_protocol::error::ResponseError;
 
 use crate::config::{BrokerConfig, Properties};
+use crate::metadata::image::BROKER_RESOURCE;
+use crate::metadata::records::{ConfigRecord, MetadataRecord};
 
 /// Which dynamic set a DescribeConfigs / AlterConfigs BROKER resource names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,6 +347,36 @@ fn encode_set(set: &Properties) -> String {
 }
 
 /// Reads what [`encode_set`] wrote; the error is the line without an unescaped `=`.
+/// The dynamic broker configs a single node stored in `<metadata dir>/.ketch/configs/`, as the
+/// ConfigRecords a cluster keeps them in (a single node becoming a cluster's combined node): the
+/// cluster default (resource "") and node `node_id`'s (resource "<node_id>").
+pub fn stored_records(metadata_dir: &std::path::Path, node_id: i32) -> anyhow::Result<Vec<MetadataRecord>> {
+    let dir = metadata_dir.join(".ketch").join("configs");
+    let mut records = Vec::new();
+    for (file, resource) in [
+        ("cluster-default.properties".to_string(), String::new()),
+        (format!("broker-{node_id}.properties"), node_id.to_string()),
+    ] {
+        let path = dir.join(file);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+        };
+        let set = decode_set(&text).map_err(|line| anyhow::anyhow!("{}: bad line {line:?}", path.display()))?;
+        records.extend(set.into_iter().map(|(name, value)| {
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: BROKER_RESOURCE,
+                resource_name: resource.clone(),
+                name,
+                value: Some(value),
+                ..Default::default()
+            })
+        }));
+    }
+    Ok(records)
+}
+
 fn decode_set(text: &str) -> Result<Properties, String> {
     let mut set = Properties::new();
     for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {

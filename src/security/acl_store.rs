@@ -154,6 +154,21 @@ impl AclStore {
     }
 }
 
+/// The ACLs a single node stored in `<metadata dir>/.ketch/acls.records`, as records (a single
+/// node becoming a cluster's combined node); none without the file.
+pub fn stored_records(metadata_dir: &std::path::Path) -> anyhow::Result<Vec<MetadataRecord>> {
+    let path = metadata_dir.join(".ketch").join("acls.records");
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(decode_file(&bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            .iter()
+            .map(|a| MetadataRecord::AccessControlEntry(record_of(a)))
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The record keeping `a` (Kafka's `AccessControlEntryRecord`).
 pub fn record_of(a: &AclBinding) -> AccessControlEntryRecord {
     AccessControlEntryRecord {
