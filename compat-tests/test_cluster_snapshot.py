@@ -53,13 +53,14 @@ import re
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                   NewTopic)
 
 from cluster import KafkaController, broker_under, create_topic, read_all, wait_for, wait_for_partitions
 from conftest import TARGET
 from kafka_tools import KafkaTools
+from test_kafka_controller_leader import produce as produce_values
 from test_metadata_log import payloads
 
 pytestmark = pytest.mark.timeout(300)
@@ -172,19 +173,8 @@ def topic_configs(admin, topic: str) -> dict[str, tuple[str, int]]:
 
 def produce(servers: str, topic: str, values: list[bytes], partitions: int) -> list[tuple[int, int, bytes]]:
     """acks=all writes, `values` round-robin over the partitions: [(partition, offset, value)]."""
-    acked, errors = [], []
-
-    def report(err, msg):
-        if err:
-            errors.append(err)
-        else:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
-
-    producer = Producer({"bootstrap.servers": servers, "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000})
-    for i, v in enumerate(values):
-        producer.produce(topic, value=v, partition=i % partitions, on_delivery=report)
-        producer.poll(0)
-    assert producer.flush(90) == 0, "records neither delivered nor failed"
+    acked, errors = produce_values(servers, topic, values, lambda i: i % partitions, acks="all",
+                                   **{"message.timeout.ms": 60000})
     assert errors == [] and len(acked) == len(values), errors
     return acked
 

@@ -18,15 +18,7 @@ fn read_for(principal: &str, topic: &str) -> AclBinding {
 }
 
 fn all() -> AclFilter {
-    AclFilter {
-        resource_type: acl::ANY,
-        resource_name: None,
-        pattern_type: acl::ANY,
-        principal: None,
-        host: None,
-        operation: acl::ANY,
-        permission: acl::ANY,
-    }
+    AclFilter::any()
 }
 
 #[test]

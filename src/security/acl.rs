@@ -150,6 +150,19 @@ pub struct AclFilter {
 }
 
 impl AclFilter {
+    /// The filter matching every ACL.
+    pub fn any() -> AclFilter {
+        AclFilter {
+            resource_type: ANY,
+            resource_name: None,
+            pattern_type: ANY,
+            principal: None,
+            host: None,
+            operation: ANY,
+            permission: ANY,
+        }
+    }
+
     pub fn matches(&self, acl: &AclBinding) -> bool {
         let resource = (self.resource_type == ANY || self.resource_type == acl.resource_type)
             && match self.pattern_type {
@@ -360,15 +373,7 @@ mod tests {
     fn filters_and_validation_are_kafkas() {
         let a = acl("pay-", PREFIXED, "User:alice", WRITE, ALLOW);
         let b = acl("payments", LITERAL, "User:bob", READ, ALLOW);
-        let any = AclFilter {
-            resource_type: ANY,
-            resource_name: None,
-            pattern_type: ANY,
-            principal: None,
-            host: None,
-            operation: ANY,
-            permission: ANY,
-        };
+        let any = AclFilter::any();
         assert!(any.matches(&a) && any.matches(&b));
         let matching = AclFilter { resource_name: Some("pay-x".into()), pattern_type: MATCH, ..any.clone() };
         assert!(matching.matches(&a) && !matching.matches(&b));

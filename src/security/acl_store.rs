@@ -241,15 +241,7 @@ mod tests {
         let results = store.create(vec![alice.clone(), bad, alice.clone()]);
         assert_eq!(results[1], Err(AclError::Invalid("Invalid patternType MATCH".into())));
         assert!(results[0].is_ok() && results[2].is_ok());
-        let all = AclFilter {
-            resource_type: acl::ANY,
-            resource_name: None,
-            pattern_type: acl::ANY,
-            principal: None,
-            host: None,
-            operation: acl::ANY,
-            permission: acl::ANY,
-        };
+        let all = AclFilter::any();
         assert_eq!(store.describe(&all).len(), 1, "the same binding twice is stored once");
         assert!(store.authorize("User:alice", "h", acl::DESCRIBE, 2, "orders"));
         assert!(!store.authorize("User:bob", "h", acl::READ, 2, "orders"));
