@@ -22,14 +22,11 @@ pub fn create(image: &MetadataImage, bindings: Vec<AclBinding>) -> (Vec<Metadata
 /// DeleteAcls (filters already validated): the records to write and, per filter, the ACLs it
 /// removes.
 pub fn delete(image: &MetadataImage, filters: &[AclFilter]) -> (Vec<MetadataRecord>, Vec<Vec<AclBinding>>) {
-    let existing = bindings_of(image);
-    let (removed, kept) = acl::plan_deletions(&existing, filters);
-    let records = existing
-        .iter()
-        .filter(|a| !kept.iter().any(|k| k.id == a.id))
-        .map(|a| {
-            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id: a.id, ..Default::default() })
-        })
+    let (removed, _) = acl::plan_deletions(&bindings_of(image), filters);
+    let ids: std::collections::BTreeSet<uuid::Uuid> = removed.iter().flatten().map(|a| a.id).collect();
+    let records = ids
+        .into_iter()
+        .map(|id| MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id, ..Default::default() }))
         .collect();
     (records, removed)
 }

@@ -27,7 +27,22 @@ use crate::node::ControllerLink;
 use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::acl_store::AclError;
 
-const MESSAGE: &str = "No Authorizer is configured.";
+/// Kafka's SECURITY_DISABLED messages: CreateAcls and DeleteAcls, and DescribeAcls.
+pub(super) const MESSAGE: &str = "No Authorizer is configured.";
+pub(super) const DESCRIBE_MESSAGE: &str = "No Authorizer is configured on the broker";
+
+/// A CreateAcls answer giving each of `req`'s creations the same error.
+pub(super) fn creations_refused(req: &CreateAclsRequest, code: i16, message: Option<StrBytes>) -> CreateAclsResponse {
+    let one = AclCreationResult::default().with_error_code(code).with_error_message(message);
+    CreateAclsResponse::default().with_results(vec![one; req.creations.len()])
+}
+
+/// A DeleteAcls answer giving each of `req`'s filters the same error.
+pub(super) fn deletions_refused(req: &DeleteAclsRequest, code: i16, message: Option<StrBytes>) -> DeleteAclsResponse {
+    let one = DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message);
+    DeleteAclsResponse::default().with_filter_results(vec![one; req.filters.len()])
+}
+
 fn allowed(broker: &Broker, ctx: &RequestContext, operation: i8) -> bool {
     ctx.authz(broker).cluster(operation)
 }
@@ -58,7 +73,7 @@ pub fn describe(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeAclsReq
         // Kafka words this one differently from the create and delete answers.
         return DescribeAclsResponse::default()
             .with_error_code(ResponseError::SecurityDisabled.code())
-            .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")));
+            .with_error_message(Some(str_bytes(DESCRIBE_MESSAGE)));
     };
     if !allowed(broker, ctx, acl::DESCRIBE) {
         let (code, message) = cluster_denied();
@@ -112,27 +127,12 @@ pub(super) fn describe_answer(acls: Vec<AclBinding>) -> DescribeAclsResponse {
 }
 
 pub fn create(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsResponse {
-    let result = |code: i16, message: Option<StrBytes>| {
-        AclCreationResult::default().with_error_code(code).with_error_message(message)
-    };
     let Some(store) = &broker.acls else {
-        let results = req
-            .creations
-            .iter()
-            .map(|_| result(ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE))))
-            .collect();
-        return CreateAclsResponse::default().with_results(results);
+        return creations_refused(&req, ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
     };
     if !allowed(broker, ctx, acl::ALTER) {
-        let results = req
-            .creations
-            .iter()
-            .map(|_| {
-                let (c, m) = cluster_denied();
-                result(c, m)
-            })
-            .collect();
-        return CreateAclsResponse::default().with_results(results);
+        let (code, message) = cluster_denied();
+        return creations_refused(&req, code, message);
     }
     creation_answer(store.create(bindings_of(&req)))
 }
@@ -178,15 +178,11 @@ pub async fn create_forwarded(
     req: CreateAclsRequest,
     version: i16,
 ) -> CreateAclsResponse {
-    let results = |code: i16, message: Option<StrBytes>| {
-        let one = AclCreationResult::default().with_error_code(code).with_error_message(message);
-        CreateAclsResponse::default().with_results(vec![one; req.creations.len()])
-    };
     if !allowed(broker, ctx, acl::ALTER) {
         let (code, message) = cluster_denied();
-        return results(code, message);
+        return creations_refused(&req, code, message);
     }
-    let failed = |error: ResponseError| results(error.code(), None);
+    let failed = |error: ResponseError| creations_refused(&req, error.code(), None);
     super::forward::forward_whole(link, version, &req, failed).await
 }
 
@@ -198,27 +194,16 @@ pub async fn delete_forwarded(
     req: DeleteAclsRequest,
     version: i16,
 ) -> DeleteAclsResponse {
-    let results = |code: i16, message: Option<StrBytes>| {
-        let one = DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message);
-        DeleteAclsResponse::default().with_filter_results(vec![one; req.filters.len()])
-    };
     if !allowed(broker, ctx, acl::ALTER) {
         let (code, message) = cluster_denied();
-        return results(code, message);
+        return deletions_refused(&req, code, message);
     }
-    let failed = |error: ResponseError| results(error.code(), None);
+    let failed = |error: ResponseError| deletions_refused(&req, error.code(), None);
     super::forward::forward_whole(link, version, &req, failed).await
 }
 
 pub fn delete(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse {
-    let failed = |code: i16, message: Option<StrBytes>| {
-        let results = req
-            .filters
-            .iter()
-            .map(|_| DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message.clone()))
-            .collect();
-        DeleteAclsResponse::default().with_filter_results(results)
-    };
+    let failed = |code: i16, message: Option<StrBytes>| deletions_refused(&req, code, message);
     let Some(store) = &broker.acls else {
         return failed(ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
     };

@@ -7,57 +7,48 @@
 //! with `--bootstrap-controller` is not checked here).
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::create_acls_response::AclCreationResult;
-use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
     DescribeAclsResponse,
 };
 
-use super::acls::{bindings_of, creation_answer, delete_filters, deletion_answer, describe_answer, describe_filter};
+use super::acls::{
+    bindings_of, creation_answer, creations_refused, delete_filters, deletion_answer, deletions_refused,
+    describe_answer, describe_filter, DESCRIBE_MESSAGE, MESSAGE,
+};
 use super::controller_apis::written;
 use super::str_bytes;
 use crate::controller::acls;
 use crate::controller::quorum::QuorumController;
-use crate::security::acl_store::{AclError, STANDARD_AUTHORIZER};
-
-const DISABLED: &str = "No Authorizer is configured.";
+use crate::security::acl_store::{authorizer_class, AclError, STANDARD_AUTHORIZER};
 
 fn enabled(controller: &QuorumController) -> bool {
-    controller.settings.static_props.get("authorizer.class.name").is_some_and(|c| c.trim() == STANDARD_AUTHORIZER)
+    authorizer_class(&controller.settings.static_props) == Some(STANDARD_AUTHORIZER)
 }
 
 pub fn create(controller: &QuorumController, req: CreateAclsRequest) -> CreateAclsResponse {
-    let all = |code: i16, message: Option<&str>| {
-        let one = AclCreationResult::default().with_error_code(code).with_error_message(message.map(str_bytes));
-        CreateAclsResponse::default().with_results(vec![one; req.creations.len()])
-    };
     if !enabled(controller) {
-        return all(ResponseError::SecurityDisabled.code(), Some(DISABLED));
+        return creations_refused(&req, ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
     }
     let bindings = bindings_of(&req);
     let decided = controller.change(|d| acls::create(d.image, bindings));
     match decided {
         Ok(results) => creation_answer(results.into_iter().map(|r| r.map_err(AclError::Invalid)).collect()),
-        Err(e) => written("CreateAcls", Err(e), |error| all(error.code(), None)),
+        Err(e) => written("CreateAcls", Err(e), |error| creations_refused(&req, error.code(), None)),
     }
 }
 
 pub fn delete(controller: &QuorumController, req: DeleteAclsRequest) -> DeleteAclsResponse {
-    let all = |code: i16, message: Option<&str>| {
-        let one = DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message.map(str_bytes));
-        DeleteAclsResponse::default().with_filter_results(vec![one; req.filters.len()])
-    };
     if !enabled(controller) {
-        return all(ResponseError::SecurityDisabled.code(), Some(DISABLED));
+        return deletions_refused(&req, ResponseError::SecurityDisabled.code(), Some(str_bytes(MESSAGE)));
     }
     let filters = match delete_filters(&req) {
         Ok(filters) => filters,
-        Err(why) => return all(ResponseError::InvalidRequest.code(), Some(&why)),
+        Err(why) => return deletions_refused(&req, ResponseError::InvalidRequest.code(), Some(str_bytes(&why))),
     };
     match controller.change(|d| acls::delete(d.image, &filters)) {
         Ok(removed) => deletion_answer(removed),
-        Err(e) => written("DeleteAcls", Err(e), |error| all(error.code(), None)),
+        Err(e) => written("DeleteAcls", Err(e), |error| deletions_refused(&req, error.code(), None)),
     }
 }
 
@@ -65,7 +56,7 @@ pub fn describe(controller: &QuorumController, req: DescribeAclsRequest) -> Desc
     if !enabled(controller) {
         return DescribeAclsResponse::default()
             .with_error_code(ResponseError::SecurityDisabled.code())
-            .with_error_message(Some(str_bytes("No Authorizer is configured on the broker")));
+            .with_error_message(Some(str_bytes(DESCRIBE_MESSAGE)));
     }
     match describe_filter(&req) {
         Ok(filter) => describe_answer(acls::describe(&controller.image(), &filter)),

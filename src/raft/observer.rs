@@ -168,10 +168,15 @@ impl Observer {
         Ok(self.conn.as_mut().expect("connected"))
     }
 
+    /// The epoch of the leader last heard of (the copy's own before any).
+    fn leader_epoch(&self) -> i32 {
+        self.leader.as_ref().map_or(self.log.epoch(), |l| l.epoch)
+    }
+
     fn request(&self) -> FetchRequest {
         let partition = FetchPartition::default()
             .with_partition(0)
-            .with_current_leader_epoch(self.leader.as_ref().map_or(self.log.epoch(), |l| l.epoch))
+            .with_current_leader_epoch(self.leader_epoch())
             .with_fetch_offset(self.log.end_offset())
             .with_last_fetched_epoch(self.log.epoch())
             .with_log_start_offset(-1)
@@ -355,7 +360,7 @@ impl Observer {
     fn snapshot_request(&self, id: SnapshotId, position: i64) -> FetchSnapshotRequest {
         let partition = PartitionSnapshot::default()
             .with_partition(0)
-            .with_current_leader_epoch(self.leader.as_ref().map_or(self.log.epoch(), |l| l.epoch))
+            .with_current_leader_epoch(self.leader_epoch())
             .with_snapshot_id(
                 fetch_snapshot_request::SnapshotId::default().with_end_offset(id.end_offset).with_epoch(id.epoch),
             )

@@ -45,7 +45,7 @@ pub enum AclError {
 impl AclStore {
     /// `None` when no authorizer is configured (the ACL APIs then answer SECURITY_DISABLED).
     pub fn open(properties: &Properties, metadata_dir: &std::path::Path) -> anyhow::Result<Option<AclStore>> {
-        match properties.get("authorizer.class.name").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        match authorizer_class(properties) {
             None => return Ok(None),
             Some(STANDARD_AUTHORIZER) => {}
             Some(other) => anyhow::bail!("authorizer.class.name={other} is not supported: use {STANDARD_AUTHORIZER}"),
@@ -152,6 +152,11 @@ impl AclStore {
     fn save(&self, acls: &[AclBinding]) -> std::io::Result<()> {
         records_file::write(&self.path, acls.iter().map(|a| MetadataRecord::AccessControlEntry(record_of(a))))
     }
+}
+
+/// `authorizer.class.name` when set (trimmed, not empty).
+pub fn authorizer_class(properties: &Properties) -> Option<&str> {
+    properties.get("authorizer.class.name").map(|s| s.trim()).filter(|s| !s.is_empty())
 }
 
 /// The ACLs a single node stored in `<metadata dir>/.ketch/acls.records`, as records (a single
