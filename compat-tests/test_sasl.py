@@ -119,7 +119,9 @@ def rdkafka_auth_error(conf: dict, timeout: float = 8) -> str | None:
             p.list_topics(timeout=0.5)
             return None
         except ck.KafkaException as e:
-            last = e
+            # (The text, not the exception: its traceback holds this frame, and so the producer, in
+            # a cycle that keeps its retrying client alive until a garbage collection.)
+            last = str(e)
         p.poll(0)  # serves the error callback
         found = [x for x in errors if x.code() == ck.KafkaError._AUTHENTICATION]
         if found:
