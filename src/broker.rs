@@ -21,6 +21,8 @@ use crate::metadata::features::Features;
 use crate::metadata::log_dirs::LogDirs;
 use crate::metadata::TopicRegistry;
 use crate::node::{NodeConfig, Roles};
+use crate::quota::rate::Window;
+use crate::quota::QuotaStore;
 use crate::security::acl_store::AclStore;
 use crate::security::scram_store::ScramStore;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
@@ -44,6 +46,8 @@ pub struct Broker {
     pub acls: Option<AclStore>,
     /// SCRAM credentials (KIP-554), always served.
     pub scram: ScramStore,
+    /// Client quotas (`quota::`): set through AlterClientQuotas, enforced by connections.
+    pub quotas: QuotaStore,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
     /// This node's roles and controller quorum (`process.roles`, `controller.quorum.*`).
@@ -116,6 +120,7 @@ impl Broker {
         let features = Features::open(config.log_dir(), config.node_id)?;
         let acls = AclStore::open(&config.properties, config.log_dir())?;
         let scram = ScramStore::open(config.log_dir())?;
+        let quotas = QuotaStore::open(config.log_dir(), quota_window(&config.properties)?)?;
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
         let p = &config.properties;
@@ -148,6 +153,9 @@ impl Broker {
             if in_cluster {
                 let for_scram = weak.clone();
                 scram.read_from_image(Box::new(move || Some(for_scram.upgrade()?.controller.get()?.image())));
+                // Client quotas likewise (Kafka's brokers throttle with their ClientQuotasImage).
+                let for_quotas = weak.clone();
+                quotas.read_from_image(Box::new(move || Some(for_quotas.upgrade()?.controller.get()?.image())));
                 // And authorizes with the ACLs of its image (Kafka's StandardAuthorizer in KRaft).
                 if let Some(acls) = &acls {
                     let weak = weak.clone();
@@ -165,6 +173,7 @@ impl Broker {
                 features,
                 acls,
                 scram,
+                quotas,
                 groups,
                 txns,
                 node,
@@ -376,4 +385,12 @@ impl Broker {
             }
         }
     }
+}
+
+/// `quota.window.num` and `quota.window.size.seconds` (Kafka's defaults 11 and 1, at least 1).
+fn quota_window(properties: &crate::config::Properties) -> anyhow::Result<Window> {
+    use crate::config::int_property;
+    let samples = int_property(properties, "quota.window.num", 11, 1, 10_000)? as u32;
+    let window_ms = int_property(properties, "quota.window.size.seconds", 1, 1, 86_400)? as u64 * 1000;
+    Ok(Window { samples, window_ms })
 }

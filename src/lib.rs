@@ -22,6 +22,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod node;
 pub mod protocol;
+pub mod quota;
 pub mod raft;
 pub mod replica;
 pub mod security;

@@ -130,7 +130,7 @@ impl QuorumController {
             tracing::info!(features = ?levels, "new metadata log: bootstrap metadata written");
         } else if !controller.image().features.contains_key("metadata.version") {
             // A log a single Ketch node wrote (it kept its feature levels, SCRAM credentials,
-            // ACLs and dynamic broker configs in `.ketch/`) becoming a cluster's: the bootstrap
+            // ACLs, dynamic broker configs and client quotas in `.ketch/`) becoming a cluster's: the bootstrap
             // levels for every feature it does not finalize, and what `.ketch/` holds.
             let levels = bootstrap::read(metadata_dir)?;
             let node_id = controller.settings.config.node_id;
@@ -138,6 +138,7 @@ impl QuorumController {
                 crate::security::scram_store::ScramStore::open(metadata_dir)?.records(),
                 crate::security::acl_store::stored_records(metadata_dir)?,
                 crate::dynconf::stored_records(metadata_dir, node_id)?,
+                crate::quota::QuotaStore::open(metadata_dir, Default::default())?.records(),
             ]
             .concat();
             let mut state = controller.lock();
@@ -153,7 +154,7 @@ impl QuorumController {
             tracing::info!(
                 carried,
                 "metadata log without metadata.version (a single node's): bootstrap feature levels written, with \
-                 the node's SCRAM credentials, ACLs and dynamic broker configs"
+                 the node's SCRAM credentials, ACLs, dynamic broker configs and client quotas"
             );
         }
         Ok(controller)

@@ -54,6 +54,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::AssignReplicasToDirs, 0, 0),
     (ApiKey::CreateAcls, 2, 3),
     (ApiKey::DeleteAcls, 2, 3),
@@ -165,6 +166,9 @@ async fn handle_direct(
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             super::controller_scram::alter_user_scram_credentials(controller, &r),
         ),
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(super::controller_quotas::alter_client_quotas(controller, &r))
+        }
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(super::controller_acls::create(controller, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(super::controller_acls::delete(controller, r)),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(super::controller_acls::describe(controller, r)),

@@ -1,11 +1,11 @@
 //! Admin requests a broker of a controller quorum forwards to the active controller (Kafka's
 //! `ForwardingManager`): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
 //! IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments,
-//! ListPartitionReassignments, UpdateFeatures and AlterUserScramCredentials. Without
+//! ListPartitionReassignments, UpdateFeatures, AlterUserScramCredentials and AlterClientQuotas. Without
 //! Kafka's Envelope the controller sees this broker's connection, not the client's principal,
 //! so this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
 //! topic, or on the cluster; ALTER on the cluster for ElectLeaders, reassignments and feature
-//! updates and SCRAM credentials, DESCRIBE to
+//! updates and SCRAM credentials, ALTER_CONFIGS on the cluster for client quotas, DESCRIBE to
 //! list them; ALTER_CONFIGS on each config resource, which is first checked as Kafka's
 //! `ConfigAdminManager.preprocess` does, `configs.rs`): refused topics are answered
 //! here with TOPIC_AUTHORIZATION_FAILED and only the others are forwarded. The controller's
@@ -38,10 +38,10 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
     AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, IncrementalAlterConfigsRequest,
-    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, UpdateFeaturesRequest,
-    UpdateFeaturesResponse,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, AlterConfigsRequest, AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    UpdateFeaturesRequest, UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -383,6 +383,21 @@ pub async fn alter_user_scram_credentials(
         return super::sasl::alter_refused(&request, e.code(), Some(crate::error::default_message(e)));
     }
     let failed = |error: ResponseError| super::sasl::alter_refused(&request, error.code(), None);
+    forward_whole(link, version, &request, failed).await
+}
+
+/// AlterClientQuotas: ALTER_CONFIGS on the cluster here, then the controller's answer.
+pub async fn alter_client_quotas(
+    link: &ControllerLink,
+    authz: &Authz<'_>,
+    request: AlterClientQuotasRequest,
+    version: i16,
+) -> AlterClientQuotasResponse {
+    if !authz.cluster(acl::ALTER_CONFIGS) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return super::quotas::alter_refused(&request, e, Some(crate::error::default_message(e)));
+    }
+    let failed = |error: ResponseError| super::quotas::alter_refused(&request, error, None);
     forward_whole(link, version, &request, failed).await
 }
 

@@ -20,6 +20,7 @@ pub mod controller_apis;
 pub(crate) mod controller_configs;
 pub(crate) mod controller_describe_configs;
 pub(crate) mod controller_features;
+mod controller_quotas;
 mod controller_reassign;
 mod controller_scram;
 mod controller_topics;
@@ -277,6 +278,13 @@ pub async fn dispatch(
         RequestKind::DescribeClientQuotas(req) => {
             ResponseKind::DescribeClientQuotas(quotas::describe(broker, ctx, req))
         }
+        RequestKind::AlterClientQuotas(req) => match broker.controller.get() {
+            // A broker of a controller quorum: quotas are cluster metadata the controller writes.
+            Some(link) => ResponseKind::AlterClientQuotas(
+                forward::alter_client_quotas(link, &ctx.authz(broker), req, version).await,
+            ),
+            None => ResponseKind::AlterClientQuotas(quotas::alter(broker, ctx, req)),
+        },
         RequestKind::DescribeUserScramCredentials(req) => {
             ResponseKind::DescribeUserScramCredentials(sasl::describe(broker, ctx, req))
         }

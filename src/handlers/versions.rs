@@ -31,8 +31,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // SCRAM credentials (KIP-554).
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    // No client quotas are kept yet: always an empty list (kafka-configs --describe needs it).
+    // Client quotas (KIP-546; quota::).
     (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),

@@ -187,6 +187,9 @@ pub struct MetadataImage {
     /// ACLs by id (AccessControlEntryRecord and RemoveAccessControlEntryRecord), what a cluster
     /// broker's authorizer decides with (Kafka's `AclsImage`).
     pub acls: BTreeMap<Uuid, AccessControlEntryRecord>,
+    /// Client quotas by entity (ClientQuotaRecord), what a cluster broker throttles with
+    /// (Kafka's `ClientQuotasImage`).
+    pub quotas: crate::quota::entity::Quotas,
     /// Records of kinds the image does not keep yet, by record name.
     pub not_kept: BTreeMap<&'static str, u64>,
 }
@@ -310,6 +313,9 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveAccessControlEntry(r) => {
                 self.acls.remove(&r.id);
+            }
+            MetadataRecord::ClientQuota(r) => {
+                crate::quota::entity::apply(&mut self.quotas, [crate::quota::store::change_of(r)]);
             }
             MetadataRecord::ClearElr(r) => {
                 // Kafka's TopicDelta.maybeClearElr: every partition (of the named topic, or of

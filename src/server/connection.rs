@@ -47,9 +47,11 @@ use crate::broker::Broker;
 use crate::handlers::{self, Reply, RequestContext, SecurityProtocol};
 use crate::log::FileSlice;
 use crate::metrics::Metrics;
-use crate::protocol::fetch_frame::{self, OutPart};
+use crate::protocol::fetch_frame::OutPart;
 use crate::protocol::{self, ProtocolError};
 use crate::security::sasl::{Authenticator, ListenerSasl, Step as SaslStep};
+
+use super::throttle;
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
 const INITIAL_FRAME_BYTES: usize = 64 * 1024;
@@ -208,6 +210,9 @@ async fn run<R: FrameRead, W: FrameWrite>(
     let reader_task = tokio::spawn(read_frames(reader, max_frame.clone(), frames_tx));
     let _stop_reader = AbortOnDrop(reader_task);
     let mut pending: VecDeque<Pending> = VecDeque::new();
+    // Set while a client quota throttles this connection: no frame is taken until then (Kafka's
+    // channel muting, `throttle.rs`); responses already owed are still written.
+    let mut muted_until: Option<tokio::time::Instant> = None;
     loop {
         let frame = tokio::select! {
             biased;
@@ -216,7 +221,11 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 write_completed(&mut writer, done, &metrics).await?;
                 continue;
             }
-            frame = frames.recv() => frame,
+            _ = tokio::time::sleep_until(muted_until.unwrap_or_else(tokio::time::Instant::now)), if muted_until.is_some() => {
+                muted_until = None;
+                continue;
+            }
+            frame = frames.recv(), if muted_until.is_none() => frame,
             _ = stop.changed() => return Ok(()),
         };
         let (frame, received_at) = match frame {
@@ -254,7 +263,8 @@ async fn run<R: FrameRead, W: FrameWrite>(
             }
         }
         let in_flight_guard = InFlight::start(&in_flight);
-        let request = match protocol::decode_request(frame) {
+        let frame_bytes = 4 + frame.len();
+        let mut request = match protocol::decode_request(frame) {
             Ok(request) => request,
             Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {
                 let _timer = metrics.request(ApiKey::ApiVersions, received_at);
@@ -280,12 +290,17 @@ async fn run<R: FrameRead, W: FrameWrite>(
             // Every request but a produce sees the effects of the produce requests before it.
             drain(&mut writer, &mut pending, &metrics).await?;
         }
+        let quota = throttle::before(&broker, &ctx, &request.header, &mut request.body, frame_bytes);
+        let mute = |ms: u64| (ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(ms));
+        muted_until = mute(quota.produce_ms);
+        let produce_throttle_ms = throttle::clamp_ms(quota.produce_ms);
         match handlers::dispatch(&broker, &ctx, &request.header, version, request.body).await {
             Reply::Produce(appended) => {
                 // Appended now, in arrival order; the response waits for its fsync in the
                 // background so the next pipelined request can share the same group commit.
                 if pending.is_empty() && !appended.waits_for_flush() {
-                    if let Some(response) = handlers::produce::complete(&broker, appended).await {
+                    if let Some(mut response) = handlers::produce::complete(&broker, appended).await {
+                        response.throttle_time_ms = response.throttle_time_ms.max(produce_throttle_ms);
                         let body = ResponseKind::Produce(response);
                         let out = protocol::encode_response(api_key, version, correlation_id, &body)?;
                         write_out(&mut writer, &out, &metrics).await?;
@@ -296,7 +311,8 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 pending.push_back(tokio::spawn(async move {
                     let _in_flight = in_flight_guard;
                     let _timer = timer;
-                    let Some(response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
+                    let Some(mut response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
+                    response.throttle_time_ms = response.throttle_time_ms.max(produce_throttle_ms);
                     let body = ResponseKind::Produce(response);
                     Ok(Some(Bytes::from(protocol::encode_response(api_key, version, correlation_id, &body)?)))
                 }));
@@ -307,8 +323,10 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 continue;
             }
             Reply::Fetch(answer) => {
-                let parts = fetch_frame::encode_fetch_response(version, correlation_id, answer)?;
+                let (parts, throttle_ms) =
+                    throttle::fetch_parts(&broker, &ctx, &request.header, version, answer, &quota)?;
                 write_parts(&mut writer, parts, &metrics).await?;
+                muted_until = mute(throttle_ms);
             }
             Reply::Response(response) => {
                 let out = protocol::encode_response(api_key, version, correlation_id, &response)?;

@@ -16,6 +16,7 @@
 mod combined;
 mod connection;
 pub mod controller;
+mod throttle;
 mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

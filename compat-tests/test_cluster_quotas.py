@@ -1,0 +1,62 @@
+"""Client quotas are cluster metadata (Kafka 4.1 KRaft): under either controller (`[kafka]`
+Apache Kafka 4.1's, `[ketch]` Ketch's), `kafka-configs --alter --add-config producer_byte_rate=...
+--entity-type clients` (Kafka's ConfigCommand) through broker 1 is forwarded to the controller,
+which writes a ClientQuotaRecord; broker 2 describes it from its metadata image and holds a
+producer of that client id writing to a partition it leads at the quota (never above it by more
+than 10%); after `--delete-config` the quota is gone from broker 2's answer. Brokers of the target
+kind (KETCH_COMPAT_TARGET=kafka: Kafka's).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import wait_for
+from conftest import TARGET
+from kafka_tools import KafkaTools
+from test_quotas import QUOTA_BYTES_PER_S, RECORD, SHORT_WINDOW, described, per_second, rate_between
+
+CONFIG_CMD = "kafka.admin.ConfigCommand"  # kafka_2.13 (Scala); kafka-tools 4.1 has no ConfigCommand
+RUN_S, MEASURED_FROM_S = 16, 4
+
+
+@pytest.mark.parametrize("controller", ["kafka", "ketch"])
+def test_a_quota_set_through_one_broker_throttles_on_another(start_cluster, kafka_libs, tmp_path, controller):
+    c = start_cluster({1: (TARGET, SHORT_WINDOW), 2: (TARGET, SHORT_WINDOW)}, kill=True, controller=controller)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    c.wait_registered(admin, timeout=60)
+    admin.create_topics([NewTopic("quota-writes", num_partitions=1, replication_factor=-1, replica_assignment=[[2]])])["quota-writes"].result(30)
+    kt = KafkaTools(kafka_libs, c.brokers[1], tmp_path)
+    b1, b2 = c.brokers[1].bootstrap, c.brokers[2].bootstrap
+    out = kt.run(CONFIG_CMD, "--bootstrap-server", b1, "--alter", "--add-config",
+                 f"producer_byte_rate={QUOTA_BYTES_PER_S}", "--entity-type", "clients", "--entity-name",
+                 "slow-writer").out
+    assert "Completed updating config for client slow-writer." in out, out
+    want = {f"client-id 'slow-writer': producer_byte_rate={float(QUOTA_BYTES_PER_S)}"}
+    wait_for(lambda: described(kt, b2, "--entity-type", "clients", "--entity-name", "slow-writer") == want,
+             "broker 2 describes the quota", timeout=30)
+
+    p = Producer({"bootstrap.servers": b2, "client.id": "slow-writer", "linger.ms": 5, "acks": "1",
+                  "queue.buffering.max.kbytes": 4096})
+    stamps: list[tuple[float, int]] = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < RUN_S:
+        try:
+            p.produce("quota-writes", RECORD, on_delivery=lambda err, m: err or stamps.append(
+                (time.monotonic() - t0, len(m.value()))))
+        except BufferError:
+            p.poll(0.01)
+        p.poll(0)
+    p.flush(30)
+    steady = rate_between(stamps, MEASURED_FROM_S, RUN_S)
+    assert 0.5 * QUOTA_BYTES_PER_S <= steady <= 1.1 * QUOTA_BYTES_PER_S, \
+        f"{steady:.0f} B/s; kB per second: {per_second(stamps)}"
+
+    kt.run(CONFIG_CMD, "--bootstrap-server", b1, "--alter", "--delete-config", "producer_byte_rate",
+           "--entity-type", "clients", "--entity-name", "slow-writer")
+    wait_for(lambda: described(kt, b2, "--entity-type", "clients", "--entity-name", "slow-writer") == set(),
+             "the quota is gone from broker 2", timeout=30)

@@ -1,0 +1,16 @@
+//! Client quotas (Kafka's KIP-13 byte-rate quotas, set per user and client id through
+//! AlterClientQuotas, KIP-546): `entity` decides alterations and describe filters as Kafka's
+//! controller does, `store` keeps the quotas in force (a single node's file, or a cluster
+//! broker's metadata image) and computes throttle times with `rate`, Kafka's sampled rate.
+//!
+//! Enforced: `producer_byte_rate` (Produce requests) and `consumer_byte_rate` (consumer Fetch
+//! responses), by the connection (`server::connection`): the throttle time goes into the
+//! response and the connection reads nothing more from the client until it has passed, as
+//! Kafka mutes a throttled channel (KIP-219). Stored and described but not enforced yet:
+//! `request_percentage`, `controller_mutation_rate`, and IP `connection_creation_rate`.
+
+pub mod entity;
+pub mod rate;
+pub mod store;
+
+pub use store::{Client, Kind, QuotaStore};
