@@ -9,19 +9,16 @@ kind (KETCH_COMPAT_TARGET=kafka: Kafka's).
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import wait_for
 from conftest import TARGET
 from kafka_tools import KafkaTools
-from test_quotas import QUOTA_BYTES_PER_S, RECORD, SHORT_WINDOW, described, per_second, rate_between
+from test_quotas import (MEASURED_FROM_S, QUOTA_BYTES_PER_S, RUN_S, SHORT_WINDOW, described, per_second,
+                         produce_flat_out, rate_between)
 
 CONFIG_CMD = "kafka.admin.ConfigCommand"  # kafka_2.13 (Scala); kafka-tools 4.1 has no ConfigCommand
-RUN_S, MEASURED_FROM_S = 16, 4
 
 
 @pytest.mark.parametrize("controller", ["kafka", "ketch"])
@@ -40,18 +37,7 @@ def test_a_quota_set_through_one_broker_throttles_on_another(start_cluster, kafk
     wait_for(lambda: described(kt, b2, "--entity-type", "clients", "--entity-name", "slow-writer") == want,
              "broker 2 describes the quota", timeout=30)
 
-    p = Producer({"bootstrap.servers": b2, "client.id": "slow-writer", "linger.ms": 5, "acks": "1",
-                  "queue.buffering.max.kbytes": 4096})
-    stamps: list[tuple[float, int]] = []
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < RUN_S:
-        try:
-            p.produce("quota-writes", RECORD, on_delivery=lambda err, m: err or stamps.append(
-                (time.monotonic() - t0, len(m.value()))))
-        except BufferError:
-            p.poll(0.01)
-        p.poll(0)
-    p.flush(30)
+    stamps = produce_flat_out(b2, "quota-writes", "slow-writer", RUN_S)
     steady = rate_between(stamps, MEASURED_FROM_S, RUN_S)
     assert 0.5 * QUOTA_BYTES_PER_S <= steady <= 1.1 * QUOTA_BYTES_PER_S, \
         f"{steady:.0f} B/s; kB per second: {per_second(stamps)}"

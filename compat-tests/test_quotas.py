@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_tools import KafkaTools
+from test_acls_tool import until  # (Kafka brokers apply quota changes from their metadata asynchronously)
 
 CONFIG_CMD = "kafka.admin.ConfigCommand"  # kafka_2.13 (Scala); kafka-tools 4.1 has no ConfigCommand
 QUOTA_BYTES_PER_S = 1_000_000
@@ -39,16 +40,6 @@ def described(kt, bs, *args) -> set[str]:
     for who, values in re.findall(r"Quota configs for (.*) are (.*)", out):
         lines.add(f"{who}: {', '.join(sorted(v.strip() for v in values.split(',')))}")
     return lines
-
-
-def until(f, want, timeout=20.0):
-    """Kafka brokers apply quota changes from their metadata asynchronously."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = f()
-        if want(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
 
 
 def test_kafka_configs_sets_describes_and_removes_quotas(broker, kafka_libs, tmp_path):
@@ -134,24 +125,32 @@ def set_quota(kt, bs, key, client_id):
     time.sleep(1)
 
 
-@pytest.mark.broker_config(**SHORT_WINDOW)
-def test_a_producer_is_held_at_its_quota(broker, kafka_libs, tmp_path):
-    kt = KafkaTools(kafka_libs, broker, tmp_path)
-    set_quota(kt, broker.bootstrap, "producer_byte_rate", "slow-writer")
-    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-writer", "linger.ms": 5,
-                  "acks": "1", "queue.buffering.max.kbytes": 4096})
+def produce_flat_out(bootstrap: str, topic: str, client_id: str, run_s: float) -> list[tuple[float, int]]:
+    """Writes 1 kB records as fast as librdkafka takes them for `run_s`: (seconds since the start,
+    bytes) of each acknowledged one."""
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": "1",
+                  "queue.buffering.max.kbytes": 4096})
     stamps: list[tuple[float, int]] = []
     t0 = time.monotonic()
-    while time.monotonic() - t0 < RUN_S:
+    while time.monotonic() - t0 < run_s:
         try:
-            p.produce("quota-writes", RECORD, on_delivery=lambda err, m: err or stamps.append(
+            p.produce(topic, RECORD, on_delivery=lambda err, m: err or stamps.append(
                 (time.monotonic() - t0, len(m.value()))))
         except BufferError:
             p.poll(0.01)
         p.poll(0)
     p.flush(30)
+    return stamps
+
+
+@pytest.mark.broker_config(**SHORT_WINDOW)
+def test_a_producer_is_held_at_its_quota(broker, kafka_libs, tmp_path):
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    set_quota(kt, broker.bootstrap, "producer_byte_rate", "slow-writer")
+    stamps = produce_flat_out(broker.bootstrap, "quota-writes", "slow-writer", RUN_S)
     steady = rate_between(stamps, MEASURED_FROM_S, RUN_S)
-    assert abs(steady - QUOTA_BYTES_PER_S) <= 0.1 * QUOTA_BYTES_PER_S, f"{steady:.0f} B/s; kB per second: {per_second(stamps)}"
+    assert abs(steady - QUOTA_BYTES_PER_S) <= 0.1 * QUOTA_BYTES_PER_S, \
+        f"{steady:.0f} B/s; kB per second: {per_second(stamps)}"
 
 
 @pytest.mark.broker_config(**SHORT_WINDOW)
