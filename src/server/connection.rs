@@ -17,6 +17,10 @@
 //! allow sendfile there too: not yet). The loop is generic over the two halves of the stream
 //! (`FrameRead`, `FrameWrite`).
 //!
+//! Client quotas (`throttle.rs`): a request its client's byte-rate quota throttles gets the
+//! throttle time in its response, and the connection takes no further frame until that time
+//! has passed (Kafka's channel muting); responses already owed are still written meanwhile.
+//!
 //! Invariants: a frame larger than `socket.request.max.bytes`, or one that cannot be parsed,
 //! closes this connection only; memory for a frame grows with the bytes actually received,
 //! never with the length a client merely claims. A TLS handshake that fails (a plaintext client
