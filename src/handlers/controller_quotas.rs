@@ -23,12 +23,7 @@ pub fn alter_client_quotas(controller: &QuorumController, req: &AlterClientQuota
             true => Vec::new(),
             false => store::records_of(decision.changes.clone()),
         };
-        let outcomes: Vec<store::Outcome> = decision
-            .outcomes
-            .into_iter()
-            .map(|(e, o)| (e, o.map_err(|message| (store::INVALID_REQUEST, message))))
-            .collect();
-        (records, outcomes)
+        (records, store::outcomes_of(&decision))
     });
     match answer {
         Ok(outcomes) => alter_answered(&outcomes),

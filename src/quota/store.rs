@@ -108,10 +108,6 @@ impl QuotaStore {
         let _ = self.image.set(source);
     }
 
-    pub fn is_from_image(&self) -> bool {
-        self.image.get().is_some()
-    }
-
     /// Calls `f` with the quotas in force: the image's on a cluster broker, the file's otherwise.
     pub fn with_quotas<R>(&self, f: impl FnOnce(&Quotas) -> R) -> R {
         match self.image.get() {
@@ -129,9 +125,7 @@ impl QuotaStore {
     /// The quotas as ClientQuotaRecords (carried into a controller's metadata log).
     pub fn records(&self) -> Vec<MetadataRecord> {
         let quotas = self.quotas.read().unwrap_or_else(|p| p.into_inner()).clone();
-        records_of(quotas.iter().flat_map(|(e, values)| {
-            values.iter().map(|(k, v)| Change { entity: e.clone(), key: k.clone(), value: Some(*v) })
-        }))
+        records_of(all_changes(&quotas))
     }
 
     /// AlterClientQuotas on a single node: decided as Kafka's controller decides (`entity`),
@@ -141,74 +135,91 @@ impl QuotaStore {
     pub fn alter(&self, alterations: &[Alteration], validate_only: bool) -> Vec<Outcome> {
         let mut guard = self.quotas.write().unwrap_or_else(|p| p.into_inner());
         let decision = entity::decide(&guard, alterations);
-        let outcomes = |decision: &entity::Decision| -> Vec<Outcome> {
-            let invalid = |m: &String| (INVALID_REQUEST, m.clone());
-            decision.outcomes.iter().map(|(e, o)| (e.clone(), o.as_ref().map(|_| ()).map_err(invalid))).collect()
-        };
         if validate_only || decision.changes.is_empty() {
-            return outcomes(&decision);
+            return outcomes_of(&decision);
         }
         let mut next = (**guard).clone();
         entity::apply(&mut next, decision.changes.clone());
-        let all = next.iter().flat_map(|(e, values)| {
-            values.iter().map(|(k, v)| Change { entity: e.clone(), key: k.clone(), value: Some(*v) })
-        });
-        if let Err(e) = records_file::write(&self.path, records_of(all)) {
+        if let Err(e) = records_file::write(&self.path, records_of(all_changes(&next))) {
             tracing::error!(error = %e, path = %self.path.display(), "storing client quotas");
             let changed = |e: &Entity| decision.changes.iter().any(|c| &c.entity == e);
             let failed = (KAFKA_STORAGE_ERROR, format!("storing client quotas: {e}"));
-            return outcomes(&decision)
+            return outcomes_of(&decision)
                 .into_iter()
                 .map(|(e, o)| if changed(&e) { (e, Err(failed.clone())) } else { (e, o) })
                 .collect();
         }
         *guard = Arc::new(next);
-        outcomes(&decision)
+        outcomes_of(&decision)
     }
 
-    /// Counts `bytes` of `kind` from `client` at `now_ms` and returns the throttle time its quota
-    /// asks for (0 without a quota, or within it).
-    pub fn record(&self, kind: Kind, client: &Client, bytes: usize, now_ms: u64) -> u64 {
-        let Some((key, limit)) = self.with_quotas(|q| limit_of(q, kind, client)) else { return 0 };
+    /// The quota of `kind` that applies to `client` (its rate and limit), None without one: the
+    /// one lookup of the quotas a request makes.
+    pub fn limit_for(&self, kind: Kind, client: &Client) -> Option<Limit> {
+        self.with_quotas(|q| limit_of(q, kind, client))
+    }
+
+    /// Counts `bytes` against `limit`'s rate at `now_ms` and returns the throttle time it asks
+    /// for (0 within the quota).
+    pub fn record(&self, limit: &Limit, bytes: usize, now_ms: u64) -> u64 {
         let mut sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
-        if !sensors.contains_key(&key) && sensors.len() >= MAX_SENSORS {
+        if !sensors.contains_key(&limit.key) && sensors.len() >= MAX_SENSORS {
             let idle_ms = self.window.samples as u64 * self.window.window_ms;
             sensors.retain(|_, r| now_ms.saturating_sub(r.last_event_ms()) < idle_ms);
             if sensors.len() >= MAX_SENSORS {
                 return 0;
             }
         }
-        let rate = sensors.entry(key).or_insert_with(|| Rate::new(self.window, now_ms));
+        let rate = sensors.entry(limit.key.clone()).or_insert_with(|| Rate::new(self.window, now_ms));
         rate.record(bytes as f64, now_ms);
-        rate.throttle_ms(limit, now_ms)
+        rate.throttle_ms(limit.bound, now_ms)
     }
 
     /// Takes back bytes `record` counted (a throttled fetch answered empty).
-    pub fn unrecord(&self, kind: Kind, client: &Client, bytes: usize, now_ms: u64) {
-        let Some((key, _)) = self.with_quotas(|q| limit_of(q, kind, client)) else { return };
+    pub fn unrecord(&self, limit: &Limit, bytes: usize, now_ms: u64) {
         let mut sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(rate) = sensors.get_mut(&key) {
+        if let Some(rate) = sensors.get_mut(&limit.key) {
             rate.unrecord(bytes as f64, now_ms);
         }
     }
 
-    /// The most bytes of `kind` one response may carry under `client`'s quota (Kafka caps a
-    /// fetch at the quota's bytes over the window, `getMaxValueInQuotaWindow`); None: no quota.
-    pub fn max_bytes_in_window(&self, kind: Kind, client: &Client) -> Option<u64> {
-        let (_, limit) = self.with_quotas(|q| limit_of(q, kind, client))?;
+    /// The most bytes one response may carry under `limit` (Kafka caps a fetch at the quota's
+    /// bytes over the window, `getMaxValueInQuotaWindow`).
+    pub fn max_bytes_in_window(&self, limit: &Limit) -> u64 {
         let window_s = (self.window.samples as f64 - 1.0) * self.window.window_ms as f64 / 1000.0;
-        Some((limit * window_s).min(u64::MAX as f64) as u64)
+        (limit.bound * window_s).min(u64::MAX as f64) as u64
     }
 }
 
+/// The quota one client's requests of one kind are held to: the rate it shares (Kafka's sensor,
+/// by metric tags) and its bound in bytes per second.
+#[derive(Clone, Debug)]
+pub struct Limit {
+    key: SensorKey,
+    bound: f64,
+}
+
+/// Each entity's outcome of a decision: refusals are INVALID_REQUEST.
+pub fn outcomes_of(decision: &entity::Decision) -> Vec<Outcome> {
+    let invalid = |m: &String| (INVALID_REQUEST, m.clone());
+    decision.outcomes.iter().map(|(e, o)| (e.clone(), o.as_ref().map(|_| ()).map_err(invalid))).collect()
+}
+
+/// Every stored value as a change that sets it.
+fn all_changes(quotas: &Quotas) -> impl Iterator<Item = Change> + '_ {
+    quotas.iter().flat_map(|(e, values)| {
+        values.iter().map(|(k, v)| Change { entity: e.clone(), key: k.clone(), value: Some(*v) })
+    })
+}
+
 /// The sensor and the limit of `client`'s quota of `kind`, None without one.
-fn limit_of(quotas: &Quotas, kind: Kind, client: &Client) -> Option<(SensorKey, f64)> {
+fn limit_of(quotas: &Quotas, kind: Kind, client: &Client) -> Option<Limit> {
     if quotas.is_empty() {
         return None;
     }
     let (user, client_id) = tags(quotas, kind.key(), client.user, client.client_id);
-    let limit = limit(quotas, kind.key(), &user, &client_id)?;
-    Some((SensorKey { kind, user, client_id }, limit))
+    let bound = limit(quotas, kind.key(), &user, &client_id)?;
+    Some(Limit { key: SensorKey { kind, user, client_id }, bound })
 }
 
 fn entity_of(user: Option<Option<&str>>, client_id: Option<Option<&str>>) -> Entity {

@@ -32,25 +32,26 @@ fn the_most_specific_entity_decides_the_limit_and_who_shares_the_rate() {
     let store = QuotaStore::open(dir.path(), Window::default()).unwrap();
     let alice = Client { user: "alice", client_id: "app" };
     let bob = Client { user: "bob", client_id: "app" };
-    assert_eq!(store.record(Kind::Produce, &alice, 1 << 30, 0), 0, "no quota, no throttle");
+    assert!(store.limit_for(Kind::Produce, &alice).is_none(), "no quota, no limit");
     set(&store, entity(&[(CLIENT_ID, None)]), PRODUCER_BYTE_RATE, 100.0);
     set(&store, entity(&[(USER, Some("alice"))]), PRODUCER_BYTE_RATE, 1000.0);
     store.with_quotas(|q| {
-        assert_eq!(limit_of(q, Kind::Produce, &alice).unwrap().1, 1000.0);
-        assert_eq!(limit_of(q, Kind::Produce, &bob).unwrap().1, 100.0);
+        assert_eq!(limit_of(q, Kind::Produce, &alice).unwrap().bound, 1000.0);
+        assert_eq!(limit_of(q, Kind::Produce, &bob).unwrap().bound, 100.0);
         // Alice's rate is hers across client ids; bob's is the client id's.
         assert_eq!(tags(q, PRODUCER_BYTE_RATE, "alice", "app"), ("alice".to_string(), String::new()));
         assert_eq!(tags(q, PRODUCER_BYTE_RATE, "bob", "app"), (String::new(), "app".to_string()));
         assert!(limit_of(q, Kind::Fetch, &alice).is_none(), "quotas are per type");
     });
+    let limit = store.limit_for(Kind::Produce, &alice).unwrap();
     // 10 kB within 10 s (the window a new rate assumes) is 1000/s: alice at her quota.
-    assert_eq!(store.record(Kind::Produce, &alice, 10_000, 0), 0);
+    assert_eq!(store.record(&limit, 10_000, 0), 0);
     // 10 kB more: 2000/s, throttled for (2000 - 1000) / 1000 * 10 s.
-    assert_eq!(store.record(Kind::Produce, &alice, 10_000, 0), 10_000);
-    store.unrecord(Kind::Produce, &alice, 10_000, 0);
-    assert_eq!(store.record(Kind::Produce, &alice, 0, 0), 0);
-    assert_eq!(store.max_bytes_in_window(Kind::Produce, &alice), Some(10_000));
-    assert_eq!(store.max_bytes_in_window(Kind::Fetch, &alice), None);
+    assert_eq!(store.record(&limit, 10_000, 0), 10_000);
+    store.unrecord(&limit, 10_000, 0);
+    assert_eq!(store.record(&limit, 0, 0), 0);
+    assert_eq!(store.max_bytes_in_window(&limit), 10_000);
+    assert!(store.limit_for(Kind::Fetch, &alice).is_none());
 }
 
 #[test]
@@ -62,7 +63,7 @@ fn user_and_client_levels_follow_kafkas_order() {
     put(&mut q, &[(USER, None), (CLIENT_ID, None)], 5.0);
     put(&mut q, &[(USER, None), (CLIENT_ID, Some("c"))], 4.0);
     put(&mut q, &[(USER, Some("u")), (CLIENT_ID, None)], 2.0);
-    let l = |q: &Quotas, u, c| limit_of(q, Kind::Produce, &Client { user: u, client_id: c }).map(|x| x.1);
+    let l = |q: &Quotas, u, c| limit_of(q, Kind::Produce, &Client { user: u, client_id: c }).map(|x| x.bound);
     assert_eq!(l(&q, "u", "c"), Some(2.0));
     assert_eq!(l(&q, "v", "c"), Some(4.0));
     assert_eq!(l(&q, "v", "d"), Some(5.0));

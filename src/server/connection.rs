@@ -327,8 +327,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 continue;
             }
             Reply::Fetch(answer) => {
-                let (parts, throttle_ms) =
-                    throttle::fetch_parts(&broker, &ctx, &request.header, version, answer, &quota)?;
+                let (parts, throttle_ms) = throttle::fetch_parts(&broker, &request.header, version, answer, &quota)?;
                 write_parts(&mut writer, parts, &metrics).await?;
                 muted_until = mute(throttle_ms);
             }

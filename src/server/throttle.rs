@@ -8,14 +8,13 @@
 //!
 //! Followers' fetches are not client traffic (Kafka's replication quotas are separate).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use kafka_protocol::messages::{FetchResponse, RequestHeader, RequestKind};
 
 use crate::broker::Broker;
 use crate::handlers::fetch::FetchAnswer;
 use crate::handlers::RequestContext;
 use crate::protocol::fetch_frame::{self, OutPart};
+use crate::quota::store::Limit;
 use crate::quota::{Client, Kind};
 
 /// What a request's quota asks of the connection.
@@ -23,12 +22,12 @@ use crate::quota::{Client, Kind};
 pub struct Quota {
     /// A Produce's throttle time (0: none).
     pub produce_ms: u64,
-    /// A consumer's Fetch: its response is counted (`fetch_parts`).
-    pub consumer_fetch: bool,
+    /// A consumer's Fetch under a quota: its response is counted against it (`fetch_parts`).
+    pub fetch_limit: Option<Limit>,
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    crate::log::now_ms().max(0) as u64
 }
 
 /// Who a request comes from for quotas: the principal's name (`User:` left out) and its client id.
@@ -47,15 +46,17 @@ pub fn before(
     frame_bytes: usize,
 ) -> Quota {
     match body {
-        RequestKind::Produce(_) => {
-            let produce_ms = broker.quotas.record(Kind::Produce, &client(ctx, header), frame_bytes, now_ms());
-            Quota { produce_ms, consumer_fetch: false }
-        }
+        RequestKind::Produce(_) => match broker.quotas.limit_for(Kind::Produce, &client(ctx, header)) {
+            Some(limit) => Quota { produce_ms: broker.quotas.record(&limit, frame_bytes, now_ms()), fetch_limit: None },
+            None => Quota::default(),
+        },
         RequestKind::Fetch(req) if req.replica_id.0 < 0 && req.replica_state.replica_id.0 < 0 => {
-            if let Some(cap) = broker.quotas.max_bytes_in_window(Kind::Fetch, &client(ctx, header)) {
+            let fetch_limit = broker.quotas.limit_for(Kind::Fetch, &client(ctx, header));
+            if let Some(limit) = &fetch_limit {
+                let cap = broker.quotas.max_bytes_in_window(limit);
                 req.max_bytes = req.max_bytes.min(cap.min(i32::MAX as u64) as i32);
             }
-            Quota { produce_ms: 0, consumer_fetch: true }
+            Quota { produce_ms: 0, fetch_limit }
         }
         _ => Quota::default(),
     }
@@ -65,7 +66,6 @@ pub fn before(
 /// empty with the throttle time when that puts it over.
 pub fn fetch_parts(
     broker: &Broker,
-    ctx: &RequestContext,
     header: &RequestHeader,
     version: i16,
     answer: FetchAnswer,
@@ -74,16 +74,14 @@ pub fn fetch_parts(
     let correlation_id = header.correlation_id;
     let session_id = answer.response.session_id;
     let parts = fetch_frame::encode_fetch_response(version, correlation_id, answer)?;
-    if !quota.consumer_fetch {
-        return Ok((parts, 0));
-    }
+    let Some(limit) = &quota.fetch_limit else { return Ok((parts, 0)) };
     let bytes: usize = parts.iter().map(OutPart::len).sum();
-    let (who, now) = (client(ctx, header), now_ms());
-    let throttle_ms = broker.quotas.record(Kind::Fetch, &who, bytes, now);
+    let now = now_ms();
+    let throttle_ms = broker.quotas.record(limit, bytes, now);
     if throttle_ms == 0 {
         return Ok((parts, 0));
     }
-    broker.quotas.unrecord(Kind::Fetch, &who, bytes, now);
+    broker.quotas.unrecord(limit, bytes, now);
     let response = FetchResponse::default().with_throttle_time_ms(clamp_ms(throttle_ms)).with_session_id(session_id);
     let empty = FetchAnswer { response, records: Vec::new() };
     Ok((fetch_frame::encode_fetch_response(version, correlation_id, empty)?, throttle_ms))
