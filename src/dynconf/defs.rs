@@ -85,8 +85,22 @@ pub struct KafkaTopicDef {
 
 /// Broker configs whose dynamic changes Ketch applies live, besides the broker-level names of
 /// topic configs (`TOPIC_CONFIG_KEYS`).
-pub const APPLIED_LIVE: &[&str] =
-    &["producer.id.expiration.ms", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"];
+pub const APPLIED_LIVE: &[&str] = &[
+    "producer.id.expiration.ms",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
+    // connection limits (`server::limits`), read at every new connection
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
+];
+
+/// `listener.name.<listener>.<config>` names Ketch applies live (Kafka's
+/// `SocketServer.ListenerReconfigurableConfigs`).
+pub fn applied_listener_config(name: &str) -> bool {
+    listener_base(name).is_some_and(|base| ["max.connections", "max.connection.creation.rate"].contains(&base))
+}
 
 /// Defaults Ketch really uses where they differ from Kafka's on purpose.
 pub const KETCH_DEFAULTS: &[(&str, &str)] = &[
@@ -409,6 +423,37 @@ pub fn validate_cleaner_memory(dedupe_buffer_size: &str, threads: &str) -> Resul
         }
         Some(_) => Ok(()),
     }
+}
+
+/// Kafka's checks of the per-address connection limits (`KafkaConfig.validateValues`): the
+/// overrides are `host:count` pairs, and `max.connections.per.ip` may be 0 only with some.
+pub fn validate_connection_limits(max_per_ip: &str, overrides: &str) -> Result<(), String> {
+    let overrides = parse_ip_overrides(overrides)?;
+    if max_per_ip.trim().parse::<i64>() == Ok(0) && overrides.is_empty() {
+        return Err("requirement failed: max.connections.per.ip can be set to zero only if \
+                    max.connections.per.ip.overrides property is set."
+            .into());
+    }
+    Ok(())
+}
+
+/// `max.connections.per.ip.overrides`: `host:count,host:count`, each host resolved to an
+/// address as Kafka's `InetAddress.getByName` does (IPv4-mapped IPv6 addresses as IPv4).
+pub fn parse_ip_overrides(text: &str) -> Result<Vec<(std::net::IpAddr, i64)>, String> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = || format!("Invalid value {text} for configuration max.connections.per.ip.overrides");
+        let (host, count) = entry.rsplit_once(':').ok_or_else(bad)?;
+        let count: i64 = count.trim().parse().map_err(|_| bad())?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        let address = match host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => (host, 0).to_socket_addrs().ok().and_then(|mut a| a.next()).ok_or_else(bad)?.ip(),
+        };
+        out.push((address.to_canonical(), count));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -275,6 +275,8 @@ impl DynamicConfigs {
         let then = |name| value_then(name).unwrap_or_default();
         defs::validate_cleaner_memory(&then("log.cleaner.dedupe.buffer.size"), &then("log.cleaner.threads"))
             .map_err(invalid)?;
+        defs::validate_connection_limits(&then("max.connections.per.ip"), &then("max.connections.per.ip.overrides"))
+            .map_err(invalid)?;
         for (def, _) in values.iter().filter(|_| why == Check::Change) {
             if let (Some(old), Some(new)) = (value_now(def.name), value_then(def.name)) {
                 defs::validate_reconfiguration(def.name, &old, &new).map_err(invalid)?;
@@ -282,7 +284,7 @@ impl DynamicConfigs {
         }
         let mut merged = self.static_props.clone();
         for (key, value) in default_set.iter().chain(broker_set) {
-            if defs::lookup(key).is_some_and(|d| d.applied) {
+            if defs::lookup(key).is_some_and(|d| d.applied) || defs::applied_listener_config(key) {
                 merged.insert(key.clone(), value.trim().to_string());
             }
         }

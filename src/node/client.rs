@@ -24,6 +24,8 @@ pub struct Connection {
     client_id: StrBytes,
     next_correlation_id: i32,
     timeout: Duration,
+    /// When the last exchange ended (or the connection was made).
+    last_used: std::time::Instant,
 }
 
 impl std::fmt::Debug for Connection {
@@ -45,11 +47,18 @@ impl Connection {
             client_id: StrBytes::from_string(client_id.to_string()),
             next_correlation_id: 0,
             timeout,
+            last_used: std::time::Instant::now(),
         })
     }
 
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// How long since the last exchange (a broker closes connections idle for its
+    /// `connections.max.idle.ms`, 10 minutes by default).
+    pub fn idle_for(&self) -> Duration {
+        self.last_used.elapsed()
     }
 
     /// Sends `request` at `version` and waits (at most the timeout plus `extra_wait`, e.g. a
@@ -91,6 +100,7 @@ impl Connection {
         let mut body = tokio::time::timeout(deadline, exchange)
             .await
             .map_err(|_| anyhow::anyhow!("no response from {} within {deadline:?}", self.addr))??;
+        self.last_used = std::time::Instant::now();
         let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))?;
         anyhow::ensure!(
             header.correlation_id == correlation_id,

@@ -6,8 +6,9 @@
 //! Enforced: `producer_byte_rate` (Produce requests) and `consumer_byte_rate` (consumer Fetch
 //! responses), by the connection (`server::connection`): the throttle time goes into the
 //! response and the connection reads nothing more from the client until it has passed, as
-//! Kafka mutes a throttled channel (KIP-219). Stored and described but not enforced yet:
-//! `request_percentage`, `controller_mutation_rate`, and IP `connection_creation_rate`.
+//! Kafka mutes a throttled channel (KIP-219). The IP `connection_creation_rate` is enforced by
+//! the listeners' connection limits (`server::limits`). Stored and described but not enforced
+//! yet: `request_percentage` and `controller_mutation_rate`.
 
 pub mod entity;
 pub mod rate;

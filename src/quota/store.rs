@@ -159,6 +159,34 @@ impl QuotaStore {
         self.with_quotas(|q| limit_of(q, kind, client))
     }
 
+    /// The `connection_creation_rate` quota of connections from `ip`: its own entity's, else the
+    /// default IP entity's, None without one (Kafka's `ConnectionQuotas.connectionRateForIp`).
+    /// Entity names are compared as addresses (`::1` and `0:0:0:0:0:0:0:1` are the same).
+    pub fn ip_connection_rate(&self, ip: std::net::IpAddr) -> Option<f64> {
+        self.with_quotas(|quotas| {
+            let mut default = None;
+            for (entity, values) in quotas {
+                let (Some(name), Some(rate)) = (entity.get(entity::IP), values.get(entity::CONNECTION_CREATION_RATE))
+                else {
+                    continue;
+                };
+                match name {
+                    Some(n) if n.parse::<std::net::IpAddr>().is_ok_and(|a| a.to_canonical() == ip) => {
+                        return Some(*rate)
+                    }
+                    Some(_) => {}
+                    None => default = Some(*rate),
+                }
+            }
+            default
+        })
+    }
+
+    /// `quota.window.num` and `quota.window.size.seconds`.
+    pub fn window(&self) -> Window {
+        self.window
+    }
+
     /// Counts `bytes` against `limit`'s rate at `now_ms` and returns the throttle time it asks
     /// for (0 within the quota).
     pub fn record(&self, limit: &Limit, bytes: usize, now_ms: u64) -> u64 {

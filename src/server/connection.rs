@@ -21,6 +21,11 @@
 //! throttle time in its response, and the connection takes no further frame until that time
 //! has passed (Kafka's channel muting); responses already owed are still written meanwhile.
 //!
+//! Connection limits (`limits.rs`): the connection holds its [`Slot`] while open, marks it
+//! active at every frame and response, closes when the limits evict it (`max.connections`
+//! reached by the inter-broker listener) and when it has been idle for `connections.max.idle.ms`
+//! with no response owed.
+//!
 //! Invariants: a frame larger than `socket.request.max.bytes`, or one that cannot be parsed,
 //! closes this connection only; memory for a frame grows with the bytes actually received,
 //! never with the length a client merely claims. A TLS handshake that fails (a plaintext client
@@ -55,6 +60,7 @@ use crate::protocol::fetch_frame::OutPart;
 use crate::protocol::{self, ProtocolError};
 use crate::security::sasl::{Authenticator, ListenerSasl, Step as SaslStep};
 
+use super::limits::Slot;
 use super::throttle;
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
@@ -151,6 +157,7 @@ pub struct Named {
     pub sasl: Option<Arc<ListenerSasl>>,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     socket: TcpStream,
     peer: SocketAddr,
@@ -159,6 +166,7 @@ pub async fn serve(
     stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
+    slot: Slot,
 ) -> anyhow::Result<()> {
     let _connection = metrics.connection_opened();
     // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
@@ -174,7 +182,7 @@ pub async fn serve(
     match named.tls {
         None => {
             let (reader, writer) = socket.into_split();
-            run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics).await
+            run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
         }
         Some(acceptor) => {
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
@@ -185,7 +193,7 @@ pub async fn serve(
             ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates());
             tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");
             let (reader, writer) = tokio::io::split(stream);
-            run(BufReader::new(reader), writer, ctx, sasl, broker, stop, in_flight, metrics).await
+            run(BufReader::new(reader), writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
         }
     }
 }
@@ -202,8 +210,10 @@ async fn run<R: FrameRead, W: FrameWrite>(
     mut stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
+    slot: Slot,
 ) -> anyhow::Result<()> {
     let peer = ctx.peer_addr;
+    let idle = idle_limit(&broker.config.properties);
     let mut writer = BufWriter::new(writer);
     // Frames are read by their own task so that reading is never cancelled half-way; the
     // channel holds one frame, so a connection buffers at most one request ahead.
@@ -218,6 +228,9 @@ async fn run<R: FrameRead, W: FrameWrite>(
     // channel muting, `throttle.rs`); responses already owed are still written.
     let mut muted_until: Option<tokio::time::Instant> = None;
     loop {
+        // Every turn of this loop follows some activity: a frame, a response, the end of a mute.
+        slot.touch();
+        let idle_at = idle.map(|d| tokio::time::Instant::now() + d);
         let frame = tokio::select! {
             biased;
             done = async { pending.front_mut().expect("not empty").await }, if !pending.is_empty() => {
@@ -231,6 +244,14 @@ async fn run<R: FrameRead, W: FrameWrite>(
             }
             frame = frames.recv(), if muted_until.is_none() => frame,
             _ = stop.changed() => return Ok(()),
+            _ = slot.evicted() => {
+                tracing::info!(%peer, "closing connection: max.connections reached by the inter-broker listener");
+                return Ok(());
+            }
+            _ = tokio::time::sleep_until(idle_at.unwrap_or_else(tokio::time::Instant::now)), if idle_at.is_some() && pending.is_empty() => {
+                tracing::debug!(%peer, "closing connection: idle for connections.max.idle.ms");
+                return Ok(());
+            }
         };
         let (frame, received_at) = match frame {
             Some(Ok(frame)) => frame,
@@ -340,6 +361,13 @@ async fn run<R: FrameRead, W: FrameWrite>(
         drop(in_flight_guard);
         drop(timer);
     }
+}
+
+/// `connections.max.idle.ms` (Kafka's default 10 minutes; negative: never): a connection that
+/// reads no frame and writes no response for this long is closed, as Kafka's selector closes it.
+fn idle_limit(properties: &crate::config::Properties) -> Option<Duration> {
+    let ms = properties.get("connections.max.idle.ms").and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(600_000);
+    u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
 /// Writes one encoded response frame and counts its bytes.

@@ -1,6 +1,7 @@
 //! Networking: the listeners that accept client connections, the per-connection request loop
 //! (`connection.rs`), TLS for SSL and SASL_SSL listeners (`tls.rs`), SASL for SASL_PLAINTEXT and
-//! SASL_SSL listeners (`security::sasl`), and shutdown on SIGTERM/SIGINT.
+//! SASL_SSL listeners (`security::sasl`), the connection limits every new connection passes
+//! (`limits.rs`, Kafka's `ConnectionQuotas`), and shutdown on SIGTERM/SIGINT.
 //!
 //! Owns: binding every configured listener (IPv4 and IPv6, port 0 for an ephemeral port), each
 //! with its name and security protocol (`listener.security.protocol.map`) and, for SSL, its
@@ -16,6 +17,7 @@
 mod combined;
 mod connection;
 pub mod controller;
+mod limits;
 mod throttle;
 mod tls;
 
@@ -58,6 +60,15 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
         };
         tls_acceptors.push(acceptor);
         sasl_configs.push(sasl);
+    }
+    {
+        let props = &broker.config.properties;
+        let get = |k: &str| props.get(k).cloned().unwrap_or_default();
+        crate::dynconf::defs::validate_connection_limits(
+            &get("max.connections.per.ip"),
+            &get("max.connections.per.ip.overrides"),
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
     }
     broker.recover().await?;
     let mut listeners = Vec::new();
@@ -158,12 +169,21 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut accept_tasks = Vec::new();
-    for (((name, listener), tls), sasl) in listeners.into_iter().zip(tls_acceptors).zip(sasl_configs) {
+    let names: Vec<Arc<str>> = listeners.iter().map(|(name, _)| Arc::from(name.as_str())).collect();
+    let limits = limits::ConnectionLimits::new(
+        &names,
+        &inter_broker_listener(&broker.config.properties),
+        broker.quotas.window(),
+    );
+    for ((((name, listener), tls), sasl), named) in
+        listeners.into_iter().zip(tls_acceptors).zip(sasl_configs).zip(names)
+    {
         let broker = broker.clone();
         let stop = stop_rx.clone();
         let protocol = security_protocol(&broker.config.properties, &name);
-        let named = connection::Named { name: Arc::from(name.as_str()), protocol, tls, sasl };
-        accept_tasks.push(tokio::spawn(accept_loop(listener, named, broker, stop, in_flight.clone(), metrics.clone())));
+        let named = connection::Named { name: named, protocol, tls, sasl };
+        let shared = Shared { stop, in_flight: in_flight.clone(), metrics: metrics.clone(), limits: limits.clone() };
+        accept_tasks.push(tokio::spawn(accept_loop(listener, named, broker, shared)));
     }
     shutdown_signal().await;
     metrics.set_readiness(Readiness::Stopping);
@@ -295,17 +315,49 @@ fn security_protocol(properties: &crate::config::Properties, listener: &str) -> 
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    named: connection::Named,
-    broker: Arc<Broker>,
+/// The inter-broker listener: `inter.broker.listener.name`, else the listener named after
+/// `security.inter.broker.protocol` (PLAINTEXT by default), as Kafka's `interBrokerListenerName`.
+fn inter_broker_listener(properties: &crate::config::Properties) -> String {
+    properties
+        .get("inter.broker.listener.name")
+        .or_else(|| properties.get("security.inter.broker.protocol"))
+        .map_or_else(|| "PLAINTEXT".to_string(), |name| name.trim().to_string())
+}
+
+/// What every accept loop shares.
+struct Shared {
     stop: watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
-) {
+    limits: Arc<limits::ConnectionLimits>,
+}
+
+async fn accept_loop(listener: TcpListener, named: connection::Named, broker: Arc<Broker>, shared: Shared) {
     loop {
         match listener.accept().await {
             Ok((socket, peer)) => {
+                // Kafka's ConnectionQuotas: this acceptor may wait here (creation rate, a free
+                // slot), as Kafka's does; later connections wait in the listen backlog.
+                let settings_now = || shared.limits.settings(&broker.dynamic.effective().properties, &named.name);
+                let ip_rate = broker.quotas.ip_connection_rate(peer.ip().to_canonical());
+                let slot = match shared.limits.admit(&named.name, peer.ip(), settings_now, ip_rate).await {
+                    limits::Admission::Accepted(slot) => slot,
+                    limits::Admission::Refused { max } => {
+                        tracing::info!(
+                            "Rejected connection from {}, address already has the configured maximum of {max} connections.",
+                            peer.ip().to_canonical()
+                        );
+                        continue;
+                    }
+                    limits::Admission::Throttled(delay) => {
+                        tracing::debug!(%peer, ?delay, "connection_creation_rate quota: closing the connection later");
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            drop(socket);
+                        });
+                        continue;
+                    }
+                };
                 let _ = socket.set_nodelay(true);
                 // Kafka's socket.send.buffer.bytes (100 KiB by default, as in Kafka): a bounded
                 // send buffer keeps what a large fetch has in flight small; over loopback it read
@@ -318,12 +370,13 @@ async fn accept_loop(
                     let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, bytes);
                 }
                 let broker = broker.clone();
-                let stop = stop.clone();
-                let in_flight = in_flight.clone();
-                let metrics = metrics.clone();
+                let stop = shared.stop.clone();
+                let in_flight = shared.in_flight.clone();
+                let metrics = shared.metrics.clone();
                 let named = named.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection::serve(socket, peer, named, broker, stop, in_flight, metrics).await {
+                    if let Err(e) = connection::serve(socket, peer, named, broker, stop, in_flight, metrics, slot).await
+                    {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
                 });

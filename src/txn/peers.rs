@@ -70,6 +70,9 @@ fn answers<'r>(partitions: &[(String, i32)], entries: impl Iterator<Item = (&'r 
         .collect()
 }
 
+/// Kafka clients' default `connections.max.idle.ms`.
+const PEER_MAX_IDLE: std::time::Duration = std::time::Duration::from_secs(9 * 60);
+
 /// The coordinator's side of a cluster: how to reach partition leaders on other brokers.
 pub struct Cluster {
     /// This broker's id (in its requests' client id).
@@ -100,7 +103,9 @@ impl Cluster {
     ) -> anyhow::Result<R::Response> {
         let slot = self.conn(broker);
         let mut conn = slot.lock().await;
-        if conn.as_ref().is_none_or(|c| c.addr() != addr) {
+        // A connection idle for longer than Kafka clients keep one (`connections.max.idle.ms`,
+        // 9 minutes) is replaced: the broker closes it after its own 10.
+        if conn.as_ref().is_none_or(|c| c.addr() != addr || c.idle_for() > PEER_MAX_IDLE) {
             let client_id = format!("broker-{}-txn", self.node_id);
             *conn = Some(Connection::connect(addr, &client_id, PEER_TIMEOUT).await?);
         }
