@@ -1,7 +1,8 @@
 """franz-go's own pkg/kgo integration tests (scripts/franz-go-kgo-suite) against the broker.
 
-Runs every pkg/kgo test except the skip list in the script (KIP-848 and
-share groups: not implemented yet; `scripts/franz-go-kgo-suite --list-skips` prints it).
+Runs every pkg/kgo test except the skip list in the script (broker-side regex resolution and
+share groups; `scripts/franz-go-kgo-suite --list-skips` prints it). One known franz-go race in
+KIP-848 mode (UPSTREAM_848_RACE below) gets TestGroupETL rerun once when it is the only failure.
 Set KGO_SUITE_ENABLE=kip848,share (or all) to run skipped groups as features land.
 Marked slow (about 30 s of tests on real Kafka plus a one-off module download and compile):
 deselect with `-m "not slow"`. The full output is kept in the test's tmp dir (path printed).
@@ -59,8 +60,39 @@ def test_franz_go_kgo_suite_on_three_brokers(start_cluster, tmp_path):
     run_suite(bootstrap(brokers.values()), tmp_path, "--rf", "3")
 
 
+# franz-go's own race in KIP-848 mode (v1.22.3, pkg/kgo/consumer_group.go `commit`): TestGroupETL's
+# commit-before-poll may be built at the member epoch a revocation is just leaving; the broker
+# answers STALE_MEMBER_EPOCH (as Kafka 4.1 does: it requires the exact epoch), franz-go retries at
+# the new epoch without the revoked partitions and reports REBALANCE_IN_PROGRESS for those
+# itself, which the test does not tolerate. Seen once in many runs, on Ketch; Kafka answers the same.
+UPSTREAM_848_RACE = "unable to commit: REBALANCE_IN_PROGRESS"
+
+
+def only_the_upstream_848_race(log: str) -> bool:
+    """True when the only failures are TestGroupETL's KIP-848 variants with that commit error."""
+    failed = re.findall(r"^\s*--- FAIL: (\S+)", log, re.M)
+    errors = [l for l in log.splitlines() if re.match(r"\s+\S+_test\.go:\d+: ", l)
+              and "deleting topic" not in l and "NOT DELETING" not in l]
+    return (bool(failed) and all(f == "TestGroupETL" or (f.startswith("TestGroupETL/") and (
+        f.endswith("/848") or f.count("/") == 1)) for f in failed)
+        and any("/848" in f for f in failed)
+        and bool(errors) and all(UPSTREAM_848_RACE in l for l in errors))
+
+
 def run_suite(seeds: str, tmp_path, *flags: str) -> None:
-    logpath = tmp_path / "kgo-suite.log"
+    rc, log, logpath = run_once(seeds, tmp_path, "kgo-suite.log", *flags)
+    if rc not in (None, 0) and only_the_upstream_848_race(log):
+        # That race alone: TestGroupETL once more, which must pass.
+        print(f"kgo suite: only franz-go's KIP-848 commit race ({UPSTREAM_848_RACE}); rerunning TestGroupETL")
+        rc, log, logpath = run_once(seeds, tmp_path, "kgo-suite-rerun.log", "--run", "^TestGroupETL$", *flags)
+    if rc is None:
+        pytest.fail(f"kgo suite exceeded {RUN_TIMEOUT}s\n{summarize(log)}", pytrace=False)
+    if rc != 0:
+        pytest.fail(f"kgo suite failed (exit {rc}); full log {logpath}\n{summarize(log)}", pytrace=False)
+
+
+def run_once(seeds: str, tmp_path, log_name: str, *flags: str):
+    logpath = tmp_path / log_name
     cmd = [str(SCRIPT), "--seeds", seeds, "--timeout", GO_TEST_TIMEOUT, *flags]
     if os.environ.get("KGO_SUITE_ENABLE"):
         cmd += ["--enable", os.environ["KGO_SUITE_ENABLE"]]
@@ -76,7 +108,4 @@ def run_suite(seeds: str, tmp_path, *flags: str) -> None:
     skipped = re.findall(r"^--- SKIP: (\S+)", log, re.M)
     print(f"kgo suite: {passed} passed, {len(skipped)} skipped by the tests themselves ({' '.join(skipped)}); "
           f"full log {logpath}")
-    if rc is None:
-        pytest.fail(f"kgo suite exceeded {RUN_TIMEOUT}s\n{summarize(log)}", pytrace=False)
-    if rc != 0:
-        pytest.fail(f"kgo suite failed (exit {rc}); full log {logpath}\n{summarize(log)}", pytrace=False)
+    return rc, log, logpath

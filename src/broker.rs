@@ -120,7 +120,8 @@ impl Broker {
         let features = Features::open(config.log_dir(), config.node_id)?;
         let acls = AclStore::open(&config.properties, config.log_dir())?;
         let scram = ScramStore::open(config.log_dir())?;
-        let quotas = QuotaStore::open(config.log_dir(), quota_window(&config.properties)?)?;
+        let quotas = QuotaStore::open(config.log_dir(), Window::from_properties(&config.properties)?)?
+            .with_mutation_window(Window::controller_from_properties(&config.properties)?);
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
         let p = &config.properties;
@@ -385,12 +386,4 @@ impl Broker {
             }
         }
     }
-}
-
-/// `quota.window.num` and `quota.window.size.seconds` (Kafka's defaults 11 and 1, at least 1).
-fn quota_window(properties: &crate::config::Properties) -> anyhow::Result<Window> {
-    use crate::config::int_property;
-    let samples = int_property(properties, "quota.window.num", 11, 1, 10_000)? as u32;
-    let window_ms = int_property(properties, "quota.window.size.seconds", 1, 1, 86_400)? as u64 * 1000;
-    Ok(Window { samples, window_ms })
 }

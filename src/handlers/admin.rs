@@ -3,6 +3,7 @@
 //! metadata image: `metadata_image`). The config APIs live in `configs.rs`.
 //! Authorization as Kafka's: CreatePartitions ALTER and DeleteRecords DELETE on each topic
 //! (else TOPIC_AUTHORIZATION_FAILED); DescribeCluster reports the cluster operations allowed.
+//! CreatePartitions takes the new partitions from the client's controller mutation quota.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,10 +19,11 @@ use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::{DescribeClusterBroker, DescribeClusterResponse};
 use kafka_protocol::messages::BrokerId;
 
-use super::create_topics::validate_assignment;
+use super::create_topics::{take_quota, validate_assignment};
 use super::metadata::advertised_endpoint;
 use super::{metadata_image, str_bytes, RequestContext};
 use crate::broker::Broker;
+use crate::quota::mutation::MutationQuota;
 use crate::security::acl;
 
 /// CreatePartitions with Kafka's checks and messages (`ControllerApis` refuses a topic named
@@ -30,6 +32,7 @@ pub fn create_partitions(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: CreatePartitionsRequest,
+    mut quota: MutationQuota,
 ) -> CreatePartitionsResponse {
     let node = broker.config.node_id;
     let alterable =
@@ -50,7 +53,11 @@ pub fn create_partitions(
             } else if name.starts_with("__") {
                 Err((ResponseError::InvalidPartitions, Some("internal topics cannot be changed".to_string())))
             } else {
-                check_new_partitions(broker, t, node).and_then(|()| {
+                check_new_partitions(broker, t, node).and_then(|added| {
+                    if added > 0 {
+                        // (no increase: refused by `add_partitions`, before the quota as in Kafka)
+                        take_quota(&mut quota, added).map_err(|(e, m)| (e, Some(m)))?;
+                    }
                     broker
                         .topics
                         .add_partitions(name, t.count, req.validate_only)
@@ -66,7 +73,7 @@ pub fn create_partitions(
             }
         })
         .collect();
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default().with_results(results).with_throttle_time_ms(quota.throttle_ms())
 }
 
 /// The checks Kafka makes before growing `t`: the topic exists (no message when it does not),
@@ -75,13 +82,13 @@ fn check_new_partitions(
     broker: &Broker,
     t: &CreatePartitionsTopic,
     node: i32,
-) -> Result<(), (ResponseError, Option<String>)> {
+) -> Result<i32, (ResponseError, Option<String>)> {
     let Some(topic) = broker.topics.get(t.name.0.as_str()) else {
         return Err((ResponseError::UnknownTopicOrPartition, None));
     };
     let additional = t.count - topic.partitions.len() as i32;
     let Some(assignments) = t.assignments.as_ref().filter(|_| additional > 0) else {
-        return Ok(()); // the partition count itself is checked by `add_partitions`
+        return Ok(additional); // the partition count itself is checked by `add_partitions`
     };
     if assignments.len() as i32 != additional {
         let message = format!(
@@ -93,7 +100,7 @@ fn check_new_partitions(
     for a in assignments {
         validate_assignment(&a.broker_ids, &[node]).map_err(|(e, message)| (e, Some(message)))?;
     }
-    Ok(())
+    Ok(additional)
 }
 
 pub fn describe_cluster(

@@ -1,7 +1,9 @@
 //! CreateTopics: validate names, partition counts, replication factor, assignments and configs
 //! in Kafka's order and with Kafka's messages; create. Authorization as Kafka's controller:
 //! CREATE on the cluster or on each topic (else TOPIC_AUTHORIZATION_FAILED), DESCRIBE_CONFIGS on
-//! a topic to see its configs in the answer (else its `topic_config_error_code`).
+//! a topic to see its configs in the answer (else its `topic_config_error_code`). Each valid
+//! topic's partitions are taken from the client's controller mutation quota
+//! (`quota::mutation`) before it is created.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use super::configs::topic_config_sources;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::config::{Properties, TopicConfig};
+use crate::quota::mutation::MutationQuota;
 use crate::security::acl;
 
 pub fn handle(
@@ -26,6 +29,7 @@ pub fn handle(
     ctx: &RequestContext,
     req: CreateTopicsRequest,
     version: i16,
+    mut quota: MutationQuota,
 ) -> CreateTopicsResponse {
     let authz = ctx.authz(broker);
     let names = || req.topics.iter().map(|t| t.name.0.as_str());
@@ -43,10 +47,17 @@ pub fn handle(
         }
         let describable = describable.contains(t.name.0.as_str());
         let name = t.name.clone();
-        create_one(broker, t, validate_only, version, describable)
+        create_one(broker, t, validate_only, version, describable, &mut quota)
             .unwrap_or_else(|(error, message)| error_result(&name, error, message))
     });
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default().with_topics(topics).with_throttle_time_ms(quota.throttle_ms())
+}
+
+/// Takes a topic's partitions from the request's controller mutation quota (Kafka's
+/// `applyPartitionChangeQuota`): THROTTLING_QUOTA_EXCEEDED once it is exhausted.
+pub fn take_quota(quota: &mut MutationQuota, partitions: i32) -> Result<(), Refusal> {
+    let now = crate::log::now_ms().max(0) as u64;
+    quota.take(partitions.max(0) as u32, now).map_err(|m| (ResponseError::ThrottlingQuotaExceeded, m.to_string()))
 }
 
 /// Kafka's refusal of one topic: its error and message.
@@ -185,6 +196,7 @@ fn create_one(
     validate_only: bool,
     version: i16,
     describable: bool,
+    quota: &mut MutationQuota,
 ) -> Result<CreatableTopicResult, Refusal> {
     let name = topic.name.0.as_str().to_string();
     broker.topics.check_new_name(&name).map_err(|e| (e.error, e.message))?;
@@ -214,10 +226,11 @@ fn create_one(
     }
     let (partitions, replication_factor) = layout.shape();
     let overrides = overrides(&topic);
+    let checked = broker.topics.check_create(&name, partitions, &overrides).map_err(|e| (e.error, e.message))?;
+    take_quota(quota, partitions)?;
     let outcome = if validate_only {
         // Kafka draws the id of a topic it validates too.
-        let id = Uuid::from_bytes(crate::metadata::random_bytes());
-        broker.topics.check_create(&name, partitions, &overrides).map(|config| (id, config))
+        Ok((Uuid::from_bytes(crate::metadata::random_bytes()), checked))
     } else {
         broker.topics.create(&name, partitions, overrides.clone()).map(|t| (t.id, t.config.clone()))
     };

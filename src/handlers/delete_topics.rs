@@ -2,7 +2,8 @@
 //! (`ControllerApis.deleteTopics`): an entry with both a name and an id, or neither, and names or
 //! ids given twice are refused before anything is deleted. Authorization as Kafka's controller:
 //! DELETE on the cluster or on each topic; a topic named without DESCRIBE, or named by an id
-//! without DELETE, is TOPIC_AUTHORIZATION_FAILED (the name shown only when describable).
+//! without DELETE, is TOPIC_AUTHORIZATION_FAILED (the name shown only when describable). A
+//! deleted topic's partitions are taken from the client's controller mutation quota.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,9 +14,11 @@ use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, Del
 use kafka_protocol::messages::TopicName;
 use uuid::Uuid;
 
+use super::create_topics::take_quota;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::error::default_message;
+use crate::quota::mutation::MutationQuota;
 use crate::security::acl;
 
 fn result(name: Option<&str>, id: Uuid, error: Option<(ResponseError, String)>) -> DeletableTopicResult {
@@ -36,6 +39,7 @@ pub fn handle(
     ctx: &RequestContext,
     req: DeleteTopicsRequest,
     version: i16,
+    mut quota: MutationQuota,
 ) -> DeleteTopicsResponse {
     let authz = ctx.authz(broker);
     let cluster_delete = authz.allows_quietly(acl::DELETE, acl::CLUSTER, acl::CLUSTER_NAME);
@@ -106,10 +110,12 @@ pub fn handle(
         };
         let outcome = if !broker.config.delete_topic_enable {
             refused(ResponseError::TopicDeletionDisabled)
+        } else if let Err(refusal) = take_quota(&mut quota, topic.partitions.len() as i32) {
+            Some(refusal)
         } else {
             broker.topics.delete(&topic.name).err().map(|e| (ResponseError::KafkaStorageError, e.to_string()))
         };
         responses.push(result(Some(&topic.name), topic.id, outcome));
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default().with_responses(responses).with_throttle_time_ms(quota.throttle_ms())
 }

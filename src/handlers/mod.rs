@@ -109,6 +109,12 @@ pub async fn dispatch(
     body: RequestKind,
 ) -> Reply {
     let client_id = header.client_id.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+    // A single node's controller mutation quota, strict from the version `strict_since` on.
+    let mutation = |strict_since: i16| {
+        broker
+            .quotas
+            .mutation_quota(&crate::quota::Client::of(&ctx.principal, Some(&client_id)), version >= strict_since)
+    };
     Reply::Response(match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(match broker.controller.get() {
             // A broker of a controller quorum: the finalized features of the quorum's image.
@@ -133,7 +139,7 @@ pub async fn dispatch(
             Some(link) => {
                 ResponseKind::CreateTopics(forward::create_topics(link, &ctx.authz(broker), req, version).await)
             }
-            None => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version)),
+            None => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version, mutation(6))),
         },
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(broker, ctx, req, version))
@@ -225,7 +231,7 @@ pub async fn dispatch(
             Some(link) => {
                 ResponseKind::CreatePartitions(forward::create_partitions(link, &ctx.authz(broker), req, version).await)
             }
-            None => ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req)),
+            None => ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req, mutation(3))),
         },
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(admin::describe_cluster(broker, ctx, req, version))
@@ -260,7 +266,7 @@ pub async fn dispatch(
             Some(link) => {
                 ResponseKind::DeleteTopics(forward::delete_topics(link, &ctx.authz(broker), req, version).await)
             }
-            None => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version)),
+            None => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version, mutation(5))),
         },
         RequestKind::UpdateFeatures(req) => match broker.controller.get() {
             // A broker of a controller quorum: the controller finalizes features.

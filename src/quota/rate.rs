@@ -14,6 +14,27 @@ pub struct Window {
     pub window_ms: u64,
 }
 
+impl Window {
+    /// `quota.window.num` and `quota.window.size.seconds` (Kafka's defaults 11 and 1, at least 1).
+    pub fn from_properties(properties: &crate::config::Properties) -> anyhow::Result<Window> {
+        Window::with_prefix(properties, "")
+    }
+
+    /// The controller mutation quota's: `controller.quota.window.num` and
+    /// `controller.quota.window.size.seconds` (the same defaults).
+    pub fn controller_from_properties(properties: &crate::config::Properties) -> anyhow::Result<Window> {
+        Window::with_prefix(properties, "controller.")
+    }
+
+    fn with_prefix(properties: &crate::config::Properties, prefix: &str) -> anyhow::Result<Window> {
+        use crate::config::int_property;
+        let samples = int_property(properties, &format!("{prefix}quota.window.num"), 11, 1, 10_000)? as u32;
+        let size_key = format!("{prefix}quota.window.size.seconds");
+        let window_ms = int_property(properties, &size_key, 1, 1, 86_400)? as u64 * 1000;
+        Ok(Window { samples, window_ms })
+    }
+}
+
 impl Default for Window {
     /// Kafka's defaults: 11 samples of 1 s.
     fn default() -> Window {

@@ -1,5 +1,6 @@
 //! The client quotas in force on this node and the byte-rate throttling they ask for (Kafka's
-//! `ClientQuotaManager` for `producer_byte_rate` and `consumer_byte_rate`).
+//! `ClientQuotaManager` for `producer_byte_rate` and `consumer_byte_rate`, its
+//! `ClientRequestQuotaManager` for `request_percentage`).
 //!
 //! On disk (a single node): `<first log dir>/.ketch/quotas.records`: one Kafka
 //! `ClientQuotaRecord` per (entity, key) set, in the file format of `security::records_file`,
@@ -7,8 +8,8 @@
 //! metadata, as in Kafka's KRaft mode: a broker reads them from its metadata image
 //! (`read_from_image`) and alterations go to the controller.
 //!
-//! Throttling: each request's bytes are counted in a rate (`rate.rs`) per quota type and per
-//! Kafka's metric tags, the (user, client-id) pair the most specific configured quota entity
+//! Throttling: each request's bytes (for `request_percentage`, its handling time) are counted
+//! in a rate (`rate.rs`) per quota type and per Kafka's metric tags, the (user, client-id) pair the most specific configured quota entity
 //! names (`tags`), so clients sharing a quota share its rate; a rate over the entity's limit asks
 //! for Kafka's throttle time. Invariants: without any quota nothing is counted (one read of the
 //! quota map); at most `MAX_SENSORS` rates are kept, idle ones dropped first.
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::entity::{self, Alteration, Change, Entity, Quotas, CLIENT_ID, USER};
+use super::mutation::{MutationBuckets, MutationQuota};
 use super::rate::{Rate, Window};
 use crate::metadata::image::MetadataImage;
 use crate::metadata::records::{ClientQuotaRecord, EntityData, MetadataRecord};
@@ -43,6 +45,11 @@ pub enum Kind {
     Produce,
     /// `consumer_byte_rate`: Fetch response bytes (consumers; followers are not throttled).
     Fetch,
+    /// `request_percentage`: the time handling a client's requests took, in percent of one
+    /// thread per second (Kafka's request quota, KIP-124).
+    Request,
+    /// `controller_mutation_rate`: partitions created or deleted per second (`mutation.rs`).
+    Mutation,
 }
 
 impl Kind {
@@ -50,6 +57,8 @@ impl Kind {
         match self {
             Kind::Produce => entity::PRODUCER_BYTE_RATE,
             Kind::Fetch => entity::CONSUMER_BYTE_RATE,
+            Kind::Request => entity::REQUEST_PERCENTAGE,
+            Kind::Mutation => entity::CONTROLLER_MUTATION_RATE,
         }
     }
 }
@@ -61,8 +70,15 @@ pub struct Client<'a> {
     pub client_id: &'a str,
 }
 
+impl<'a> Client<'a> {
+    /// From a principal (`User:alice`: `alice`) and a request's client id.
+    pub fn of(principal: &'a str, client_id: Option<&'a str>) -> Client<'a> {
+        Client { user: principal.strip_prefix("User:").unwrap_or(principal), client_id: client_id.unwrap_or("") }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct SensorKey {
+pub(super) struct SensorKey {
     kind: Kind,
     user: String,
     client_id: String,
@@ -75,6 +91,8 @@ pub struct QuotaStore {
     image: OnceLock<ImageSource>,
     window: Window,
     sensors: Mutex<HashMap<SensorKey, Rate>>,
+    /// `controller_mutation_rate` buckets (a single node decides its topics itself).
+    mutations: MutationBuckets,
 }
 
 impl QuotaStore {
@@ -99,7 +117,15 @@ impl QuotaStore {
             image: OnceLock::new(),
             window,
             sensors: Mutex::new(HashMap::new()),
+            mutations: MutationBuckets::new(window),
         })
+    }
+
+    /// The controller mutation quota's window (`controller.quota.window.*`; by default the
+    /// client quotas' defaults).
+    pub fn with_mutation_window(mut self, window: Window) -> QuotaStore {
+        self.mutations = MutationBuckets::new(window);
+        self
     }
 
     /// From now on quotas are read from the metadata image `source` gives (a broker of a
@@ -182,6 +208,12 @@ impl QuotaStore {
         })
     }
 
+    /// The controller mutation quota of one CreateTopics / CreatePartitions / DeleteTopics of
+    /// `client` (strict from the versions that know THROTTLING_QUOTA_EXCEEDED).
+    pub fn mutation_quota(&self, client: &Client, strict: bool) -> MutationQuota<'_> {
+        self.with_quotas(|q| self.mutations.quota_for(q, client, strict))
+    }
+
     /// `quota.window.num` and `quota.window.size.seconds`.
     pub fn window(&self) -> Window {
         self.window
@@ -190,6 +222,14 @@ impl QuotaStore {
     /// Counts `bytes` against `limit`'s rate at `now_ms` and returns the throttle time it asks
     /// for (0 within the quota).
     pub fn record(&self, limit: &Limit, bytes: usize, now_ms: u64) -> u64 {
+        self.record_value(limit, bytes as f64, now_ms)
+    }
+
+    /// Counts `value` (bytes, or for a request quota percent of a thread's second) against
+    /// `limit`'s rate at `now_ms` and returns the throttle time it asks for. A request quota's
+    /// throttle is at most one window (`quota.window.size.seconds`), as Kafka's
+    /// `ClientRequestQuotaManager` bounds it.
+    pub fn record_value(&self, limit: &Limit, value: f64, now_ms: u64) -> u64 {
         let mut sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
         if !sensors.contains_key(&limit.key) && sensors.len() >= MAX_SENSORS {
             let idle_ms = self.window.samples as u64 * self.window.window_ms;
@@ -199,8 +239,12 @@ impl QuotaStore {
             }
         }
         let rate = sensors.entry(limit.key.clone()).or_insert_with(|| Rate::new(self.window, now_ms));
-        rate.record(bytes as f64, now_ms);
-        rate.throttle_ms(limit.bound, now_ms)
+        rate.record(value, now_ms);
+        let throttle_ms = rate.throttle_ms(limit.bound, now_ms);
+        match limit.key.kind {
+            Kind::Request => throttle_ms.min(self.window.window_ms),
+            Kind::Produce | Kind::Fetch | Kind::Mutation => throttle_ms,
+        }
     }
 
     /// Takes back bytes `record` counted (a throttled fetch answered empty).
@@ -223,8 +267,8 @@ impl QuotaStore {
 /// by metric tags) and its bound in bytes per second.
 #[derive(Clone, Debug)]
 pub struct Limit {
-    key: SensorKey,
-    bound: f64,
+    pub(super) key: SensorKey,
+    pub(super) bound: f64,
 }
 
 /// Each entity's outcome of a decision: refusals are INVALID_REQUEST.
@@ -241,7 +285,7 @@ fn all_changes(quotas: &Quotas) -> impl Iterator<Item = Change> + '_ {
 }
 
 /// The sensor and the limit of `client`'s quota of `kind`, None without one.
-fn limit_of(quotas: &Quotas, kind: Kind, client: &Client) -> Option<Limit> {
+pub(super) fn limit_of(quotas: &Quotas, kind: Kind, client: &Client) -> Option<Limit> {
     if quotas.is_empty() {
         return None;
     }

@@ -17,8 +17,8 @@
 //! allow sendfile there too: not yet). The loop is generic over the two halves of the stream
 //! (`FrameRead`, `FrameWrite`).
 //!
-//! Client quotas (`throttle.rs`): a request its client's byte-rate quota throttles gets the
-//! throttle time in its response, and the connection takes no further frame until that time
+//! Client quotas (`throttle.rs`): a request its client's byte-rate or request quota throttles
+//! gets the throttle time in its response, and the connection takes no further frame until that time
 //! has passed (Kafka's channel muting); responses already owed are still written meanwhile.
 //!
 //! Connection limits (`limits.rs`): the connection holds its [`Slot`] while open, marks it
@@ -316,10 +316,17 @@ async fn run<R: FrameRead, W: FrameWrite>(
             drain(&mut writer, &mut pending, &metrics).await?;
         }
         let quota = throttle::before(&broker, &ctx, &request.header, &mut request.body, frame_bytes);
+        let request_limit = throttle::request_limit(&broker, &ctx, &request.header, &request.body);
+        let dispatched = handlers::dispatch(&broker, &ctx, &request.header, version, request.body);
+        let (reply, busy) = match &request_limit {
+            Some(_) => throttle::Timed::new(dispatched).await,
+            None => (dispatched.await, Duration::ZERO),
+        };
+        let request_ms = throttle::request_ms(&broker, request_limit.as_ref(), busy);
         let mute = |ms: u64| (ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(ms));
-        muted_until = mute(quota.produce_ms);
-        let produce_throttle_ms = throttle::clamp_ms(quota.produce_ms);
-        match handlers::dispatch(&broker, &ctx, &request.header, version, request.body).await {
+        muted_until = mute(quota.produce_ms.max(request_ms));
+        let produce_throttle_ms = throttle::clamp_ms(quota.produce_ms.max(request_ms));
+        match reply {
             Reply::Produce(appended) => {
                 // Appended now, in arrival order; the response waits for its fsync in the
                 // background so the next pipelined request can share the same group commit.
@@ -348,13 +355,22 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 continue;
             }
             Reply::Fetch(answer) => {
-                let (parts, throttle_ms) = throttle::fetch_parts(&broker, &request.header, version, answer, &quota)?;
+                let (parts, throttle_ms) =
+                    throttle::fetch_parts(&broker, &request.header, version, answer, &quota, request_ms)?;
                 write_parts(&mut writer, parts, &metrics).await?;
                 muted_until = mute(throttle_ms);
             }
-            Reply::Response(response) => {
+            Reply::Response(mut response) => {
+                use crate::protocol::guard_schemas::{set_throttle_time_ms, throttle_time_ms};
+                // A handler's own throttle (the controller mutation quota, a forwarded request's
+                // answer) and the request quota's: the larger is answered and muted for.
+                let handler_ms = throttle_time_ms(&response).map_or(0, |ms| ms.max(0) as u64);
+                if request_ms > handler_ms {
+                    set_throttle_time_ms(&mut response, throttle::clamp_ms(request_ms));
+                }
                 let out = protocol::encode_response(api_key, version, correlation_id, &response)?;
                 write_out(&mut writer, &out, &metrics).await?;
+                muted_until = mute(request_ms.max(handler_ms));
             }
             Reply::Nothing => {}
         }
