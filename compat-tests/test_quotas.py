@@ -119,8 +119,8 @@ def rate_between(stamps: list[tuple[float, int]], start: float, end: float) -> f
     return sum((t - mt) * (b - mb) for t, b in points) / sum((t - mt) ** 2 for t, _ in points)
 
 
-def set_quota(kt, bs, key, client_id):
-    configs(kt, bs, "--alter", "--add-config", f"{key}={QUOTA_BYTES_PER_S}", "--entity-type", "clients",
+def set_quota(kt, bs, key, client_id, value=QUOTA_BYTES_PER_S):
+    configs(kt, bs, "--alter", "--add-config", f"{key}={value}", "--entity-type", "clients",
             "--entity-name", client_id)
     until(lambda: described(kt, bs, "--entity-type", "clients", "--entity-name", client_id), lambda got: bool(got))
     # Kafka's brokers apply it from their metadata a little later.
@@ -220,10 +220,7 @@ def test_request_percentage_throttles_a_busy_client(broker, kafka_libs, tmp_path
     throttle time (at most one quota window, 1 s) in its responses; another client id does not."""
     kt = KafkaTools(kafka_libs, broker, tmp_path)
     bs = broker.bootstrap
-    configs(kt, bs, "--alter", "--add-config", "request_percentage=0.01", "--entity-type", "clients",
-            "--entity-name", "busy")
-    until(lambda: described(kt, bs, "--entity-type", "clients", "--entity-name", "busy"), lambda got: bool(got))
-    time.sleep(1)  # Kafka's brokers apply it from their metadata a little later
+    set_quota(kt, bs, "request_percentage", "busy", 0.01)
     busy = api_versions_v1_throttles(bs, "busy", 30, stop_at_first=True)
     assert busy[-1] > 0, f"{len(busy)} requests in 30 s, none throttled at request_percentage=0.01"
     assert max(busy) <= 1000, f"a request throttle beyond one quota window: {max(busy)} ms"
@@ -245,10 +242,7 @@ def test_controller_mutation_rate_refuses_topics_beyond_the_bucket(broker, kafka
     probe = go_build("mutationprobe")
     kt = KafkaTools(kafka_libs, broker, tmp_path)
     bs = broker.bootstrap
-    configs(kt, bs, "--alter", "--add-config", "controller_mutation_rate=1", "--entity-type", "clients",
-            "--entity-name", "mutator")
-    until(lambda: described(kt, bs, "--entity-type", "clients", "--entity-name", "mutator"), lambda got: bool(got))
-    time.sleep(1)  # Kafka's controller applies it from its metadata a little later
+    set_quota(kt, bs, "controller_mutation_rate", "mutator", 1)
 
     def run(client_id: str, prefix: str) -> tuple[list[str], list[str], dict[str, int]]:
         r = subprocess.run([str(probe), bs, client_id, prefix, "5", "2"], capture_output=True, text=True,
