@@ -427,8 +427,10 @@ pub fn validate_cleaner_memory(dedupe_buffer_size: &str, threads: &str) -> Resul
 
 /// Kafka's checks of the per-address connection limits (`KafkaConfig.validateValues`): the
 /// overrides are `host:count` pairs, and `max.connections.per.ip` may be 0 only with some.
-pub fn validate_connection_limits(max_per_ip: &str, overrides: &str) -> Result<(), String> {
-    let overrides = parse_ip_overrides(overrides)?;
+/// `value` gives a config's value in force ("" when unset).
+pub fn validate_connection_limits(value: impl Fn(&str) -> String) -> Result<(), String> {
+    let (max_per_ip, overrides) =
+        (value("max.connections.per.ip"), parse_ip_overrides(&value("max.connections.per.ip.overrides"))?);
     if max_per_ip.trim().parse::<i64>() == Ok(0) && overrides.is_empty() {
         return Err("requirement failed: max.connections.per.ip can be set to zero only if \
                     max.connections.per.ip.overrides property is set."

@@ -275,8 +275,7 @@ impl DynamicConfigs {
         let then = |name| value_then(name).unwrap_or_default();
         defs::validate_cleaner_memory(&then("log.cleaner.dedupe.buffer.size"), &then("log.cleaner.threads"))
             .map_err(invalid)?;
-        defs::validate_connection_limits(&then("max.connections.per.ip"), &then("max.connections.per.ip.overrides"))
-            .map_err(invalid)?;
+        defs::validate_connection_limits(|name: &str| value_then(name).unwrap_or_default()).map_err(invalid)?;
         for (def, _) in values.iter().filter(|_| why == Check::Change) {
             if let (Some(old), Some(new)) = (value_now(def.name), value_then(def.name)) {
                 defs::validate_reconfiguration(def.name, &old, &new).map_err(invalid)?;

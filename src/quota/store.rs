@@ -9,9 +9,9 @@
 //! (`read_from_image`) and alterations go to the controller.
 //!
 //! Throttling: each request's bytes (for `request_percentage`, its handling time) are counted
-//! in a rate (`rate.rs`) per quota type and per Kafka's metric tags, the (user, client-id) pair the most specific configured quota entity
-//! names (`tags`), so clients sharing a quota share its rate; a rate over the entity's limit asks
-//! for Kafka's throttle time. Invariants: without any quota nothing is counted (one read of the
+//! in a rate (`rate.rs`) per quota type and per Kafka's metric tags, the (user, client-id) pair
+//! the most specific configured quota entity names (`tags`), so clients sharing a quota share
+//! its rate; a rate over the entity's limit asks for Kafka's throttle time. Invariants: without any quota nothing is counted (one read of the
 //! quota map); at most `MAX_SENSORS` rates are kept, idle ones dropped first.
 
 use std::collections::HashMap;
@@ -183,6 +183,11 @@ impl QuotaStore {
     /// one lookup of the quotas a request makes.
     pub fn limit_for(&self, kind: Kind, client: &Client) -> Option<Limit> {
         self.with_quotas(|q| limit_of(q, kind, client))
+    }
+
+    /// `limit_for` of several kinds, with one lookup of the quotas.
+    pub fn limits_for<const N: usize>(&self, kinds: [Kind; N], client: &Client) -> [Option<Limit>; N] {
+        self.with_quotas(|q| kinds.map(|kind| limit_of(q, kind, client)))
     }
 
     /// The `connection_creation_rate` quota of connections from `ip`: its own entity's, else the

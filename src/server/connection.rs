@@ -227,10 +227,19 @@ async fn run<R: FrameRead, W: FrameWrite>(
     // Set while a client quota throttles this connection: no frame is taken until then (Kafka's
     // channel muting, `throttle.rs`); responses already owed are still written.
     let mut muted_until: Option<tokio::time::Instant> = None;
+    // One timer for idleness, moved on only when it fires early (not at every request).
+    let idle_timer = tokio::time::sleep(idle.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(idle_timer);
+    let mut last_active = tokio::time::Instant::now();
+    // Set for a turn that follows no activity: the first (the slot is fresh) and the idle
+    // timer's early wake-ups.
+    let mut quiet_turn = true;
     loop {
-        // Every turn of this loop follows some activity: a frame, a response, the end of a mute.
-        slot.touch();
-        let idle_at = idle.map(|d| tokio::time::Instant::now() + d);
+        // Every other turn of this loop follows some activity: a frame, a response, a mute's end.
+        if !std::mem::take(&mut quiet_turn) {
+            slot.touch();
+            last_active = tokio::time::Instant::now();
+        }
         let frame = tokio::select! {
             biased;
             done = async { pending.front_mut().expect("not empty").await }, if !pending.is_empty() => {
@@ -248,7 +257,13 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 tracing::info!(%peer, "closing connection: max.connections reached by the inter-broker listener");
                 return Ok(());
             }
-            _ = tokio::time::sleep_until(idle_at.unwrap_or_else(tokio::time::Instant::now)), if idle_at.is_some() && pending.is_empty() => {
+            _ = &mut idle_timer, if idle.is_some() && pending.is_empty() => {
+                let idle_until = last_active + idle.expect("checked");
+                if idle_until > tokio::time::Instant::now() {
+                    idle_timer.as_mut().reset(idle_until);
+                    quiet_turn = true;
+                    continue;
+                }
                 tracing::debug!(%peer, "closing connection: idle for connections.max.idle.ms");
                 return Ok(());
             }
@@ -316,13 +331,12 @@ async fn run<R: FrameRead, W: FrameWrite>(
             drain(&mut writer, &mut pending, &metrics).await?;
         }
         let quota = throttle::before(&broker, &ctx, &request.header, &mut request.body, frame_bytes);
-        let request_limit = throttle::request_limit(&broker, &ctx, &request.header, &request.body);
         let dispatched = handlers::dispatch(&broker, &ctx, &request.header, version, request.body);
-        let (reply, busy) = match &request_limit {
+        let (reply, busy) = match &quota.request_limit {
             Some(_) => throttle::Timed::new(dispatched).await,
             None => (dispatched.await, Duration::ZERO),
         };
-        let request_ms = throttle::request_ms(&broker, request_limit.as_ref(), busy);
+        let request_ms = throttle::request_ms(&broker, quota.request_limit.as_ref(), busy);
         let mute = |ms: u64| (ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(ms));
         muted_until = mute(quota.produce_ms.max(request_ms));
         let produce_throttle_ms = throttle::clamp_ms(quota.produce_ms.max(request_ms));

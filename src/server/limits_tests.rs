@@ -17,11 +17,7 @@ fn limits(listeners: &[&str], inter_broker: &str) -> (Arc<ConnectionLimits>, Vec
 }
 
 fn check(props: &Properties) -> Result<(), String> {
-    let get = |k: &str| props.get(k).cloned().unwrap_or_default();
-    crate::dynconf::defs::validate_connection_limits(
-        &get("max.connections.per.ip"),
-        &get("max.connections.per.ip.overrides"),
-    )
+    crate::dynconf::defs::validate_connection_limits(|k: &str| props.get(k).cloned().unwrap_or_default())
 }
 
 fn ip(text: &str) -> IpAddr {

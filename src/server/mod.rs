@@ -61,15 +61,8 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
         tls_acceptors.push(acceptor);
         sasl_configs.push(sasl);
     }
-    {
-        let props = &broker.config.properties;
-        let get = |k: &str| props.get(k).cloned().unwrap_or_default();
-        crate::dynconf::defs::validate_connection_limits(
-            &get("max.connections.per.ip"),
-            &get("max.connections.per.ip.overrides"),
-        )
-        .map_err(|e| anyhow::anyhow!(e))?;
-    }
+    let static_value = |k: &str| broker.config.properties.get(k).cloned().unwrap_or_default();
+    crate::dynconf::defs::validate_connection_limits(static_value).map_err(|e| anyhow::anyhow!(e))?;
     broker.recover().await?;
     let mut listeners = Vec::new();
     for listener in &broker.config.listeners {

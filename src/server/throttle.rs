@@ -36,20 +36,18 @@ pub struct Quota {
     pub produce_ms: u64,
     /// A consumer's Fetch under a quota: its response is counted against it (`fetch_parts`).
     pub fetch_limit: Option<Limit>,
+    /// The request quota its handling time counts against (`request_ms`).
+    pub request_limit: Option<Limit>,
 }
 
 fn now_ms() -> u64 {
     crate::log::now_ms().max(0) as u64
 }
 
-/// Who a request comes from for quotas: the principal's name (`User:` left out) and its client id.
-fn client<'a>(ctx: &'a RequestContext, header: &'a RequestHeader) -> Client<'a> {
-    let user = ctx.principal.strip_prefix("User:").unwrap_or(&ctx.principal);
-    Client { user, client_id: header.client_id.as_ref().map_or("", |c| c.as_str()) }
-}
-
-/// Before a request is handled: counts a Produce's `frame_bytes`; caps a consumer Fetch's
-/// `max_bytes` at its quota's bytes over the window.
+/// Before a request is handled, with one lookup of the quotas: counts a Produce's
+/// `frame_bytes`; caps a consumer Fetch's `max_bytes` at its quota's bytes over the window; names
+/// the request quota the request counts against, unless it is exempt (followers' fetches,
+/// inter-broker APIs, acks=0 produce requests).
 pub fn before(
     broker: &Broker,
     ctx: &RequestContext,
@@ -57,21 +55,39 @@ pub fn before(
     body: &mut RequestKind,
     frame_bytes: usize,
 ) -> Quota {
-    match body {
-        RequestKind::Produce(_) => match broker.quotas.limit_for(Kind::Produce, &client(ctx, header)) {
-            Some(limit) => Quota { produce_ms: broker.quotas.record(&limit, frame_bytes, now_ms()), fetch_limit: None },
-            None => Quota::default(),
-        },
-        RequestKind::Fetch(req) if req.replica_id.0 < 0 && req.replica_state.replica_id.0 < 0 => {
-            let fetch_limit = broker.quotas.limit_for(Kind::Fetch, &client(ctx, header));
-            if let Some(limit) = &fetch_limit {
-                let cap = broker.quotas.max_bytes_in_window(limit);
-                req.max_bytes = req.max_bytes.min(cap.min(i32::MAX as u64) as i32);
-            }
-            Quota { produce_ms: 0, fetch_limit }
+    let client = Client::of(&ctx.principal, header.client_id.as_ref().map(|c| c.as_str()));
+    let (bytes_kind, exempt) = match body {
+        RequestKind::Produce(req) => (Some(Kind::Produce), req.acks == 0),
+        RequestKind::Fetch(req) if req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0 => (None, true),
+        RequestKind::Fetch(_) => (Some(Kind::Fetch), false),
+        _ => {
+            let inter_broker = matches!(
+                ApiKey::try_from(header.request_api_key),
+                Ok(ApiKey::WriteTxnMarkers | ApiKey::AlterPartition | ApiKey::Envelope)
+            );
+            (None, inter_broker)
         }
-        _ => Quota::default(),
+    };
+    let [bytes_limit, request_limit] = match bytes_kind {
+        Some(kind) => broker.quotas.limits_for([kind, Kind::Request], &client),
+        None => {
+            let [request_limit] = broker.quotas.limits_for([Kind::Request], &client);
+            [None, request_limit]
+        }
+    };
+    let mut quota = Quota { request_limit: request_limit.filter(|_| !exempt), ..Quota::default() };
+    match (body, bytes_limit) {
+        (RequestKind::Produce(_), Some(limit)) => {
+            quota.produce_ms = broker.quotas.record(&limit, frame_bytes, now_ms())
+        }
+        (RequestKind::Fetch(req), Some(limit)) => {
+            let cap = broker.quotas.max_bytes_in_window(&limit);
+            req.max_bytes = req.max_bytes.min(cap.min(i32::MAX as u64) as i32);
+            quota.fetch_limit = Some(limit);
+        }
+        _ => {}
     }
+    quota
 }
 
 /// A Fetch response's frame parts; a consumer's is counted against its quota, and answered
@@ -88,6 +104,9 @@ pub fn fetch_parts(
     let correlation_id = header.correlation_id;
     let session_id = answer.response.session_id;
     let parts = fetch_frame::encode_fetch_response(version, correlation_id, answer)?;
+    if quota.fetch_limit.is_none() && request_ms == 0 {
+        return Ok((parts, 0));
+    }
     let bytes: usize = parts.iter().map(OutPart::len).sum();
     let now = now_ms();
     let bytes_ms = quota.fetch_limit.as_ref().map_or(0, |limit| broker.quotas.record(limit, bytes, now));
@@ -101,28 +120,6 @@ pub fn fetch_parts(
     let response = FetchResponse::default().with_throttle_time_ms(clamp_ms(throttle_ms)).with_session_id(session_id);
     let empty = FetchAnswer { response, records: Vec::new() };
     Ok((fetch_frame::encode_fetch_response(version, correlation_id, empty)?, throttle_ms))
-}
-
-/// The request quota a request is counted against, None when it has none or is exempt
-/// (followers' fetches, inter-broker APIs, acks=0 produce requests).
-pub fn request_limit(
-    broker: &Broker,
-    ctx: &RequestContext,
-    header: &RequestHeader,
-    body: &RequestKind,
-) -> Option<Limit> {
-    let exempt = match body {
-        RequestKind::Fetch(req) => req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0,
-        RequestKind::Produce(req) => req.acks == 0,
-        _ => matches!(
-            ApiKey::try_from(header.request_api_key),
-            Ok(ApiKey::WriteTxnMarkers | ApiKey::AlterPartition | ApiKey::Envelope)
-        ),
-    };
-    if exempt {
-        return None;
-    }
-    broker.quotas.limit_for(Kind::Request, &client(ctx, header))
 }
 
 /// Counts `busy` (a request's handling time) against its request quota: the throttle time (0:
