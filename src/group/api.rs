@@ -244,22 +244,33 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Some(ResponseError::InvalidGroupId);
         }
-        if generation < 0 && member_id.is_empty() {
-            // A "simple" commit from a consumer outside any group: only allowed when the group
-            // has no active members.
-            return group.filter(|g| g.state != GroupState::Empty).map(|_| ResponseError::UnknownMemberId);
+        // Kafka's OffsetMetadataManager.validateOffsetCommit and ClassicGroup.validateOffsetCommit.
+        let Some(g) = group else {
+            return match generation {
+                // A "simple" commit (the admin client, or a consumer outside group management)
+                // to a group that does not exist: accepted, the group is made by the commit.
+                ..0 => None,
+                // Since v9 a group that does not exist is named as such; before, the error older
+                // clients know.
+                _ if version >= 9 => Some(ResponseError::GroupIdNotFound),
+                _ => Some(ResponseError::IllegalGeneration),
+            };
+        };
+        if generation < 0 && g.state == GroupState::Empty {
+            return None;
         }
-        match group {
-            None => Some(ResponseError::IllegalGeneration),
-            Some(g) => match g.check_member(member_id, instance_id, generation) {
-                Err(e) => Some(e),
-                // As Kafka: members of the current generation may still commit while a
-                // rebalance is being prepared (eager consumers commit in onPartitionsRevoked),
-                // but not between JoinGroup and SyncGroup.
-                Ok(()) if g.state == GroupState::CompletingRebalance => Some(ResponseError::RebalanceInProgress),
-                Ok(()) => None,
-            },
+        if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            if let Err(e) = g.check_member(member_id, instance_id, generation) {
+                return Some(e);
+            }
+        } else {
+            // No member id and no generation (v0, or a simple commit): only to an empty group.
+            return Some(ResponseError::UnknownMemberId);
         }
+        // As Kafka: members of the current generation may still commit while a rebalance is
+        // being prepared (eager consumers commit in onPartitionsRevoked), but not between
+        // JoinGroup and SyncGroup.
+        (g.state == GroupState::CompletingRebalance).then_some(ResponseError::RebalanceInProgress)
     }
 
     /// Writes committed offsets and updates the cache under the lock (so the cache's order is
@@ -270,6 +281,11 @@ impl GroupCoordinator {
         group_id: &str,
         values: Vec<((String, i32), OffsetValue)>,
     ) -> Result<Option<(Arc<Partition>, i64)>, ResponseError> {
+        if values.is_empty() {
+            // Nothing was accepted: no write, and no trace of the group (a refused commit to a
+            // group that does not exist must not make one).
+            return Ok(None);
+        }
         let entries = values
             .iter()
             .map(|((topic, partition), v)| {

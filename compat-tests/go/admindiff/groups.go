@@ -116,6 +116,12 @@ func (s *state) groups() {
 	s.step("join-group-inconsistent-protocol", 9, join("", "other"))
 	s.step("offset-commit-member", 9, offsetCommit(group2, generation, member, tA, map[int32]*string{0: nil}))
 	s.step("offset-commit-member-illegal-generation", 9, offsetCommit(group2, generation+5, member, tA, map[int32]*string{0: nil}))
+	// A member's commit to a group that does not exist: GROUP_ID_NOT_FOUND since v9, ILLEGAL_GENERATION before.
+	s.step("offset-commit-unknown-group", 9, offsetCommit(groupNo, 3, "adiff-nobody", tA, map[int32]*string{0: nil}))
+	s.step("offset-commit-unknown-group-v8", 8, offsetCommit(groupNo, 3, "adiff-nobody", tA, map[int32]*string{0: nil}))
+	// No generation to a group with members: with a member id it is checked as a member's.
+	s.step("offset-commit-no-generation-member", 9, offsetCommit(group2, -1, member, tA, map[int32]*string{0: nil}))
+	s.step("offset-commit-no-generation-active-group", 9, offsetCommit(group2, -1, "", tA, map[int32]*string{0: nil}))
 
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups, dg.IncludeAuthorizedOperations = []string{group1, group2, groupNo}, true
