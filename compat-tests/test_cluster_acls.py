@@ -85,3 +85,37 @@ def test_acls_made_through_one_broker_are_enforced_by_another(start_cluster, con
              "alice refused on broker 1 once the ACLs are deleted", timeout=30)
     assert admin1.describe_acls(alice_filter).result(timeout=30) == [] or wait_for(
         lambda: admin1.describe_acls(alice_filter).result(timeout=30) == [], "no ACL left on broker 1")
+
+
+def alice_creates(port: int, topic: str) -> str:
+    """The outcome of alice's CreateTopics through the broker on `port`: NONE or the error's name."""
+    admin = AdminClient(client(port, "alice"))
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+        return "NONE"
+    except ck.KafkaException as e:
+        return e.args[0].name()
+
+
+@pytest.mark.parametrize("controller", ["kafka", "ketch"])
+def test_the_controller_authorizes_the_client_a_kafka_broker_forwards_for(start_cluster, controller):
+    """A Kafka 4.1 broker does not authorize CreateTopics itself: it forwards it in an Envelope
+    with the client's principal, and the controller decides with its ACLs (Kafka's
+    `ControllerApis`). So under either controller: alice, without CREATE, is refused with
+    TOPIC_AUTHORIZATION_FAILED, and nothing is created; once an ACL lets her create topics
+    prefixed `alice-`, her topic is created and another is still refused; the broker (User:ANONYMOUS,
+    a super user) forwards for her (CLUSTER_ACTION on the Envelope)."""
+    port = free_port()
+    c = start_cluster({1: ("kafka", sasl_broker(port))}, kill=True, controller_overrides=AUTHORIZER,
+                      controller=controller)
+    admin = AdminClient(client(port, "admin"))
+    c.wait_registered(admin, timeout=60)
+    assert alice_creates(port, "alice-orders") == "TOPIC_AUTHORIZATION_FAILED"
+    assert "alice-orders" not in admin.list_topics(timeout=10).topics
+    binding = AclBinding(ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                         AclOperation.CREATE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(timeout=30)
+    wait_for(lambda: alice_creates(port, "alice-orders") in ("NONE", "TOPIC_ALREADY_EXISTS"),
+             "alice creates her topic once the ACL is in", timeout=30)
+    assert alice_creates(port, "bobs-orders") == "TOPIC_AUTHORIZATION_FAILED"
+    assert "alice-orders" in admin.list_topics(timeout=10).topics

@@ -236,25 +236,33 @@ def test_controller_mutation_rate_refuses_topics_beyond_the_bucket(broker, kafka
     2-partition topics, the first takes the bucket to 0, the second below it, and the rest are
     refused with THROTTLING_QUOTA_EXCEEDED, the response saying how long the bucket needs (2 s);
     the DeleteTopics that follows is held to the same bucket. Another client id is not. (A
-    single node's own quota; a Ketch broker of a cluster forwards without Kafka's Envelope, so the
-    controller cannot tell its clients apart yet.)"""
-    from conftest import go_build
-    probe = go_build("mutationprobe")
+    single node's own quota; test_cluster_quotas.py has a cluster's, held by the controller.)"""
     kt = KafkaTools(kafka_libs, broker, tmp_path)
     bs = broker.bootstrap
     set_quota(kt, bs, "controller_mutation_rate", "mutator", 1)
+    check_mutation_quota(lambda client_id, prefix: probe_mutations(bs, client_id, prefix))
 
-    def run(client_id: str, prefix: str) -> tuple[list[str], list[str], dict[str, int]]:
-        r = subprocess.run([str(probe), bs, client_id, prefix, "5", "2"], capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
-        lines = r.stdout.split("\n")
-        created = [l.split()[2] for l in lines if l.startswith("create ")]
-        deleted = [l.split()[2] for l in lines if l.startswith("delete ")]
-        throttle = {k: int(v) for k, v in (kv.split("=") for l in lines if l.startswith("throttle ")
-                                           for kv in l.split()[1:])}
-        return created, deleted, throttle
 
+def probe_mutations(bs: str, client_id: str, prefix: str) -> tuple[list[str], list[str], dict[str, int]]:
+    """go/mutationprobe with `client_id`: one CreateTopics of five 2-partition topics named
+    `prefix`-N, then one DeleteTopics of those created. Returns the error names of each creation
+    and deletion, and the two responses' throttle times."""
+    from conftest import go_build
+    r = subprocess.run([str(go_build("mutationprobe")), bs, client_id, prefix, "5", "2"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.split("\n")
+    created = [l.split()[2] for l in lines if l.startswith("create ")]
+    deleted = [l.split()[2] for l in lines if l.startswith("delete ")]
+    throttle = {k: int(v) for k, v in (kv.split("=") for l in lines if l.startswith("throttle ")
+                                       for kv in l.split()[1:])}
+    return created, deleted, throttle
+
+
+def check_mutation_quota(run) -> None:
+    """What a client id `mutator` held to `controller_mutation_rate=1` with a bucket of 2
+    partitions sees (`run(client_id, prefix)` is `probe_mutations` against some broker), and a
+    client id `unlimited` without a quota beside it."""
     created, deleted, throttle = run("mutator", "throttled")
     assert created == ["NONE", "NONE"] + ["THROTTLING_QUOTA_EXCEEDED"] * 3, created
     assert 1000 < throttle["create"] <= 2000, throttle

@@ -144,6 +144,6 @@ pub fn remove_topic_records(image: &MetadataImage, name: &str) -> Vec<MetadataRe
 }
 
 #[cfg(test)]
-mod test_cluster;
+pub(crate) mod test_cluster;
 #[cfg(test)]
 mod tests;

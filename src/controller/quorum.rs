@@ -100,6 +100,11 @@ pub struct QuorumController {
     state: Mutex<State>,
     /// The log end offset after every append (held fetches wait on it).
     appended: watch::Sender<i64>,
+    /// The clients' `controller_mutation_rate` buckets (the quotas are the image's).
+    mutations: crate::quota::mutation::MutationBuckets,
+    /// With `authorizer.class.name` set: the ACLs callers are authorized with, the image's once
+    /// `read_acls_from_own_image` ran.
+    acls: Option<crate::security::acl_store::AclStore>,
 }
 
 impl QuorumController {
@@ -119,7 +124,11 @@ impl QuorumController {
         let mut sessions = BrokerSessions::new(settings.config);
         sessions.touch_all(&image, crate::log::now_ms());
         let state = State { log, builder, image, observers: BTreeMap::new(), sessions };
-        let controller = QuorumController { settings, state: Mutex::new(state), appended };
+        // `controller.quota.window.*` were checked with the rest of the configuration.
+        let window = crate::quota::rate::Window::controller_from_properties(&settings.static_props).unwrap_or_default();
+        let mutations = crate::quota::mutation::MutationBuckets::new(window);
+        let acls = crate::security::acl_store::AclStore::open(&settings.static_props, metadata_dir)?;
+        let controller = QuorumController { settings, state: Mutex::new(state), appended, mutations, acls };
         if replayed == 0 {
             // A new cluster: the levels and credentials `ketch format` chose (`bootstrap`).
             let levels = bootstrap::read(metadata_dir)?;
@@ -167,6 +176,36 @@ impl QuorumController {
     /// The image as of the last durable change.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.lock().image.clone()
+    }
+
+    /// From now on callers are authorized with the ACLs of this controller's latest image (Kafka's
+    /// `StandardAuthorizer` on a controller). Called once the controller is shared.
+    pub fn read_acls_from_own_image(self: &Arc<Self>) {
+        if let Some(acls) = &self.acls {
+            let weak = Arc::downgrade(self);
+            acls.read_from_image(Box::new(move || Some(weak.upgrade()?.image())));
+        }
+    }
+
+    /// What `principal`, connected from `address`, may do (everything without an authorizer).
+    /// Reads the image: never called inside `change`.
+    pub fn authz<'a>(
+        &'a self,
+        principal: &'a str,
+        address: std::net::IpAddr,
+    ) -> crate::security::authorizer::Authz<'a> {
+        crate::security::authorizer::Authz::new(self.acls.as_ref(), principal, address)
+    }
+
+    /// The `controller_mutation_rate` quota one request of `client` is held to (Kafka's
+    /// `ControllerMutationQuotaManager`), by the client quotas of the image: strict or permissive
+    /// as the request's version asks.
+    pub fn mutation_quota(
+        &self,
+        client: &crate::quota::Client,
+        strict: bool,
+    ) -> crate::quota::mutation::MutationQuota<'_> {
+        self.mutations.quota_for(&self.image().quotas, client, strict)
     }
 
     /// Checks `records` against the image, appends them (durable on return), applies them and

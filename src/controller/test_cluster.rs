@@ -119,3 +119,31 @@ impl Cluster {
         self.apply(&[MetadataRecord::Config(record)]);
     }
 }
+
+/// A topic of `partitions` partitions, each on broker 1 alone (for tests of decisions that only
+/// count or name partitions).
+pub fn topic_records(name: &str, partitions: i32) -> Vec<MetadataRecord> {
+    let id = Uuid::from_bytes(crate::metadata::random_bytes());
+    let topic = MetadataRecord::Topic(TopicRecord { name: name.into(), topic_id: id, ..Default::default() });
+    let partition = |p| PartitionRecord {
+        partition_id: p,
+        topic_id: id,
+        replicas: vec![1],
+        isr: vec![1],
+        leader: 1,
+        ..Default::default()
+    };
+    std::iter::once(topic).chain((0..partitions).map(|p| MetadataRecord::Partition(partition(p)))).collect()
+}
+
+/// `controller_mutation_rate=rate` for the entity `entity_type` (`user`, `client-id`) `name`.
+pub fn mutation_quota_record(entity_type: &str, name: &str, rate: f64) -> MetadataRecord {
+    use crate::metadata::records::{ClientQuotaRecord, EntityData};
+    let entity = EntityData { entity_type: entity_type.into(), entity_name: Some(name.into()), ..Default::default() };
+    MetadataRecord::ClientQuota(ClientQuotaRecord {
+        entity: vec![entity],
+        key: "controller_mutation_rate".into(),
+        value: rate,
+        ..Default::default()
+    })
+}

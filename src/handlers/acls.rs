@@ -23,7 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{cluster_denied, str_bytes, RequestContext};
 use crate::broker::Broker;
-use crate::node::ControllerLink;
+use crate::node::Forwarder;
 use crate::security::acl::{self, AclBinding, AclFilter};
 use crate::security::acl_store::AclError;
 
@@ -174,7 +174,7 @@ pub(super) fn creation_answer(results: Vec<Result<(), AclError>>) -> CreateAclsR
 pub async fn create_forwarded(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     req: CreateAclsRequest,
     version: i16,
 ) -> CreateAclsResponse {
@@ -190,7 +190,7 @@ pub async fn create_forwarded(
 pub async fn delete_forwarded(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     req: DeleteAclsRequest,
     version: i16,
 ) -> DeleteAclsResponse {

@@ -428,8 +428,8 @@ pub fn alter_configs(broker: &Arc<Broker>, ctx: &RequestContext, req: AlterConfi
 }
 
 /// What a broker of a controller quorum answers itself before forwarding a legacy AlterConfigs
-/// (Kafka's `ConfigAdminManager.preprocess`): the request's own checks, authorization (Ketch
-/// forwards without an Envelope, so the controller cannot), and a BROKER resource's new set
+/// (Kafka's `ConfigAdminManager.preprocess`): the request's own checks, authorization (a Ketch
+/// controller does not authorize yet, even in an Envelope), and a BROKER resource's new set
 /// checked against this broker's own dynamic configs (validate only: the controller does not
 /// know this broker's static settings). `Ok` resources go to the controller.
 pub fn alter_configs_preprocess(

@@ -3,8 +3,8 @@
 //! (`controller::acls`); brokers forward CreateAcls / DeleteAcls here after their own cluster
 //! ALTER check. Without `authorizer.class.name` (Kafka's StandardAuthorizer) on the controller,
 //! SECURITY_DISABLED, as Kafka's controller answers.
-//! Not yet: the controller's own authorization of the caller (the broker checked it; a client
-//! with `--bootstrap-controller` is not checked here).
+//! The caller is authorized before (`controller_authz`: ALTER on the cluster to change ACLs,
+//! DESCRIBE to list them).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{

@@ -3,7 +3,13 @@
 //! records (`controller::topic_changes`, `controller::remove_topic_records`) written as one change, answered once
 //! durable.
 //!
-//! Not yet: ACLs on the controller (it trusts the brokers that forward), CreateTopicPolicy.
+//! DeleteTopics and CreatePartitions take the partitions they delete or add from the client's
+//! `controller_mutation_rate` quota (THROTTLING_QUOTA_EXCEEDED once exhausted, from v5 and v3).
+//!
+//! With an authorizer (`controller_authz`), as Kafka's `ControllerApis`: DeleteTopics needs DELETE
+//! on the cluster, or DESCRIBE and DELETE on the topic; CreatePartitions ALTER on the topic;
+//! ElectLeaders ALTER on the cluster. A refused topic is TOPIC_AUTHORIZATION_FAILED.
+//! Not yet: CreateTopicPolicy.
 //! Invariants: a refused topic or partition writes nothing.
 
 use std::collections::BTreeMap;
@@ -19,19 +25,28 @@ use kafka_protocol::messages::{
 use uuid::Uuid;
 
 use super::controller_apis::written;
+use super::create_topics::take_quota;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
 use crate::controller::remove_topic_records;
 use crate::controller::topic_changes::{
     create_partitions_assigned_records, create_partitions_records, elect_leaders as elect, ElectionType,
 };
+use crate::quota::mutation::MutationQuota;
+use crate::security::acl;
+use crate::security::authorizer::Authz;
+
+/// A topic the caller may not change (`controller_authz`).
+const DENIED: i16 = ResponseError::TopicAuthorizationFailed.code();
 
 /// DeleteTopics, by name (v0-5) or by name or id (v6+), with Kafka's answers to a topic named
 /// twice, by name and id at once, or by neither.
 pub fn delete_topics(
     controller: &QuorumController,
+    authz: &Authz,
     request: DeleteTopicsRequest,
     version: i16,
+    mut quota: MutationQuota<'_>,
 ) -> DeleteTopicsResponse {
     if !controller.settings.delete_topic_enable {
         let error = if version < 3 { ResponseError::InvalidRequest } else { ResponseError::TopicDeletionDisabled };
@@ -70,11 +85,30 @@ pub fn delete_topics(
     }
     refused.extend(names.given_once(false).iter().map(|n| invalid(Some(n), Uuid::nil(), "Duplicate topic name.")));
     refused.extend(ids.given_once(false).iter().map(|id| invalid(None, *id, "Duplicate topic id.")));
-    // A name that maps to an id also provided: neither is deleted, one answer.
+    // Kafka's `deleteTopics` authorization: DELETE on the cluster, or DESCRIBE and DELETE on the
+    // topic. A topic given by id that may not be deleted is refused, named only if describable.
     let image = controller.image();
+    let cluster = authz.allows_quietly(acl::DELETE, acl::CLUSTER, acl::CLUSTER_NAME);
+    let describable = |name: &str| cluster || authz.allows(acl::DESCRIBE, acl::TOPIC, name);
+    let deletable = |name: &str| cluster || authz.allows(acl::DELETE, acl::TOPIC, name);
     let mut by_id: std::collections::HashSet<Uuid> = ids.given_once(true).into_iter().collect();
+    by_id.retain(|id| {
+        let Some(name) = image.topics.get(id).map(|t| t.name.as_str()) else { return true };
+        if !deletable(name) {
+            let shown = describable(name).then(|| TopicName(str_bytes(name)));
+            refused.push(DeletableTopicResult::default().with_name(shown).with_topic_id(*id).with_error_code(DENIED));
+        }
+        deletable(name)
+    });
+    // A name that maps to an id also provided: neither is deleted, one answer.
     let mut wanted: Vec<(Option<String>, Uuid)> = Vec::new();
     for name in names.given_once(true) {
+        let denied =
+            || DeletableTopicResult::default().with_name(Some(TopicName(str_bytes(&name)))).with_error_code(DENIED);
+        if !describable(&name) || (image.topic(&name).is_some() && !deletable(&name)) {
+            refused.push(denied());
+            continue;
+        }
         match image.topic(&name).map(|t| t.id).filter(|id| by_id.contains(id)) {
             Some(id) => {
                 by_id.remove(&id);
@@ -104,6 +138,10 @@ pub fn delete_topics(
                     };
                     return (Vec::new(), Err((error, None::<String>)));
                 };
+                // The client's mutation quota, for a topic that exists (Kafka's `deleteTopic`).
+                if let Err((error, message)) = take_quota(&mut quota, topic.partitions.len() as i32) {
+                    return (Vec::new(), Err((error, Some(message))));
+                }
                 (remove_topic_records(d.image, &topic.name), Ok((topic.name.clone(), topic.id)))
             });
             let result = DeletableTopicResult::default()
@@ -120,7 +158,9 @@ pub fn delete_topics(
             }
         })
         .collect::<Vec<_>>();
-    DeleteTopicsResponse::default().with_responses(refused.into_iter().chain(responses).collect())
+    DeleteTopicsResponse::default()
+        .with_responses(refused.into_iter().chain(responses).collect())
+        .with_throttle_time_ms(quota.throttle_ms())
 }
 
 /// Names or ids a DeleteTopics provides, in order, with how often each is given.
@@ -152,12 +192,22 @@ impl<T: Clone + Eq + std::hash::Hash> Provided<T> {
 }
 
 /// CreatePartitions: new partitions placed over the usable brokers.
-pub fn create_partitions(controller: &QuorumController, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub fn create_partitions(
+    controller: &QuorumController,
+    authz: &Authz,
+    request: CreatePartitionsRequest,
+    mut quota: MutationQuota<'_>,
+) -> CreatePartitionsResponse {
     let results = request
         .topics
         .iter()
         .map(|topic| {
             let name = topic.name.0.as_str();
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            // ALTER on the topic (Kafka's `filterAlterAuthorizedTopics`).
+            if !authz.allows(acl::ALTER, acl::TOPIC, name) {
+                return result.with_error_code(DENIED).with_error_message(None);
+            }
             let seed = u64::from_le_bytes(crate::metadata::random_bytes()[..8].try_into().expect("8 bytes"));
             let manual: Option<Vec<Vec<i32>>> = topic
                 .assignments
@@ -168,13 +218,17 @@ pub fn create_partitions(controller: &QuorumController, request: CreatePartition
                     Some(a) => create_partitions_assigned_records(d.image, name, topic.count, a),
                     None => create_partitions_records(d.image, name, topic.count, seed),
                 };
+                // The client's mutation quota, for the partitions a valid request adds.
+                let records = records.and_then(|records| {
+                    let current = d.image.topic(name).map_or(0, |t| t.partitions.len() as i32);
+                    take_quota(&mut quota, topic.count - current).map_err(|(e, m)| (e, Some(m))).map(|()| records)
+                });
                 match records {
                     Ok(records) if !request.validate_only => (records, Ok(())),
                     Ok(_) => (Vec::new(), Ok(())),
                     Err(refusal) => (Vec::new(), Err(refusal)),
                 }
             });
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match written("CreatePartitions", decided, |error| Err((error, None))) {
                 Ok(()) => result,
                 Err((error, message)) => {
@@ -183,7 +237,7 @@ pub fn create_partitions(controller: &QuorumController, request: CreatePartition
             }
         })
         .collect();
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default().with_results(results).with_throttle_time_ms(quota.throttle_ms())
 }
 
 /// ElectLeaders (preferred or unclean), for the partitions named or all of them.

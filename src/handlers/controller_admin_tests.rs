@@ -6,7 +6,9 @@ use kafka_protocol::messages::{DeleteTopicsRequest, TopicName};
 
 use super::*;
 use crate::controller::quorum::ControllerSettings;
+use crate::controller::test_cluster::{mutation_quota_record, topic_records};
 use crate::metadata::records::{MetadataRecord, TopicRecord};
+use crate::quota::Client;
 
 fn controller(dir: &std::path::Path) -> QuorumController {
     let config = crate::config::BrokerConfig::from_properties(Default::default()).expect("defaults");
@@ -19,6 +21,14 @@ fn topic(controller: &QuorumController, name: &str) -> Uuid {
     let record = MetadataRecord::Topic(TopicRecord { name: name.to_string(), topic_id: id, ..Default::default() });
     controller.change(|_| (vec![record], ())).expect("written");
     id
+}
+
+/// A client's address (no authorizer is configured here: everything is allowed).
+const LOCAL: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// A client without a mutation quota.
+fn anyone(c: &QuorumController) -> MutationQuota<'_> {
+    c.mutation_quota(&Client::of("User:ANONYMOUS", Some("anyone")), true)
 }
 
 fn by_name(name: &str) -> DeleteTopicState {
@@ -69,14 +79,41 @@ fn duplicates_and_ambiguous_entries_get_kafkas_answers_and_delete_nothing() {
         (Some("gone".into()), nil, ResponseError::UnknownTopicOrPartition.code(), None),
     ];
     want.sort();
-    assert_eq!(answers(delete_topics(&c, request, 6)), want);
+    assert_eq!(answers(delete_topics(&c, &c.authz("User:ANONYMOUS", LOCAL), request, 6, anyone(&c))), want);
     let image = c.image();
     for id in [a, b, x, y] {
         assert!(image.topics.contains_key(&id), "{id} deleted");
     }
     // Each named once: both deleted.
     let request = DeleteTopicsRequest::default().with_topics(vec![by_name("a"), by_id(b)]);
-    let got = answers(delete_topics(&c, request, 6));
+    let got = answers(delete_topics(&c, &c.authz("User:ANONYMOUS", LOCAL), request, 6, anyone(&c)));
     assert_eq!(got, vec![(Some("a".into()), a, 0, None), (Some("b".into()), b, 0, None)]);
     assert!(!c.image().topics.contains_key(&a) && !c.image().topics.contains_key(&b));
+}
+
+/// Kafka's `controller_mutation_rate` on the controller, from the image's client quotas: the
+/// client's bucket (11 windows of 1 s at 1 partition per second: 11 partitions) lets whole
+/// topics through while it is not below zero, then refuses them with THROTTLING_QUOTA_EXCEEDED
+/// and the time the bucket needs; another client id is not held.
+#[test]
+fn deletions_take_the_clients_controller_mutation_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = controller(dir.path());
+    let mut records = vec![mutation_quota_record("client-id", "m", 1.0)];
+    for name in ["t0", "t1", "t2", "u0"] {
+        records.extend(topic_records(name, 6));
+    }
+    c.change(|_| (records, ())).expect("written");
+    let names = |names: &[&str]| DeleteTopicsRequest::default().with_topics(names.iter().map(|n| by_name(n)).collect());
+    let held = c.mutation_quota(&Client::of("User:ANONYMOUS", Some("m")), true);
+    let response = delete_topics(&c, &c.authz("User:ANONYMOUS", LOCAL), names(&["t0", "t1", "t2"]), 6, held);
+    let codes: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
+    let throttled = ResponseError::ThrottlingQuotaExceeded.code();
+    assert_eq!(codes, vec![0, 0, throttled]);
+    // 11 - 12 = -1 token at 1 per second.
+    assert!((900..=1000).contains(&response.throttle_time_ms), "{}", response.throttle_time_ms);
+    assert!(c.image().topic("t2").is_some() && c.image().topic("t1").is_none());
+    let response = delete_topics(&c, &c.authz("User:ANONYMOUS", LOCAL), names(&["t2", "u0"]), 6, anyone(&c));
+    assert_eq!(response.responses.iter().map(|r| r.error_code).collect::<Vec<_>>(), vec![0, 0]);
+    assert_eq!(response.throttle_time_ms, 0);
 }

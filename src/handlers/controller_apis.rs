@@ -22,6 +22,7 @@ use kafka_protocol::messages::{
 
 use super::api_versions::{finalized_features, unsupported_version_of, version_table};
 use super::controller_admin;
+use super::controller_authz::{self, Caller};
 use super::controller_configs;
 use super::controller_describe_configs;
 use super::controller_reassign;
@@ -29,6 +30,7 @@ use super::controller_topics::create_topics;
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
 use crate::controller::{alter_partition, producer_ids};
+use crate::node::envelope;
 use crate::protocol::{self, DecodedRequest, ProtocolError};
 use crate::raft::leader::LeaderEndpoint;
 
@@ -78,42 +80,108 @@ pub async fn handle(
     controller: &QuorumController,
     listener: &ControllerListener,
     request: DecodedRequest,
-    connection: u64,
+    connection: (u64, std::net::SocketAddr),
 ) -> ResponseKind {
+    let (id, peer) = connection;
+    // A controller listener is PLAINTEXT: its clients are anonymous.
+    let client_id = request.header.client_id.as_ref().map(|c| c.as_str().to_string());
+    let caller = Caller { principal: ANONYMOUS.to_string(), client_id, address: peer.ip() };
     match request.body {
-        RequestKind::Envelope(envelope) => ResponseKind::Envelope(forwarded(controller, listener, envelope).await),
-        _ => handle_direct(controller, listener, request, Some(connection)).await,
+        RequestKind::Envelope(envelope) => {
+            // Only a broker may forward (Kafka's `handleEnvelopeRequest`).
+            if !caller.authz(controller).cluster(crate::security::acl::CLUSTER_ACTION) {
+                let refused = ResponseError::ClusterAuthorizationFailed.code();
+                return ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(refused));
+            }
+            ResponseKind::Envelope(forwarded(controller, listener, envelope).await)
+        }
+        _ => handle_direct(controller, listener, request, Some(id), &caller).await,
     }
 }
 
-/// A request a broker forwarded (Kafka's `ForwardingManager`): the inner request, whole with
-/// its header, is decoded as if it came in directly (guard first) and answered whole with its
-/// header inside the EnvelopeResponse. A nested Envelope, or an inner request this controller
-/// does not serve, is INVALID_REQUEST / UNSUPPORTED_VERSION on the envelope.
+const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// The APIs a broker may forward in an Envelope (Kafka's `ApiKeys.forwardable`).
+fn forwardable(api_key: ApiKey) -> bool {
+    use ApiKey::*;
+    matches!(
+        api_key,
+        CreateTopics
+            | DeleteTopics
+            | CreateAcls
+            | DeleteAcls
+            | AlterConfigs
+            | CreatePartitions
+            | CreateDelegationToken
+            | RenewDelegationToken
+            | ExpireDelegationToken
+            | ElectLeaders
+            | IncrementalAlterConfigs
+            | AlterPartitionReassignments
+            | ListPartitionReassignments
+            | AlterClientQuotas
+            | AlterUserScramCredentials
+            | DescribeQuorum
+            | UpdateFeatures
+            | UnregisterBroker
+            | AllocateProducerIds
+            | AddRaftVoter
+            | RemoveRaftVoter
+    )
+}
+
+/// A request a broker forwarded (Kafka's `ForwardingManager`, `EnvelopeUtils`): the client's
+/// principal (PRINCIPAL_DESERIALIZATION_FAILURE when it does not decode) and address
+/// (INVALID_REQUEST), then the inner request, whole with its header, decoded as if it came in
+/// directly (guard first; UNSUPPORTED_VERSION when it does not decode or is not served here)
+/// and answered whole with its header inside the EnvelopeResponse. An API Kafka does not forward
+/// (a nested Envelope among them) is INVALID_REQUEST on the envelope.
 async fn forwarded(
     controller: &QuorumController,
     listener: &ControllerListener,
     envelope: EnvelopeRequest,
 ) -> EnvelopeResponse {
+    let refused = |error: ResponseError| EnvelopeResponse::default().with_error_code(error.code());
+    let principal = match envelope.request_principal.as_deref().map(envelope::decode_principal) {
+        Some(Ok(principal)) => principal,
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "a forwarded request's principal does not decode");
+            return refused(ResponseError::PrincipalDeserializationFailure);
+        }
+        None => return refused(ResponseError::PrincipalDeserializationFailure),
+    };
+    let address = match envelope::decode_address(&envelope.client_host_address) {
+        Ok(address) => address,
+        Err(e) => {
+            tracing::debug!(error = %e, "a forwarded request's client address does not decode");
+            return refused(ResponseError::InvalidRequest);
+        }
+    };
+    if let [high, low, ..] = envelope.request_data[..] {
+        if ApiKey::try_from(i16::from_be_bytes([high, low])).is_ok_and(|key| !forwardable(key)) {
+            return refused(ResponseError::InvalidRequest);
+        }
+    }
     let inner = match protocol::decode_served_request(envelope.request_data, is_served) {
-        Ok(inner) if inner.api_key != ApiKey::Envelope => inner,
-        Ok(_) => return EnvelopeResponse::default().with_error_code(ResponseError::InvalidRequest.code()),
+        Ok(inner) => inner,
         Err(ProtocolError::UnsupportedVersion { .. } | ProtocolError::UnknownApiKey(_)) => {
-            return EnvelopeResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())
+            return refused(ResponseError::UnsupportedVersion)
         }
         Err(e) => {
             tracing::debug!(error = %e, "forwarded request refused");
-            return EnvelopeResponse::default().with_error_code(ResponseError::InvalidRequest.code());
+            return refused(ResponseError::InvalidRequest);
         }
     };
     let (api_key, version, correlation_id) = (inner.api_key, inner.version, inner.header.correlation_id);
-    let body = handle_direct(controller, listener, inner, None).await;
+    let client_id = inner.header.client_id.as_ref().map(|c| c.as_str().to_string());
+    let caller = Caller { principal, client_id, address };
+    let body = handle_direct(controller, listener, inner, None, &caller).await;
     match protocol::encode_response(api_key, version, correlation_id, &body) {
         // Without the length prefix: the envelope's bytes field has its own length.
         Ok(frame) => EnvelopeResponse::default().with_response_data(Some(frame.freeze().slice(4..))),
         Err(e) => {
             tracing::warn!(error = %e, ?api_key, "encoding a forwarded request's response");
-            EnvelopeResponse::default().with_error_code(ResponseError::UnknownServerError.code())
+            refused(ResponseError::UnknownServerError)
         }
     }
 }
@@ -123,8 +191,15 @@ async fn handle_direct(
     listener: &ControllerListener,
     request: DecodedRequest,
     connection: Option<u64>,
+    caller: &Caller,
 ) -> ResponseKind {
     let version = request.version;
+    let authz = caller.authz(controller);
+    if let Some(refused) = controller_authz::refused_whole(&authz, &request.body, version) {
+        return refused;
+    }
+    // The request's `controller_mutation_rate` quota, strict from the version `strict_since` on.
+    let quota = |strict_since: i16| controller.mutation_quota(&caller.client(), version >= strict_since);
     match request.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(controller)),
         RequestKind::Fetch(fetch) => ResponseKind::Fetch(controller.fetch(&fetch, &listener.endpoint).await),
@@ -139,12 +214,14 @@ async fn handle_direct(
                 AlterPartitionResponse::default().with_error_code(error.code())
             }))
         }
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics(controller, r, version)),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics(controller, &authz, r, version, quota(6)))
+        }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(controller_admin::delete_topics(controller, r, version))
+            ResponseKind::DeleteTopics(controller_admin::delete_topics(controller, &authz, r, version, quota(5)))
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(controller_admin::create_partitions(controller, r))
+            ResponseKind::CreatePartitions(controller_admin::create_partitions(controller, &authz, r, quota(3)))
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(controller_admin::elect_leaders(controller, r)),
         RequestKind::IncrementalAlterConfigs(r) => {
@@ -335,3 +412,7 @@ pub(super) fn written<T>(what: &str, answer: anyhow::Result<T>, failed: impl FnO
         failed(ResponseError::UnknownServerError)
     })
 }
+
+#[cfg(test)]
+#[path = "controller_apis_tests.rs"]
+mod tests;

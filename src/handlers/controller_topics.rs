@@ -1,10 +1,13 @@
 //! CreateTopics on a Ketch controller (brokers forward it, Kafka's `ControllerApis.createTopics`):
 //! the same checks, in Kafka's order and with Kafka's messages, as a single node's CreateTopics
 //! (`create_topics.rs`), made against the metadata image, then the topic's records (replicas
-//! placed over the usable brokers, or the manual assignment) written as one change.
+//! placed over the usable brokers, or the manual assignment) written as one change. Each valid
+//! topic takes its partitions from the client's `controller_mutation_rate` quota (THROTTLING_QUOTA_EXCEEDED
+//! once exhausted, from v6), the client being the forwarding broker's or a direct one.
 //!
-//! Not yet: ACLs on the controller (it trusts the brokers that forward, which authorize first),
-//! CreateTopicPolicy.
+//! With an authorizer (`controller_authz`): CREATE on the cluster or the topic, else
+//! TOPIC_AUTHORIZATION_FAILED; a created topic's settings only with its DESCRIBE_CONFIGS.
+//! Not yet: CreateTopicPolicy.
 //! Invariants: a refused topic writes nothing; a topic is answered with its state once durable.
 
 use kafka_protocol::error::ResponseError;
@@ -13,12 +16,16 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicResult, Cre
 use uuid::Uuid;
 
 use super::controller_apis::written;
+use super::controller_authz::may;
 use super::create_topics::{
-    answer_each_name_once, describe_configs, error_result, overrides, requested_layout, Layout, Refusal,
+    answer_each_name_once, describe_configs, error_result, overrides, requested_layout, take_quota, Layout, Refusal,
 };
 use crate::controller::quorum::QuorumController;
 use crate::controller::topic_changes::{create_topic_assigned_records, create_topic_records, NewTopic};
 use crate::metadata::check_new_topic_name;
+use crate::quota::mutation::MutationQuota;
+use crate::security::acl;
+use crate::security::authorizer::Authz;
 
 /// Kafka's `ConfigSource` codes used in the answer.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
@@ -27,15 +34,23 @@ const DEFAULT_CONFIG: i8 = 5;
 
 pub fn create_topics(
     controller: &QuorumController,
+    authz: &Authz,
     request: CreateTopicsRequest,
     version: i16,
+    mut quota: MutationQuota<'_>,
 ) -> CreateTopicsResponse {
     let validate_only = request.validate_only;
     let topics = answer_each_name_once(request.topics, |t| {
-        create_one(controller, &t, validate_only, version)
+        let name = t.name.0.as_str();
+        if !may(authz, acl::CREATE, name) {
+            return error_result(&t.name, ResponseError::TopicAuthorizationFailed, "Authorization failed.".into());
+        }
+        // Kafka's `getDescribableTopics`: the topic's own DESCRIBE_CONFIGS, not logged.
+        let describable = authz.allows_quietly(acl::DESCRIBE_CONFIGS, acl::TOPIC, name);
+        create_one(controller, &t, validate_only, version, describable, &mut quota)
             .unwrap_or_else(|(error, message)| error_result(&t.name, error, message))
     });
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default().with_topics(topics).with_throttle_time_ms(quota.throttle_ms())
 }
 
 fn create_one(
@@ -43,6 +58,8 @@ fn create_one(
     topic: &CreatableTopic,
     validate_only: bool,
     version: i16,
+    describable: bool,
+    quota: &mut MutationQuota<'_>,
 ) -> Result<CreatableTopicResult, Refusal> {
     let settings = &controller.settings;
     let name = topic.name.0.as_str();
@@ -64,7 +81,8 @@ fn create_one(
             Layout::Manual(a) => create_topic_assigned_records(d.image, name, id, a, &overrides),
             Layout::Placed { .. } => create_topic_records(d.image, &new, seed),
         };
-        match records {
+        // The client's mutation quota, once the topic is valid (Kafka's `applyPartitionChangeQuota`).
+        match records.and_then(|records| take_quota(quota, partitions).map(|()| records)) {
             Ok(records) if !validate_only => (records, Ok(())),
             Ok(_) => (Vec::new(), Ok(())),
             Err(refusal) => (Vec::new(), Err(refusal)),
@@ -74,12 +92,12 @@ fn create_one(
     if !validate_only {
         tracing::info!(topic = name, partitions, replication_factor, "topic created");
     }
-    let ok = CreatableTopicResult::default()
-        .with_name(topic.name.clone())
-        .with_topic_id(id)
-        .with_num_partitions(partitions)
-        .with_replication_factor(replication_factor)
-        .with_error_message(None);
+    let ok = CreatableTopicResult::default().with_name(topic.name.clone()).with_topic_id(id).with_error_message(None);
+    if !describable {
+        // Created, but its settings are not shown (Kafka's `authorizedToReturnConfigs`).
+        return Ok(ok.with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()));
+    }
+    let ok = ok.with_num_partitions(partitions).with_replication_factor(replication_factor).with_error_message(None);
     if version < 5 {
         return Ok(ok);
     }

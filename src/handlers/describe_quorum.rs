@@ -25,6 +25,7 @@ use crate::security::acl;
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
+    header: &kafka_protocol::messages::RequestHeader,
     request: DescribeQuorumRequest,
     version: i16,
 ) -> DescribeQuorumResponse {
@@ -41,7 +42,8 @@ pub async fn handle(
             let message = crate::error::default_message(error);
             failed(error, Some(StrBytes::from_string(message)))
         };
-        return super::forward::forward_whole(link, version, &request, unreachable).await;
+        let link = super::forwarder(link, ctx, header);
+        return super::forward::forward_whole(&link, version, &request, unreachable).await;
     }
     let Some((epoch, end_offset)) = broker.topics.metadata_quorum() else {
         return failed(ResponseError::NotLeaderOrFollower, None);

@@ -1,9 +1,11 @@
 //! Admin requests a broker of a controller quorum forwards to the active controller (Kafka's
 //! `ForwardingManager`): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
 //! IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments,
-//! ListPartitionReassignments, UpdateFeatures, AlterUserScramCredentials and AlterClientQuotas. Without
-//! Kafka's Envelope the controller sees this broker's connection, not the client's principal,
-//! so this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
+//! ListPartitionReassignments, UpdateFeatures, AlterUserScramCredentials and AlterClientQuotas, in
+//! Kafka's Envelope (`node::envelope`: the controller sees the client's principal, address and
+//! client id, and holds it to its `controller_mutation_rate`; the controller's `throttle_time_ms`
+//! stays in the answer, which mutes the client). A Ketch controller does not authorize yet, so
+//! this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
 //! topic, or on the cluster; ALTER on the cluster for ElectLeaders, reassignments and feature
 //! updates and SCRAM credentials, ALTER_CONFIGS on the cluster for client quotas, DESCRIBE to
 //! list them; ALTER_CONFIGS on each config resource, which is first checked as Kafka's
@@ -48,7 +50,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use super::{cluster, configs, create_topics};
 use crate::dynconf::Refusal;
 use crate::metadata::image::MetadataImage;
-use crate::node::ControllerLink;
+use crate::node::{EnvelopeError, Forwarder};
 use crate::security::acl;
 use crate::security::authorizer::Authz;
 
@@ -58,18 +60,75 @@ const REFUSED: ResponseError = ResponseError::TopicAuthorizationFailed;
 /// The controller's answer, or the error every forwarded item gets instead: UNSUPPORTED_VERSION
 /// when the controller does not serve the request at this version (as Kafka's forwarding
 /// answers), REQUEST_TIMED_OUT when it cannot be reached or does not answer.
-async fn forward<R: Request>(link: &ControllerLink, version: i16, request: &R) -> Result<R::Response, ResponseError> {
+async fn forward<R: Request>(link: &Forwarder<'_>, version: i16, request: &R) -> Result<R::Response, ResponseError>
+where
+    R::Response: Throttled,
+{
     let what = std::any::type_name::<R>().rsplit("::").next().unwrap_or_default().trim_end_matches("Request");
     match link.forward_if_served(version, request).await {
-        Ok(Some(response)) => Ok(response),
+        Ok(Some(response)) => {
+            link.throttled(response.throttle_ms());
+            Ok(response)
+        }
         Ok(None) => {
             tracing::info!(request = what, version, "the controller does not serve this request at this version");
             Err(ResponseError::UnsupportedVersion)
         }
-        Err(e) => {
-            tracing::warn!(error = %e, request = what, "forwarding to the controller failed");
-            Err(UNREACHABLE)
-        }
+        Err(e) => match e.downcast_ref::<EnvelopeError>() {
+            // Kafka's forwarding answers a controller's envelope error (its principal serde or
+            // its authorization of this broker) UNKNOWN_SERVER_ERROR, not the error itself.
+            Some(EnvelopeError(error)) => {
+                tracing::warn!(?error, request = what, "the controller refused the forwarded envelope");
+                Err(if *error == ResponseError::UnsupportedVersion {
+                    *error
+                } else {
+                    ResponseError::UnknownServerError
+                })
+            }
+            None => {
+                tracing::warn!(error = %e, request = what, "forwarding to the controller failed");
+                Err(UNREACHABLE)
+            }
+        },
+    }
+}
+
+/// The responses this broker forwards, with the controller's `throttle_time_ms` (its
+/// `controller_mutation_rate` quota of the client): kept in the answer this broker rebuilds,
+/// which mutes the client's connection for that long, as Kafka's `sendForwardedResponse`.
+pub(super) trait Throttled {
+    fn throttle_ms(&self) -> i32;
+}
+
+macro_rules! throttled {
+    ($($response:ty),* $(,)?) => {
+        $(impl Throttled for $response {
+            fn throttle_ms(&self) -> i32 {
+                self.throttle_time_ms
+            }
+        })*
+    };
+}
+
+throttled!(
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    CreatePartitionsResponse,
+    ElectLeadersResponse,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsResponse,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
+    UpdateFeaturesResponse,
+    AlterUserScramCredentialsResponse,
+    AlterClientQuotasResponse,
+    kafka_protocol::messages::CreateAclsResponse,
+    kafka_protocol::messages::DeleteAclsResponse,
+);
+
+impl Throttled for kafka_protocol::messages::DescribeQuorumResponse {
+    fn throttle_ms(&self) -> i32 {
+        0 // DescribeQuorum has no throttle time
     }
 }
 
@@ -78,14 +137,17 @@ async fn forward<R: Request>(link: &ControllerLink, version: i16, request: &R) -
 /// `answer`ed REFUSED. Returns the controller's answers (`answers`), or each forwarded
 /// resource `answer`ed with the forwarding's error, then the refused ones.
 async fn forward_allowed<R: Request, T, A>(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     version: i16,
     mut request: R,
     resources: impl Fn(&mut R) -> &mut Vec<T>,
     allowed: impl FnMut(&T) -> bool,
     answer: impl Fn(&T, ResponseError) -> A,
     answers: impl FnOnce(R::Response) -> Vec<A>,
-) -> Vec<A> {
+) -> Vec<A>
+where
+    R::Response: Throttled,
+{
     let (passed, denied): (Vec<T>, Vec<T>) = std::mem::take(resources(&mut request)).into_iter().partition(allowed);
     *resources(&mut request) = passed;
     let answered = match resources(&mut request).is_empty() {
@@ -101,11 +163,14 @@ async fn forward_allowed<R: Request, T, A>(
 /// The shape of a forwarded request answered as a whole: the controller's answer, or
 /// `failed`'s with the forwarding's error (the caller authorized first).
 pub(super) async fn forward_whole<R: Request>(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     version: i16,
     request: &R,
     failed: impl FnOnce(ResponseError) -> R::Response,
-) -> R::Response {
+) -> R::Response
+where
+    R::Response: Throttled,
+{
     forward(link, version, request).await.unwrap_or_else(failed)
 }
 
@@ -115,7 +180,7 @@ fn may(authz: &Authz, operation: i8, name: &str) -> bool {
 }
 
 pub async fn create_topics(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: CreateTopicsRequest,
     version: i16,
@@ -139,7 +204,7 @@ pub async fn create_topics(
             topics.iter().filter(|t| t.error_code == 0).map(|t| (t.name.0.to_string(), t.topic_id)).collect();
         await_created(link, &created, timeout_ms).await;
     }
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default().with_topics(topics).with_throttle_time_ms(link.throttle_ms())
 }
 
 /// The longest a CreateTopics waits for this broker to apply the topics it created.
@@ -151,7 +216,7 @@ const CREATED_WAIT_CAP: Duration = Duration::from_secs(30);
 /// UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION here. Kafka's broker answers at once (its
 /// clients retry); waiting costs one metadata round trip. Past the wait the answer goes as is.
 /// `created`: (name, id) of each, the id nil before v7 (then the name is looked for).
-async fn await_created(link: &ControllerLink, created: &[(String, Uuid)], timeout_ms: i32) {
+async fn await_created(link: &Forwarder<'_>, created: &[(String, Uuid)], timeout_ms: i32) {
     if created.is_empty() {
         return;
     }
@@ -168,7 +233,7 @@ async fn await_created(link: &ControllerLink, created: &[(String, Uuid)], timeou
 }
 
 pub async fn delete_topics(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: DeleteTopicsRequest,
     version: i16,
@@ -198,11 +263,11 @@ pub async fn delete_topics(
         };
         forward_allowed(link, version, request, |r| &mut r.topic_names, allowed, answer, |r| r.responses).await
     };
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default().with_responses(responses).with_throttle_time_ms(link.throttle_ms())
 }
 
 pub async fn create_partitions(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: CreatePartitionsRequest,
     version: i16,
@@ -217,11 +282,11 @@ pub async fn create_partitions(
         |response| response.results,
     )
     .await;
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default().with_results(results).with_throttle_time_ms(link.throttle_ms())
 }
 
 pub async fn elect_leaders(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: ElectLeadersRequest,
     version: i16,
@@ -264,14 +329,17 @@ fn reassemble(
 /// `resources` takes them out of the request (the others are dropped), `answers` reads the
 /// controller's answer. Returns every resource's answer (`reassemble`).
 async fn forward_configs<R: Request, T>(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     version: i16,
     checks: Vec<Result<(), Refusal>>,
     mut request: R,
     resources: impl Fn(&mut R) -> &mut Vec<T>,
     key: impl Fn(&T) -> ConfigResource,
     answers: impl FnOnce(R::Response) -> HashMap<ConfigResource, ConfigAnswer>,
-) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)> {
+) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)>
+where
+    R::Response: Throttled,
+{
     let all = std::mem::take(resources(&mut request));
     let keys = all.iter().map(&key).collect();
     let passed = all.into_iter().zip(&checks).filter(|(_, check)| check.is_ok()).map(|(r, _)| r);
@@ -301,14 +369,14 @@ macro_rules! forward_config_request {
         )
         .await;
         let responses: Vec<_> = super::config_resource_responses!($resource_response, answered);
-        $response::default().with_responses(responses)
+        $response::default().with_responses(responses).with_throttle_time_ms($link.throttle_ms())
     }};
 }
 
 /// IncrementalAlterConfigs: `checks` are this broker's preprocessing
 /// (`configs::incremental_alter_configs_preprocess`); the resources that passed are forwarded.
 pub async fn incremental_alter_configs(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     checks: Vec<Result<(), Refusal>>,
     request: IncrementalAlterConfigsRequest,
     version: i16,
@@ -325,7 +393,7 @@ pub async fn incremental_alter_configs(
 
 /// Legacy AlterConfigs, the same way (`configs::alter_configs_preprocess`).
 pub async fn alter_configs(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     checks: Vec<Result<(), Refusal>>,
     request: AlterConfigsRequest,
     version: i16,
@@ -336,7 +404,7 @@ pub async fn alter_configs(
 /// AlterPartitionReassignments: ALTER on the cluster here, then the controller's answer (every
 /// partition REQUEST_TIMED_OUT when it cannot be reached).
 pub async fn alter_partition_reassignments(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: AlterPartitionReassignmentsRequest,
     version: i16,
@@ -351,7 +419,7 @@ pub async fn alter_partition_reassignments(
 /// UpdateFeatures: ALTER on the cluster here, then the controller's answer (it decides and
 /// writes the FeatureLevelRecords; this broker sees them in its image like any broker).
 pub async fn update_features(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: UpdateFeaturesRequest,
     version: i16,
@@ -373,7 +441,7 @@ pub async fn update_features(
 /// broker answers), then the controller's answer (each user REQUEST_TIMED_OUT or
 /// UNSUPPORTED_VERSION when the forwarding fails).
 pub async fn alter_user_scram_credentials(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: AlterUserScramCredentialsRequest,
     version: i16,
@@ -388,7 +456,7 @@ pub async fn alter_user_scram_credentials(
 
 /// AlterClientQuotas: ALTER_CONFIGS on the cluster here, then the controller's answer.
 pub async fn alter_client_quotas(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: AlterClientQuotasRequest,
     version: i16,
@@ -403,7 +471,7 @@ pub async fn alter_client_quotas(
 
 /// ListPartitionReassignments: DESCRIBE on the cluster here, then the controller's answer.
 pub async fn list_partition_reassignments(
-    link: &ControllerLink,
+    link: &Forwarder<'_>,
     authz: &Authz<'_>,
     request: ListPartitionReassignmentsRequest,
     version: i16,

@@ -17,6 +17,7 @@ mod consumer_groups;
 mod controller_acls;
 mod controller_admin;
 pub mod controller_apis;
+mod controller_authz;
 pub(crate) mod controller_configs;
 pub(crate) mod controller_describe_configs;
 pub(crate) mod controller_features;
@@ -53,6 +54,8 @@ use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
+use crate::node::envelope::Origin;
+use crate::node::{ControllerLink, Forwarder};
 use crate::security::authorizer::Authz;
 
 pub use api_versions::unsupported_version_response;
@@ -86,6 +89,17 @@ impl RequestContext {
     pub fn authz<'a>(&'a self, broker: &'a Broker) -> Authz<'a> {
         Authz::new(broker.acls.as_ref(), &self.principal, self.peer_addr.ip())
     }
+}
+
+/// `link` forwarding this request for its client: in Kafka's Envelope, the controller sees the
+/// client's principal, address, client id and correlation id.
+pub(crate) fn forwarder<'a>(link: &'a ControllerLink, ctx: &RequestContext, header: &RequestHeader) -> Forwarder<'a> {
+    link.forwarder(Origin {
+        client_id: header.client_id.as_ref().map(|s| s.as_str().to_string()),
+        correlation_id: header.correlation_id,
+        principal: ctx.principal.clone(),
+        address: ctx.peer_addr.ip(),
+    })
 }
 
 /// What a handler produced: most requests have a response body to encode; a Produce is
@@ -136,9 +150,9 @@ pub async fn dispatch(
         RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, ctx, req, version)),
         RequestKind::CreateTopics(req) => match broker.controller.get() {
             // A broker of a controller quorum: the controller creates topics (and checks them).
-            Some(link) => {
-                ResponseKind::CreateTopics(forward::create_topics(link, &ctx.authz(broker), req, version).await)
-            }
+            Some(link) => ResponseKind::CreateTopics(
+                forward::create_topics(&forwarder(link, ctx, header), &ctx.authz(broker), req, version).await,
+            ),
             None => ResponseKind::CreateTopics(create_topics::handle(broker, ctx, req, version, mutation(6))),
         },
         RequestKind::FindCoordinator(req) => {
@@ -165,11 +179,15 @@ pub async fn dispatch(
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(acls::describe(broker, ctx, req)),
         // A broker of a cluster with an authorizer: ACLs are cluster metadata the controller writes.
         RequestKind::CreateAcls(req) => match broker.controller.get().filter(|_| acls_from_image(broker)) {
-            Some(link) => ResponseKind::CreateAcls(acls::create_forwarded(broker, ctx, link, req, version).await),
+            Some(link) => ResponseKind::CreateAcls(
+                acls::create_forwarded(broker, ctx, &forwarder(link, ctx, header), req, version).await,
+            ),
             None => ResponseKind::CreateAcls(acls::create(broker, ctx, req)),
         },
         RequestKind::DeleteAcls(req) => match broker.controller.get().filter(|_| acls_from_image(broker)) {
-            Some(link) => ResponseKind::DeleteAcls(acls::delete_forwarded(broker, ctx, link, req, version).await),
+            Some(link) => ResponseKind::DeleteAcls(
+                acls::delete_forwarded(broker, ctx, &forwarder(link, ctx, header), req, version).await,
+            ),
             None => ResponseKind::DeleteAcls(acls::delete(broker, ctx, req)),
         },
         RequestKind::AlterReplicaLogDirs(req) => {
@@ -189,20 +207,22 @@ pub async fn dispatch(
             ResponseKind::OffsetForLeaderEpoch(cluster::offset_for_leader_epoch(broker, ctx, req))
         }
         RequestKind::ElectLeaders(req) => match broker.controller.get() {
-            Some(link) => {
-                ResponseKind::ElectLeaders(forward::elect_leaders(link, &ctx.authz(broker), req, version).await)
-            }
+            Some(link) => ResponseKind::ElectLeaders(
+                forward::elect_leaders(&forwarder(link, ctx, header), &ctx.authz(broker), req, version).await,
+            ),
             None => ResponseKind::ElectLeaders(cluster::elect_leaders(broker, ctx, req)),
         },
         RequestKind::AlterPartitionReassignments(req) => match broker.controller.get() {
             Some(link) => ResponseKind::AlterPartitionReassignments(
-                forward::alter_partition_reassignments(link, &ctx.authz(broker), req, version).await,
+                forward::alter_partition_reassignments(&forwarder(link, ctx, header), &ctx.authz(broker), req, version)
+                    .await,
             ),
             None => ResponseKind::AlterPartitionReassignments(cluster::alter_partition_reassignments(broker, ctx, req)),
         },
         RequestKind::ListPartitionReassignments(req) => match broker.controller.get() {
             Some(link) => ResponseKind::ListPartitionReassignments(
-                forward::list_partition_reassignments(link, &ctx.authz(broker), req, version).await,
+                forward::list_partition_reassignments(&forwarder(link, ctx, header), &ctx.authz(broker), req, version)
+                    .await,
             ),
             None => ResponseKind::ListPartitionReassignments(cluster::list_partition_reassignments(broker, ctx, req)),
         },
@@ -213,7 +233,9 @@ pub async fn dispatch(
             // A broker of a controller quorum: the controller writes config changes.
             Some(link) => {
                 let checks = configs::alter_configs_preprocess(broker, ctx, &req);
-                ResponseKind::AlterConfigs(forward::alter_configs(link, checks, req, version).await)
+                ResponseKind::AlterConfigs(
+                    forward::alter_configs(&forwarder(link, ctx, header), checks, req, version).await,
+                )
             }
             None => ResponseKind::AlterConfigs(configs::alter_configs(broker, ctx, req)),
         },
@@ -221,16 +243,16 @@ pub async fn dispatch(
             Some(link) => {
                 let checks = configs::incremental_alter_configs_preprocess(broker, ctx, &req);
                 ResponseKind::IncrementalAlterConfigs(
-                    forward::incremental_alter_configs(link, checks, req, version).await,
+                    forward::incremental_alter_configs(&forwarder(link, ctx, header), checks, req, version).await,
                 )
             }
             None => ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, ctx, req)),
         },
         RequestKind::DeleteRecords(req) => ResponseKind::DeleteRecords(admin::delete_records(broker, ctx, req)),
         RequestKind::CreatePartitions(req) => match broker.controller.get() {
-            Some(link) => {
-                ResponseKind::CreatePartitions(forward::create_partitions(link, &ctx.authz(broker), req, version).await)
-            }
+            Some(link) => ResponseKind::CreatePartitions(
+                forward::create_partitions(&forwarder(link, ctx, header), &ctx.authz(broker), req, version).await,
+            ),
             None => ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, req, mutation(3))),
         },
         RequestKind::DescribeCluster(req) => {
@@ -263,20 +285,20 @@ pub async fn dispatch(
             ResponseKind::DescribeProducers(txn::describe_producers(broker, ctx, req))
         }
         RequestKind::DeleteTopics(req) => match broker.controller.get() {
-            Some(link) => {
-                ResponseKind::DeleteTopics(forward::delete_topics(link, &ctx.authz(broker), req, version).await)
-            }
+            Some(link) => ResponseKind::DeleteTopics(
+                forward::delete_topics(&forwarder(link, ctx, header), &ctx.authz(broker), req, version).await,
+            ),
             None => ResponseKind::DeleteTopics(delete_topics::handle(broker, ctx, req, version, mutation(5))),
         },
         RequestKind::UpdateFeatures(req) => match broker.controller.get() {
             // A broker of a controller quorum: the controller finalizes features.
-            Some(link) => {
-                ResponseKind::UpdateFeatures(forward::update_features(link, &ctx.authz(broker), req, version).await)
-            }
+            Some(link) => ResponseKind::UpdateFeatures(
+                forward::update_features(&forwarder(link, ctx, header), &ctx.authz(broker), req, version).await,
+            ),
             None => ResponseKind::UpdateFeatures(update_features::handle(broker, ctx, req, version)),
         },
         RequestKind::DescribeQuorum(req) => {
-            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, ctx, req, version).await)
+            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, ctx, header, req, version).await)
         }
         RequestKind::ListConfigResources(req) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(broker, ctx, req, version))
@@ -287,7 +309,7 @@ pub async fn dispatch(
         RequestKind::AlterClientQuotas(req) => match broker.controller.get() {
             // A broker of a controller quorum: quotas are cluster metadata the controller writes.
             Some(link) => ResponseKind::AlterClientQuotas(
-                forward::alter_client_quotas(link, &ctx.authz(broker), req, version).await,
+                forward::alter_client_quotas(&forwarder(link, ctx, header), &ctx.authz(broker), req, version).await,
             ),
             None => ResponseKind::AlterClientQuotas(quotas::alter(broker, ctx, req)),
         },
@@ -297,7 +319,8 @@ pub async fn dispatch(
         RequestKind::AlterUserScramCredentials(req) => match broker.controller.get() {
             // A broker of a controller quorum: credentials are cluster metadata the controller writes.
             Some(link) => ResponseKind::AlterUserScramCredentials(
-                forward::alter_user_scram_credentials(link, &ctx.authz(broker), req, version).await,
+                forward::alter_user_scram_credentials(&forwarder(link, ctx, header), &ctx.authz(broker), req, version)
+                    .await,
             ),
             None => ResponseKind::AlterUserScramCredentials(sasl::alter(broker, ctx, req)),
         },

@@ -1,7 +1,8 @@
 //! This broker's link to the active controller (Kafka's `ForwardingManager` and
-//! `NodeToControllerChannelManager`, without the Envelope: the controller sees this broker's
-//! connection): admin requests forwarded, and the broker's own AlterPartition,
-//! AllocateProducerIds and internal-topic creations.
+//! `NodeToControllerChannelManager`): clients' admin requests forwarded, in Kafka's Envelope
+//! (`envelope.rs`) when the controller serves it, so the controller sees the client's principal,
+//! address and client id; and the broker's own AlterPartition, AllocateProducerIds and
+//! internal-topic creations, sent as this broker's.
 //!
 //! Connections are kept between requests (a few idle ones, one request at a time on each), so a
 //! forward costs one round trip: the controller's ApiVersions is asked once per connection, on
@@ -11,16 +12,19 @@
 //! active one is dropped, and its ApiVersions with it (a new connection asks again); a kept
 //! connection found closed (an I/O error: the controller closed it while idle, or restarted) is
 //! replaced by a new one and the request sent once more on it (as Kafka's channel retries after
-//! a disconnect), never after a timeout (the controller may still be deciding it).
+//! a disconnect), never after a timeout (the controller may still be deciding it). An envelope
+//! answered NOT_CONTROLLER is sent again once the controller changes, until the request timeout.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
 use kafka_protocol::protocol::Request;
 use tokio::sync::watch;
 
+use super::envelope::{self, Origin};
 use super::{client, NodeConfig};
 use crate::metadata::image::MetadataImage;
 use crate::raft::observer::Leader;
@@ -37,6 +41,57 @@ pub struct ControllerLink {
     applied: watch::Receiver<Arc<MetadataImage>>,
     idle: Arc<Mutex<Vec<Kept>>>,
 }
+
+/// A client's requests forwarded on its behalf: `ControllerLink`'s methods, and
+/// `forward_if_served` in an Envelope from `origin`.
+pub struct Forwarder<'a> {
+    link: &'a ControllerLink,
+    origin: Origin,
+    /// The longest `throttle_time_ms` the controller answered (`throttled`).
+    throttle_ms: std::sync::atomic::AtomicI32,
+}
+
+impl std::ops::Deref for Forwarder<'_> {
+    type Target = ControllerLink;
+    fn deref(&self) -> &ControllerLink {
+        self.link
+    }
+}
+
+impl Forwarder<'_> {
+    /// As `ControllerLink::forward_if_served`, in an Envelope from the client when the
+    /// controller's ApiVersions lists Envelope v0 (Kafka's and Ketch's controllers do), else as
+    /// this broker's request.
+    pub async fn forward_if_served<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<Option<R::Response>> {
+        self.link.send(version, request, true, Some(&self.origin)).await
+    }
+
+    /// Notes a `throttle_time_ms` the controller answered.
+    pub fn throttled(&self, ms: i32) {
+        self.throttle_ms.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The longest `throttle_time_ms` the controller answered this client's requests.
+    pub fn throttle_ms(&self) -> i32 {
+        self.throttle_ms.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The controller answered an envelope with an error of its own (not the inner request's).
+#[derive(Debug)]
+pub struct EnvelopeError(pub ResponseError);
+
+impl std::fmt::Display for EnvelopeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the controller answered the envelope with {:?}", self.0)
+    }
+}
+
+impl std::error::Error for EnvelopeError {}
 
 /// A connection to the controller and its ApiVersions table, once asked on it.
 struct Kept {
@@ -67,9 +122,14 @@ impl ControllerLink {
         reached.is_ok_and(|r| r.is_ok())
     }
 
+    /// This link, forwarding for the client `origin`.
+    pub fn forwarder(&self, origin: Origin) -> Forwarder<'_> {
+        Forwarder { link: self, origin, throttle_ms: Default::default() }
+    }
+
     /// Sends `request` to the active controller and returns the answer.
     pub async fn forward<R: Request>(&self, version: i16, request: &R) -> anyhow::Result<R::Response> {
-        let answer = self.send(version, request, false).await?;
+        let answer = self.send(version, request, false, None).await?;
         answer.ok_or_else(|| anyhow::anyhow!("no answer"))
     }
 
@@ -81,13 +141,46 @@ impl ControllerLink {
         version: i16,
         request: &R,
     ) -> anyhow::Result<Option<R::Response>> {
-        self.send(version, request, true).await
+        self.send(version, request, true, None).await
     }
 
-    async fn send<R: Request>(&self, version: i16, request: &R, check: bool) -> anyhow::Result<Option<R::Response>> {
+    /// `send_once`, again after a NOT_CONTROLLER envelope error once the controller changed (or
+    /// a short wait), until the request timeout (Kafka's `NodeToControllerRequestThread`).
+    async fn send<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+        check: bool,
+        origin: Option<&Origin>,
+    ) -> anyhow::Result<Option<R::Response>> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.request_timeout_ms.max(1_000));
+        loop {
+            let mut leader = self.leader.clone();
+            match self.send_once(version, request, check, origin).await {
+                Err(e) if matches!(e.downcast_ref(), Some(EnvelopeError(ResponseError::NotController))) => {
+                    self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    let wait =
+                        Duration::from_millis(500).min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                    if wait.is_zero() {
+                        return Err(e);
+                    }
+                    let _ = tokio::time::timeout(wait, leader.changed()).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn send_once<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+        check: bool,
+        origin: Option<&Origin>,
+    ) -> anyhow::Result<Option<R::Response>> {
         let addr = self.leader_addr()?;
         if let Some(mut kept) = self.take_idle(&addr) {
-            match exchange(&mut kept, version, request, check).await {
+            match exchange(&mut kept, version, request, check, origin).await {
                 Ok(answer) => {
                     self.put_idle(kept);
                     return Ok(answer);
@@ -101,7 +194,7 @@ impl ControllerLink {
             }
         }
         let mut kept = Kept { conn: self.connect(&addr).await?, versions: None };
-        let answer = exchange(&mut kept, version, request, check).await?;
+        let answer = exchange(&mut kept, version, request, check, origin).await?;
         self.put_idle(kept);
         Ok(answer)
     }
@@ -134,14 +227,17 @@ impl ControllerLink {
 }
 
 /// One request on `kept`, after its ApiVersions (asked the first time) when `check`: `None` when
-/// the controller does not serve the request at `version`.
+/// the controller does not serve the request at `version`. In an Envelope from `origin` when
+/// there is one and the controller serves Envelope v0.
 async fn exchange<R: Request>(
     kept: &mut Kept,
     version: i16,
     request: &R,
     check: bool,
+    origin: Option<&Origin>,
 ) -> anyhow::Result<Option<R::Response>> {
-    if check {
+    let mut enveloped = false;
+    if check || origin.is_some() {
         let versions = match kept.versions.take() {
             Some(versions) => versions,
             None => {
@@ -150,13 +246,29 @@ async fn exchange<R: Request>(
                 answer.api_keys
             }
         };
-        let served = versions.iter().any(|k| k.api_key == R::KEY && (k.min_version..=k.max_version).contains(&version));
+        let serves = |key: i16, version: i16| {
+            versions.iter().any(|k| k.api_key == key && (k.min_version..=k.max_version).contains(&version))
+        };
+        let served = serves(R::KEY, version);
+        enveloped = origin.is_some() && serves(ApiKey::Envelope as i16, 0);
         kept.versions = Some(versions);
-        if !served {
+        if check && !served {
             return Ok(None);
         }
     }
-    kept.conn.send(version, request, Duration::ZERO).await.map(Some)
+    let origin = match origin {
+        Some(origin) if enveloped => origin,
+        _ => return kept.conn.send(version, request, Duration::ZERO).await.map(Some),
+    };
+    let answer = kept.conn.send(0, &envelope::wrap(origin, version, request)?, Duration::ZERO).await?;
+    if answer.error_code != 0 {
+        return Err(EnvelopeError(
+            ResponseError::try_from_code(answer.error_code).unwrap_or(ResponseError::UnknownServerError),
+        )
+        .into());
+    }
+    let data = answer.response_data.ok_or_else(|| anyhow::anyhow!("an envelope answered without a response"))?;
+    envelope::unwrap::<R>(origin, version, data).map(Some)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! asks for something this Ketch cannot be (a controller among several voters: issue 15).
 
 pub mod client;
+pub mod envelope;
 pub mod isr;
 pub mod lifecycle;
 mod link;
@@ -34,7 +35,7 @@ use crate::raft::observer::{Observer, ObserverHandle};
 use crate::replica::fetcher::{FetcherSetup, FollowerFetcher};
 use crate::replica::manager::ReplicaManager;
 use lifecycle::{Endpoint, Lifecycle, State};
-pub use link::ControllerLink;
+pub use link::{ControllerLink, EnvelopeError, Forwarder};
 
 /// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
 const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);

@@ -1,8 +1,8 @@
 //! The controller mutation quota (`controller_mutation_rate`, KIP-599): how many partitions a
 //! client may create or delete per second through CreateTopics, CreatePartitions and DeleteTopics,
-//! as Kafka's `ControllerMutationQuotaManager` counts them, where the topics are decided: for now
-//! a single node's handlers (a Ketch controller cannot tell the clients of the brokers that
-//! forward to it apart until they forward in Kafka's Envelopes).
+//! as Kafka's `ControllerMutationQuotaManager` counts them, where the topics are decided: a
+//! single node's handlers, or a controller's (`controller::quorum`), which knows the client of a
+//! request a broker forwarded from its Envelope.
 //!
 //! Each (user, client-id) sharing a quota (the same tags as the byte-rate quotas) has a token
 //! bucket (Kafka's `TokenBucket`): it starts full with `quota.window.num` x

@@ -60,7 +60,10 @@ pub async fn open(
 ) -> anyhow::Result<Arc<QuorumController>> {
     let settings = ControllerSettings::from_config(config, node.node_id, node.session_timeout_ms as i64, cluster_id);
     let metadata_dir = metadata_dir.to_path_buf();
-    Ok(Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??))
+    let controller =
+        Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??);
+    controller.read_acls_from_own_image();
+    Ok(controller)
 }
 
 /// Serves `controller` on the bound controller listeners (named as in `config.listeners`), and
@@ -125,7 +128,7 @@ async fn accept_loop(
                 let (named, controller) = (named.clone(), controller.clone());
                 let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
-                    if let Err(e) = serve_connection(stream, &named, &controller, max_frame, connection).await {
+                    if let Err(e) = serve_connection(stream, &named, &controller, max_frame, (connection, peer)).await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
                     // However it ended (EOF, error): a broker that heartbeated on it may be gone.
@@ -148,7 +151,7 @@ async fn serve_connection(
     named: &ControllerListener,
     controller: &QuorumController,
     max_frame: usize,
-    connection: u64,
+    connection: (u64, std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let (read, mut write) = stream.into_split();
@@ -166,7 +169,7 @@ async fn answer(
     frame: Bytes,
     named: &ControllerListener,
     controller: &QuorumController,
-    connection: u64,
+    connection: (u64, std::net::SocketAddr),
 ) -> anyhow::Result<Bytes> {
     match protocol::decode_served_request(frame, controller_apis::is_served) {
         Ok(request) => {
