@@ -201,7 +201,15 @@ def mirror_maker_props(source: str, target: str, topics_regex: str, groups_regex
         "refresh.topics.interval.seconds": 2,
         "refresh.groups.interval.seconds": 2,
         "sync.topic.configs.interval.seconds": 2,
-        "offset.flush.interval.ms": 1000,
+        # worker settings of the dedicated herder come from `<target alias>.`-prefixed keys (a
+        # top-level offset.flush.interval.ms is ignored, MirrorMakerConfig.workerConfig): the
+        # source task's commit() every flush interval sends the delayed offset syncs that group
+        # offset translation waits for (Connect's default is 60 s)
+        "target.offset.flush.interval.ms": 1000,
+        # every plugin on the classpath has a ServiceLoader manifest: skip the reflective
+        # classpath scans (MirrorMakerConfig's and the herder's, several seconds each)
+        "plugin.discovery": "service_load",
+        "target.plugin.discovery": "service_load",
     }
     props.update(extra)
     return props

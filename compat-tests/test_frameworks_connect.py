@@ -34,6 +34,9 @@ from frameworks_support import create_topics, topic_end, java_framework_cmd, log
 pytestmark = pytest.mark.timeout(420)  # pytest-timeout (requirements.txt)
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
+# every plugin on the classpath has a ServiceLoader manifest: no reflective classpath scan at each
+# worker start (Connect's default plugin.discovery=hybrid_warn does both)
+NO_PLUGIN_SCAN = {"plugin.discovery": "service_load"}
 
 
 class Worker:
@@ -106,6 +109,7 @@ def test_connect_standalone_file_pipeline(broker, java_compat_jar, tmp_path):
         "offset.storage.file.filename": offsets,
         "offset.flush.interval.ms": 1000,
         "listeners": "http://127.0.0.1:0",
+        **NO_PLUGIN_SCAN,
     })
     source_props = write_props(tmp_path / "source.properties", {
         "name": f"file-source-{s}", "connector.class": "FileStreamSource", "tasks.max": 1,
@@ -186,6 +190,10 @@ def test_connect_distributed_file_pipeline(broker, java_compat_jar, tmp_path):
         "listeners": "http://127.0.0.1:0",
         "scheduled.rebalance.max.delay.ms": 5000,  # a SIGKILLed worker's tasks come back within seconds
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+        # the sink task's consumer group too: the restarted sink's join waits for the SIGKILLed
+        # member's session to expire (the consumer default is 45 s)
+        "consumer.session.timeout.ms": 6000, "consumer.heartbeat.interval.ms": 1000,
+        **NO_PLUGIN_SCAN,
     })
     log = tmp_path / "connect-distributed.log"
     main = "org.apache.kafka.connect.cli.ConnectDistributed"
