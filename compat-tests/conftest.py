@@ -41,6 +41,7 @@ import os
 import re
 import shutil
 import signal
+import random
 import socket
 import subprocess
 import sys
@@ -126,8 +127,36 @@ def _kill_leftovers() -> None:
                 pass
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """An ephemeral port on 127.0.0.1 that was free a moment ago."""
+    """A port on 127.0.0.1 that was free a moment ago, for a listener a test names before its
+    process starts. Drawn at random from below the kernel's ephemeral range (ip_local_port_range),
+    so no port-0 listener (Ketch's and Kafka's own) and no outgoing connection can take it before
+    the process binds it, as happened with a port the kernel had just handed out; never the same
+    port twice in a run."""
+    low = 10000
+    high = max(low + 1000, _ephemeral_low())
+    for _ in range(500):
+        port = random.randrange(low, high)
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -156,6 +156,7 @@ impl ControllerLink {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.request_timeout_ms.max(1_000));
         loop {
             let mut leader = self.leader.clone();
+            leader.borrow_and_update(); // `changed` below: a change after this send
             match self.send_once(version, request, check, origin).await {
                 Err(e) if matches!(e.downcast_ref(), Some(EnvelopeError(ResponseError::NotController))) => {
                     self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
