@@ -94,11 +94,12 @@ pub fn delete_topics(
     let mut by_id: std::collections::HashSet<Uuid> = ids.given_once(true).into_iter().collect();
     by_id.retain(|id| {
         let Some(name) = image.topics.get(id).map(|t| t.name.as_str()) else { return true };
-        if !deletable(name) {
+        let may_delete = deletable(name);
+        if !may_delete {
             let shown = describable(name).then(|| TopicName(str_bytes(name)));
             refused.push(DeletableTopicResult::default().with_name(shown).with_topic_id(*id).with_error_code(DENIED));
         }
-        deletable(name)
+        may_delete
     });
     // A name that maps to an id also provided: neither is deleted, one answer.
     let mut wanted: Vec<(Option<String>, Uuid)> = Vec::new();

@@ -139,12 +139,6 @@ pub fn refused_whole(authz: &Authz, request: &RequestKind, version: i16) -> Opti
     })
 }
 
-/// Whether `operation` is allowed on topic `name`, or on the whole cluster (Kafka's
-/// `hasClusterAuth`, asked without logging a denial, then the topic).
-pub fn may(authz: &Authz, operation: i8, name: &str) -> bool {
-    authz.allows_quietly(operation, acl::CLUSTER, acl::CLUSTER_NAME) || authz.allows(operation, acl::TOPIC, name)
-}
-
 #[cfg(test)]
 #[path = "controller_authz_tests.rs"]
 mod tests;

@@ -16,7 +16,6 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicResult, Cre
 use uuid::Uuid;
 
 use super::controller_apis::written;
-use super::controller_authz::may;
 use super::create_topics::{
     answer_each_name_once, describe_configs, error_result, overrides, requested_layout, take_quota, Layout, Refusal,
 };
@@ -42,7 +41,7 @@ pub fn create_topics(
     let validate_only = request.validate_only;
     let topics = answer_each_name_once(request.topics, |t| {
         let name = t.name.0.as_str();
-        if !may(authz, acl::CREATE, name) {
+        if !authz.cluster_or_topic(acl::CREATE, name) {
             return error_result(&t.name, ResponseError::TopicAuthorizationFailed, "Authorization failed.".into());
         }
         // Kafka's `getDescribableTopics`: the topic's own DESCRIBE_CONFIGS, not logged.

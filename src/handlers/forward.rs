@@ -4,8 +4,9 @@
 //! ListPartitionReassignments, UpdateFeatures, AlterUserScramCredentials and AlterClientQuotas, in
 //! Kafka's Envelope (`node::envelope`: the controller sees the client's principal, address and
 //! client id, and holds it to its `controller_mutation_rate`; the controller's `throttle_time_ms`
-//! stays in the answer, which mutes the client). A Ketch controller does not authorize yet, so
-//! this broker authorizes first, as Kafka's controller would (CREATE / DELETE / ALTER on each
+//! stays in the answer, which mutes the client). A Ketch controller does not authorize config
+//! resources yet (`controller_authz`), so this broker authorizes every request first, as Kafka's
+//! controller would (CREATE / DELETE / ALTER on each
 //! topic, or on the cluster; ALTER on the cluster for ElectLeaders, reassignments and feature
 //! updates and SCRAM credentials, ALTER_CONFIGS on the cluster for client quotas, DESCRIBE to
 //! list them; ALTER_CONFIGS on each config resource, which is first checked as Kafka's
@@ -174,11 +175,6 @@ where
     forward(link, version, request).await.unwrap_or_else(failed)
 }
 
-/// Whether `operation` is allowed on topic `name`, or on the whole cluster.
-fn may(authz: &Authz, operation: i8, name: &str) -> bool {
-    authz.allows_quietly(operation, acl::CLUSTER, acl::CLUSTER_NAME) || authz.allows(operation, acl::TOPIC, name)
-}
-
 pub async fn create_topics(
     link: &Forwarder<'_>,
     authz: &Authz<'_>,
@@ -191,7 +187,7 @@ pub async fn create_topics(
         version,
         request,
         |r| &mut r.topics,
-        |t| may(authz, acl::CREATE, t.name.0.as_str()),
+        |t| authz.cluster_or_topic(acl::CREATE, t.name.0.as_str()),
         |t, error| match error {
             REFUSED => create_topics::error_result(&t.name, error, "Authorization failed.".to_string()),
             _ => CreatableTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()),
@@ -247,7 +243,7 @@ pub async fn delete_topics(
                 .map(|n| n.0.to_string())
                 .or_else(|| image.topics.get(&t.topic_id).map(|t| t.name.clone()));
             // An unknown id is the controller's to answer (UNKNOWN_TOPIC_ID).
-            name.is_none_or(|n| may(authz, acl::DELETE, &n))
+            name.is_none_or(|n| authz.cluster_or_topic(acl::DELETE, &n))
         };
         let answer = |t: &DeleteTopicState, error: ResponseError| {
             DeletableTopicResult::default()
@@ -257,7 +253,7 @@ pub async fn delete_topics(
         };
         forward_allowed(link, version, request, |r| &mut r.topics, allowed, answer, |r| r.responses).await
     } else {
-        let allowed = |n: &TopicName| may(authz, acl::DELETE, n.0.as_str());
+        let allowed = |n: &TopicName| authz.cluster_or_topic(acl::DELETE, n.0.as_str());
         let answer = |n: &TopicName, error: ResponseError| {
             DeletableTopicResult::default().with_name(Some(n.clone())).with_error_code(error.code())
         };
@@ -277,7 +273,7 @@ pub async fn create_partitions(
         version,
         request,
         |r| &mut r.topics,
-        |t| may(authz, acl::ALTER, t.name.0.as_str()),
+        |t| authz.cluster_or_topic(acl::ALTER, t.name.0.as_str()),
         |t, error| CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()),
         |response| response.results,
     )

@@ -8,8 +8,8 @@
 //! (`server::connection`): the throttle time goes into the response and the connection reads
 //! nothing more from the client until it has passed, as Kafka mutes a throttled channel
 //! (KIP-219). The IP `connection_creation_rate` is enforced by the listeners' connection limits
-//! (`server::limits`), `controller_mutation_rate` where a single node creates and deletes topics
-//! (`mutation`; not yet on a Ketch controller).
+//! (`server::limits`), `controller_mutation_rate` where topics are created and deleted
+//! (`mutation`: a single node's handlers, a Ketch controller's, for the client a broker forwarded for).
 
 pub mod entity;
 pub mod mutation;

@@ -94,6 +94,12 @@ impl<'a> Authz<'a> {
         self.allows(operation, CLUSTER, CLUSTER_NAME)
     }
 
+    /// `operation` on the whole cluster (asked without logging a denial: Kafka's
+    /// `hasClusterAuth`), else on topic `name`.
+    pub fn cluster_or_topic(&self, operation: i8, name: &str) -> bool {
+        self.allows_quietly(operation, CLUSTER, CLUSTER_NAME) || self.allows(operation, TOPIC, name)
+    }
+
     /// Of the names given (repeats allowed), those allowed `operation` (Kafka's `filterByAuthorized`).
     pub fn allowed_names<'n>(
         &self,
