@@ -129,9 +129,9 @@ def rdkafka_auth_error(conf: dict, timeout: float = 8) -> str | None:
     return f"not an authentication error: {last} {errors}"
 
 
-def java_clients(kafka_libs, *cases) -> dict[str, str]:
+def java_clients(kafka_libs, *cases, jvm_opts=()) -> dict[str, str]:
     """Runs SaslClients.java: {case: result line}."""
-    cmd = ["java", "-XX:TieredStopAtLevel=1", "-cp", f"{kafka_libs}/*", str(JAVA_CLIENTS), *cases]
+    cmd = ["java", "-XX:TieredStopAtLevel=1", *jvm_opts, "-cp", f"{kafka_libs}/*", str(JAVA_CLIENTS), *cases]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = {}
     for line in p.stdout.splitlines():

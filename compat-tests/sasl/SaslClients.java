@@ -1,6 +1,7 @@
 // The Java client (kafka-clients, unchanged) over SASL, for compat-tests/test_sasl.py. Run with the
 // single-file source launcher: java -cp '<kafka libs>/*' SaslClients.java <case>...
-// Each case is "protocol,mechanism,user,password,bootstrap,topic[,truststore]": it produces 50
+// Each case is "protocol,mechanism,user,password,bootstrap,topic[,truststore]" (OAUTHBEARER: see
+// oauth() for its "user" field; the password is unused): it produces 50
 // records (idempotent, acks=all), consumes them back in a group, and prints one line:
 // "OK <case>" or "AUTH_FAILED <case>: <exception message>" (SaslAuthenticationException), or
 // "FAILED <case>: ..." for anything else (exit code 1 then).
@@ -22,9 +23,13 @@ public class SaslClients {
             p.put("bootstrap.servers", f[4]);
             p.put("security.protocol", f[0]);
             p.put("sasl.mechanism", f[1]);
-            String module = f[1].equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
-                                                 : "org.apache.kafka.common.security.scram.ScramLoginModule";
-            p.put("sasl.jaas.config", module + " required username=\"" + f[2] + "\" password=\"" + f[3] + "\";");
+            if (f[1].equals("OAUTHBEARER")) {
+                oauth(p, f[2]);
+            } else {
+                String module = f[1].equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                                                     : "org.apache.kafka.common.security.scram.ScramLoginModule";
+                p.put("sasl.jaas.config", module + " required username=\"" + f[2] + "\" password=\"" + f[3] + "\";");
+            }
             if (f.length > 6 && !f[6].isEmpty()) {
                 p.put("ssl.truststore.type", "PEM");
                 p.put("ssl.truststore.location", f[6]);
@@ -45,6 +50,27 @@ public class SaslClients {
             }
         }
         System.exit(failed ? 1 : 0);
+    }
+
+    // OAUTHBEARER's "user" field: "sub=<name>" or "sub=<name>;scope=<scope>" for Kafka's unsecured
+    // login (a token made by the client, alg none), or "file=<path>" for a signed token read from
+    // a file (sasl.oauthbearer.token.endpoint.url=file:..., which the JVM must allow with
+    // -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls).
+    static void oauth(Properties p, String spec) {
+        String module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+        if (spec.startsWith("file=")) {
+            p.put("sasl.jaas.config", module + " required;");
+            p.put("sasl.login.callback.handler.class",
+                  "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler");
+            p.put("sasl.oauthbearer.token.endpoint.url", "file://" + spec.substring(5));
+            return;
+        }
+        StringBuilder jaas = new StringBuilder(module + " required");
+        for (String kv : spec.split(";")) {
+            String[] x = kv.split("=", 2);
+            jaas.append(" unsecuredLoginStringClaim_").append(x[0]).append("=\"").append(x[1]).append("\"");
+        }
+        p.put("sasl.jaas.config", jaas + ";");
     }
 
     static void roundTrip(Properties base, String topic) throws Exception {

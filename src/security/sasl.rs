@@ -1,6 +1,7 @@
 //! SASL authentication of SASL_PLAINTEXT and SASL_SSL connections, as Kafka's
 //! `SaslServerAuthenticator`: the listener's configuration (`ListenerSasl`: enabled mechanisms,
-//! PLAIN users from the JAAS config, `connections.max.reauth.ms`, `sasl.server.max.receive.size`)
+//! PLAIN users from the JAAS config, OAUTHBEARER's validator (`oauth.rs`), `connections.max.reauth.ms`,
+//! `sasl.server.max.receive.size`)
 //! and one connection's state machine (`Authenticator`), which sees every frame until the client
 //! is authenticated, and afterwards the frames of a re-authentication (KIP-368).
 //!
@@ -31,6 +32,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::jaas;
+use super::oauth::{self, OAuthConfig};
 use super::scram::{self, Failure};
 use super::scram_store::ScramStore;
 use crate::config::Properties;
@@ -56,6 +58,8 @@ pub struct ListenerSasl {
     reauth_ms: BTreeMap<String, i64>,
     /// Largest frame accepted before authentication.
     pub max_receive: usize,
+    /// OAUTHBEARER's validator, when enabled.
+    oauth: Option<OAuthConfig>,
 }
 
 /// The listener's value of `name`: `listener.name.<listener>.<name>` first, then `name`.
@@ -78,21 +82,26 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
     let prefix = format!("listener.name.{}.", listener.to_lowercase());
     let mut plain_users = BTreeMap::new();
     let mut reauth_ms = BTreeMap::new();
+    let mut oauth = None;
     for m in &mechanisms {
         let module = if m == PLAIN {
             PLAIN_MODULE
+        } else if m == oauth::MECHANISM {
+            oauth::LOGIN_MODULE
         } else if scram::Mechanism::from_name(m).is_some() {
             SCRAM_MODULE
         } else {
-            bail!("listener {listener}: {key}={enabled}: mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)");
+            bail!("listener {listener}: {key}={enabled}: mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)");
         };
         let jaas_key = format!("{prefix}{}.sasl.jaas.config", m.to_lowercase());
+        let mut jaas_options = BTreeMap::new();
         match props.get(&jaas_key) {
             Some(text) => {
                 let entry = jaas::parse_single(text).map_err(|e| anyhow!("{jaas_key}: {e}"))?;
                 if entry.class != module {
                     bail!("{jaas_key}: login module {} does not serve {m}: use {module}", entry.class);
                 }
+                jaas_options = entry.options.clone();
                 if m == PLAIN {
                     for (k, v) in &entry.options {
                         if let Some(user) = k.strip_prefix("user_") {
@@ -106,6 +115,10 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
                 "listener {listener}: PLAIN is enabled but {jaas_key} is not set (e.g. {jaas_key}={PLAIN_MODULE} required user_alice=\"alice-secret\";)"
             ),
             None => {}
+        }
+        if m == oauth::MECHANISM {
+            oauth =
+                Some(oauth::config(props, listener, &jaas_options).map_err(|e| anyhow!("listener {listener}: {e}"))?);
         }
         let ms_key = format!("{prefix}{}.connections.max.reauth.ms", m.to_lowercase());
         let (k, v) = match props.get(&ms_key) {
@@ -123,7 +136,7 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
         Some((k, v)) => v.trim().parse::<usize>().map_err(|_| anyhow!("{k}={v} is not a size"))?,
         None => DEFAULT_MAX_RECEIVE,
     };
-    Ok(ListenerSasl { mechanisms, plain_users, reauth_ms, max_receive })
+    Ok(ListenerSasl { mechanisms, plain_users, reauth_ms, max_receive, oauth })
 }
 
 impl ListenerSasl {
@@ -153,6 +166,7 @@ pub enum Step {
 enum Mech {
     Plain,
     Scram(Box<scram::Server>),
+    OAuth(oauth::Server),
 }
 
 enum Phase {
@@ -170,6 +184,10 @@ enum Phase {
     BadReauthMechanism(String),
     Authenticated,
 }
+
+/// One token's evaluation: the challenge to send, the user once authenticated, and the
+/// credential's expiry in epoch milliseconds when it has one (OAUTHBEARER).
+type Evaluated = (Vec<u8>, Option<String>, Option<i64>);
 
 /// One connection's SASL state.
 pub struct Authenticator {
@@ -314,6 +332,7 @@ impl Authenticator {
         }
         let mech = match scram::Mechanism::from_name(&wanted) {
             Some(m) => Mech::Scram(Box::new(scram::Server::new(m))),
+            None if wanted == oauth::MECHANISM => Mech::OAuth(oauth::Server::default()),
             None => Mech::Plain,
         };
         self.phase = Phase::Exchange { mechanism: wanted, mech, raw: version == 0 };
@@ -333,14 +352,22 @@ impl Authenticator {
             return Err(Step::Close("no SASL exchange in progress".into()));
         };
         let mechanism = mechanism.clone();
-        let result: Result<(Vec<u8>, Option<String>), Failure> = match mech {
-            Mech::Plain => plain(&self.config, token).map(|user| (Vec::new(), Some(user))),
+        let result: Result<Evaluated, Failure> = match mech {
+            Mech::Plain => plain(&self.config, token).map(|user| (Vec::new(), Some(user), None)),
             Mech::Scram(server) => {
                 let m = scram::Mechanism::from_name(&mechanism).expect("a SCRAM mechanism");
-                server.evaluate(token, |user| store.lookup(user, m)).map(|out| (out, server.user.clone()))
+                server.evaluate(token, |user| store.lookup(user, m)).map(|out| (out, server.user.clone(), None))
+            }
+            Mech::OAuth(server) => {
+                let config = self.config.oauth.as_ref().expect("OAUTHBEARER is enabled, so configured");
+                match server.evaluate(config, token, oauth::now_ms()) {
+                    Ok(oauth::Outcome::Challenge(json)) => Ok((json, None, None)),
+                    Ok(oauth::Outcome::Authenticated(t)) => Ok((Vec::new(), Some(t.principal), Some(t.expires_ms))),
+                    Err(failure) => Err(failure),
+                }
             }
         };
-        let (challenge, user) = match result {
+        let (challenge, user, credential_expires_ms) = match result {
             Ok(ok) => ok,
             Err(failure) => {
                 let message = match failure {
@@ -364,8 +391,13 @@ impl Authenticator {
                 let message = format!("Cannot change principals during re-authentication from {old}: {principal}");
                 return failed(reply_to, message);
             }
-            lifetime_ms = self.config.reauth_ms.get(&mechanism).copied().unwrap_or(0);
-            self.expires = (lifetime_ms > 0).then(|| now + Duration::from_millis(lifetime_ms as u64));
+            lifetime_ms = session_lifetime_ms(
+                self.config.reauth_ms.get(&mechanism).copied().unwrap_or(0),
+                credential_expires_ms,
+                oauth::now_ms(),
+            );
+            let expiring = lifetime_ms > 0 || credential_expires_ms.is_some();
+            self.expires = expiring.then(|| now + Duration::from_millis(lifetime_ms as u64));
             if let Some((version, _)) = reply_to {
                 if !self.reauthenticating {
                     self.supports_reauth = version > 0;
@@ -392,6 +424,17 @@ impl Authenticator {
             }
         };
         Ok(Step::Reply { out, close: false })
+    }
+}
+
+/// The session lifetime returned to the client (Kafka's `calcCompletionTimesAndReturnSessionLifetimeMs`):
+/// `connections.max.reauth.ms` when positive, the credential's remaining life when it has an expiry
+/// (OAUTHBEARER), the smaller of the two when both; 0 (no expiry) otherwise.
+fn session_lifetime_ms(max_reauth_ms: i64, credential_expires_ms: Option<i64>, now_ms: i64) -> i64 {
+    match credential_expires_ms {
+        None => max_reauth_ms.max(0),
+        Some(exp) if max_reauth_ms <= 0 => (exp - now_ms).max(0),
+        Some(exp) => (exp - now_ms).min(max_reauth_ms).max(0),
     }
 }
 

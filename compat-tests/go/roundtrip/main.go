@@ -25,9 +25,13 @@ import (
 	"strings"
 	"time"
 
+	"crypto/tls"
+	"crypto/x509"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 )
 
 const partitions = 3
@@ -41,6 +45,8 @@ var (
 	flagKeep    = flag.Bool("keep-topic", false, "do not delete the topic at the end")
 	flagDebug   = flag.Bool("debug", false, "franz-go debug logging to stderr")
 	flagAcks    = flag.String("acks", "all", "required acks: all, leader (1) or none (0)")
+	flagTLSCA   = flag.String("tls-ca", "", "connect over TLS, trusting this PEM CA file")
+	flagOAuth   = flag.String("oauth-token-file", "", "authenticate with SASL/OAUTHBEARER, the token read from this file at each login")
 )
 
 type fail struct{ msg string }
@@ -108,6 +114,21 @@ func baseOpts() []kgo.Opt {
 	}
 	if *flagDebug {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
+	}
+	if *flagTLSCA != "" {
+		pem, err := os.ReadFile(*flagTLSCA)
+		check(err, "read -tls-ca")
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			failf("no certificate in %s", *flagTLSCA)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool}))
+	}
+	if *flagOAuth != "" {
+		opts = append(opts, kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			token, err := os.ReadFile(*flagOAuth)
+			return oauth.Auth{Token: strings.TrimSpace(string(token))}, err
+		})))
 	}
 	return opts
 }

@@ -1,0 +1,589 @@
+//! SASL/OAUTHBEARER (RFC 7628; Kafka's KIP-255 and KIP-768) as Kafka's `OAuthBearerSaslServer`:
+//! the client's first message, the token's validation, and the listener's configuration.
+//!
+//! The exchange: the client sends `n,[a=<authzid>],^Aauth=Bearer <token>^A[<key>=<value>^A]*^A`
+//! (extensions are accepted, as Kafka's validators accept them). A valid token authenticates
+//! `User:<principal claim>`; its `exp` is the credential's expiry, so the session lifetime the
+//! broker returns (KIP-368) is the token's remaining life, capped by `connections.max.reauth.ms`.
+//! An invalid token is answered with a JSON challenge (`{"status":"invalid_token"}`, or
+//! `insufficient_scope` with the scope missing); the client replies `^A` and the authentication
+//! fails with that JSON as its message. A malformed first message fails at once.
+//!
+//! Two validators, chosen as Kafka chooses its server callback handler
+//! (`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`):
+//! - unsecured (Kafka's default, for development): `alg` "none", no signature, options from the
+//!   JAAS line of `OAuthBearerLoginModule` (`unsecuredValidatorPrincipalClaimName`,
+//!   `unsecuredValidatorScopeClaimName`, `unsecuredValidatorRequiredScope`,
+//!   `unsecuredValidatorAllowableClockSkewMs`);
+//! - `OAuthBearerValidatorCallbackHandler`: a signed JWT (RS256/384/512, PS256/384/512, ES256,
+//!   ES384) checked against the keys of `sasl.oauthbearer.jwks.endpoint.url` (a `file:` URL; the
+//!   file is read again when it changes, as Kafka 4.1 does), then `exp` and `iat` required, `nbf`,
+//!   `sasl.oauthbearer.expected.audience` / `.expected.issuer`, the subject claim
+//!   (`sasl.oauthbearer.sub.claim.name`) and `sasl.oauthbearer.clock.skew.seconds`.
+//!
+//! Invariants: a token is never logged (only why it failed); every failure is an `Err` or a
+//! challenge, never a panic; parsing is bounded by the frame (the pre-authentication frame limit
+//! applies) and by serde_json's nesting limit.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{anyhow, bail};
+use base64::Engine;
+use serde_json::Value;
+
+use super::scram::Failure;
+use crate::config::Properties;
+
+pub const MECHANISM: &str = "OAUTHBEARER";
+pub const LOGIN_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// The signed-token validators' class names (4.x, and the deprecated `secured` package's).
+const JWKS_HANDLERS: [&str; 2] = [
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+];
+/// `sasl.oauthbearer.jwt.validator.class` values that mean "check the token against the JWKS".
+/// (Kafka 4.1's default, DefaultJwtValidator, is built by the callback handler without its key
+/// resolver and then checks no signature; Ketch checks it whichever of the two is named.)
+const JWT_VALIDATORS: [&str; 2] = [
+    "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
+    "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+];
+const UNSECURED_HANDLER: &str =
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler";
+/// How often a JWKS file's modification time is looked at.
+const JWKS_RECHECK: Duration = Duration::from_secs(1);
+
+/// A validated token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub principal: String,
+    /// The `exp` claim, in milliseconds since the epoch.
+    pub expires_ms: i64,
+}
+
+/// Why a token is not valid: becomes the JSON challenge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub why: String,
+    /// The required scope, when the token lacks part of it (`insufficient_scope`).
+    pub scope: Option<String>,
+}
+
+fn invalid(why: impl Into<String>) -> Invalid {
+    Invalid { why: why.into(), scope: None }
+}
+
+#[derive(Debug)]
+enum Validator {
+    Unsecured { principal_claim: String, scope_claim: String, required_scope: Vec<String>, skew_ms: i64 },
+    Jwks(JwksValidator),
+}
+
+#[derive(Debug)]
+struct JwksValidator {
+    keys: JwksFile,
+    audiences: Vec<String>,
+    issuer: Option<String>,
+    sub_claim: String,
+    skew_s: i64,
+}
+
+/// One listener's OAUTHBEARER configuration.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    validator: Arc<Validator>,
+}
+
+/// `name` for the OAUTHBEARER callback handler of `listener`: the mechanism's prefix, the
+/// listener's, then the broker's.
+fn setting<'a>(props: &'a Properties, listener: &str, name: &str) -> Option<(String, &'a str)> {
+    let l = listener.to_lowercase();
+    for key in [format!("listener.name.{l}.oauthbearer.{name}"), format!("listener.name.{l}.{name}"), name.to_string()]
+    {
+        if let Some(v) = props.get(&key) {
+            return Some((key, v.as_str()));
+        }
+    }
+    None
+}
+
+/// Builds the listener's validator from its properties and its JAAS options.
+pub fn config(props: &Properties, listener: &str, jaas: &BTreeMap<String, String>) -> anyhow::Result<OAuthConfig> {
+    let handler = setting(props, listener, "sasl.server.callback.handler.class");
+    let validator = match handler {
+        None => unsecured(jaas)?,
+        Some((_, class)) if class.trim() == UNSECURED_HANDLER => unsecured(jaas)?,
+        Some((_, class)) if JWKS_HANDLERS.contains(&class.trim()) => Validator::Jwks(jwks(props, listener)?),
+        Some((key, class)) => bail!(
+            "{key}={class}: Ketch validates OAUTHBEARER tokens with {} (JWKS) or, when unset, unsecured tokens",
+            JWKS_HANDLERS[0]
+        ),
+    };
+    Ok(OAuthConfig { validator: Arc::new(validator) })
+}
+
+fn unsecured(jaas: &BTreeMap<String, String>) -> anyhow::Result<Validator> {
+    let option = |name: &str| jaas.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let skew_ms = match option("unsecuredValidatorAllowableClockSkewMs") {
+        None => 0,
+        Some(v) => match v.parse::<i64>() {
+            Ok(ms) if ms >= 0 => ms,
+            _ => bail!("unsecuredValidatorAllowableClockSkewMs={v}: not a non-negative number of milliseconds"),
+        },
+    };
+    Ok(Validator::Unsecured {
+        principal_claim: option("unsecuredValidatorPrincipalClaimName").unwrap_or("sub").to_string(),
+        scope_claim: option("unsecuredValidatorScopeClaimName").unwrap_or("scope").to_string(),
+        required_scope: option("unsecuredValidatorRequiredScope")
+            .map(|s| s.split(' ').filter(|x| !x.is_empty()).map(String::from).collect())
+            .unwrap_or_default(),
+        skew_ms,
+    })
+}
+
+fn jwks(props: &Properties, listener: &str) -> anyhow::Result<JwksValidator> {
+    let get = |name: &str| setting(props, listener, name).map(|(k, v)| (k, v.trim().to_string()));
+    let (key, url) = get("sasl.oauthbearer.jwks.endpoint.url")
+        .ok_or_else(|| anyhow!("The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url is required"))?;
+    let Some(path) = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")) else {
+        bail!("{key}={url}: Ketch reads JWKS from a file: URL (http and https endpoints are not supported yet)");
+    };
+    if let Some((k, class)) = get("sasl.oauthbearer.jwt.validator.class") {
+        if !JWT_VALIDATORS.contains(&class.as_str()) {
+            bail!("{k}={class}: Ketch validates signed tokens itself ({})", JWT_VALIDATORS.join(" or "));
+        }
+    }
+    let keys = JwksFile::open(PathBuf::from(path)).map_err(|e| anyhow!("{key}={url}: {e}"))?;
+    let skew_s = match get("sasl.oauthbearer.clock.skew.seconds") {
+        None => 30,
+        Some((k, v)) => v.parse::<i64>().ok().filter(|s| *s >= 0).ok_or_else(|| anyhow!("{k}={v} is not a number"))?,
+    };
+    let audiences = get("sasl.oauthbearer.expected.audience")
+        .map(|(_, v)| v.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect())
+        .unwrap_or_default();
+    Ok(JwksValidator {
+        keys,
+        audiences,
+        issuer: get("sasl.oauthbearer.expected.issuer").map(|(_, v)| v).filter(|v| !v.is_empty()),
+        sub_claim: get("sasl.oauthbearer.sub.claim.name").map(|(_, v)| v).unwrap_or_else(|| "sub".into()),
+        skew_s,
+    })
+}
+
+/// One connection's OAUTHBEARER exchange.
+#[derive(Default)]
+pub struct Server {
+    /// The JSON challenge sent for an invalid token: the client's `^A` then fails with it.
+    error: Option<String>,
+}
+
+/// What a client message leads to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Authenticated(Token),
+    /// Send this challenge; the exchange goes on.
+    Challenge(Vec<u8>),
+}
+
+impl Server {
+    /// Evaluates one client message at wall-clock `now_ms`.
+    pub fn evaluate(&mut self, config: &OAuthConfig, response: &[u8], now_ms: i64) -> Result<Outcome, Failure> {
+        if response == [1u8] {
+            if let Some(error) = self.error.take() {
+                return Err(Failure::Reported(error));
+            }
+        }
+        self.error = None;
+        let first = parse_initial_response(response).map_err(Failure::Generic)?;
+        let validated = match &*config.validator {
+            Validator::Unsecured { principal_claim, scope_claim, required_scope, skew_ms } => {
+                validate_unsecured(&first.token, principal_claim, scope_claim, required_scope, *skew_ms, now_ms)
+            }
+            Validator::Jwks(v) => v.validate(&first.token, now_ms),
+        };
+        let token = match validated {
+            Ok(token) => token,
+            Err(e) => {
+                tracing::debug!(why = %e.why, "OAUTHBEARER token refused");
+                let json = match &e.scope {
+                    Some(scope) => format!("{{\"status\":\"insufficient_scope\", \"scope\":\"{scope}\"}}"),
+                    None => "{\"status\":\"invalid_token\"}".to_string(),
+                };
+                self.error = Some(json.clone());
+                return Ok(Outcome::Challenge(json.into_bytes()));
+            }
+        };
+        if !first.authzid.is_empty() && first.authzid != token.principal {
+            return Err(Failure::Reported(format!(
+                "Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({})",
+                first.authzid, token.principal
+            )));
+        }
+        Ok(Outcome::Authenticated(token))
+    }
+}
+
+/// The parts of a client's first message Kafka uses.
+#[derive(Debug, PartialEq, Eq)]
+pub struct InitialResponse {
+    pub authzid: String,
+    pub token: String,
+    pub extensions: BTreeMap<String, String>,
+}
+
+/// Parses `n,[a=authzid],^A(key=value^A)*^A` as Kafka's `OAuthBearerClientInitialResponse`.
+pub fn parse_initial_response(response: &[u8]) -> Result<InitialResponse, String> {
+    const BAD: &str = "Invalid OAUTHBEARER client first message";
+    let text = std::str::from_utf8(response).map_err(|_| BAD.to_string())?;
+    let rest = text.strip_prefix("n,").ok_or(BAD)?;
+    let (gs2, rest) = rest.split_once(',').ok_or(BAD)?;
+    let authzid = match gs2 {
+        "" => String::new(),
+        a => {
+            let name = a.strip_prefix("a=").ok_or(BAD)?;
+            let ok = !name.is_empty() && name.chars().all(|c| (c as u32) >= 1 && (c as u32) <= 0x7f);
+            if !ok {
+                return Err(BAD.into());
+            }
+            name.replace("=2C", ",").replace("=3D", "=")
+        }
+    };
+    let body = rest.strip_prefix('\u{1}').and_then(|r| r.strip_suffix('\u{1}')).ok_or(BAD)?;
+    let mut pairs = BTreeMap::new();
+    if !body.is_empty() {
+        let body = body.strip_suffix('\u{1}').ok_or(BAD)?;
+        for pair in body.split('\u{1}') {
+            let (k, v) = pair.split_once('=').ok_or(BAD)?;
+            let key_ok = !k.is_empty() && k.chars().all(|c| c.is_ascii_alphabetic());
+            let value_ok =
+                !v.is_empty() && v.chars().all(|c| matches!(c, '\u{21}'..='\u{7e}' | ' ' | '\t' | '\r' | '\n'));
+            if !key_ok || !value_ok {
+                return Err(BAD.into());
+            }
+            pairs.insert(k.to_string(), v.to_string());
+        }
+    }
+    let auth = pairs.remove("auth").ok_or_else(|| format!("{BAD}: 'auth' not specified"))?;
+    let (scheme, token) = auth.split_once(' ').ok_or_else(|| format!("{BAD}: invalid 'auth' format"))?;
+    let token = token.trim_start_matches(' ');
+    let body_len = token.trim_end_matches('=').len();
+    let token_ok = body_len > 0
+        && token[..body_len].chars().all(|c| c.is_ascii_alphanumeric() || "-_~+/.".contains(c))
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !token_ok {
+        return Err(format!("{BAD}: invalid 'auth' format"));
+    }
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(format!("Invalid scheme in OAUTHBEARER client first message: {scheme}"));
+    }
+    Ok(InitialResponse { authzid, token: token.to_string(), extensions: pairs })
+}
+
+/// Base64url (or standard base64) without padding, as JWS sections come.
+fn b64(section: &str) -> Option<Vec<u8>> {
+    let normal: String = section.trim_end_matches('=').replace('-', "+").replace('_', "/");
+    base64::engine::general_purpose::STANDARD_NO_PAD.decode(normal).ok()
+}
+
+fn json_object(section: &str) -> Result<serde_json::Map<String, Value>, Invalid> {
+    let bytes = b64(section).ok_or_else(|| invalid("malformed Base64 URL encoded value"))?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(invalid("malformed JSON")),
+    }
+}
+
+/// A time claim in milliseconds (seconds in the token, fractions allowed).
+fn time_ms(claims: &serde_json::Map<String, Value>, name: &str) -> Result<Option<i64>, Invalid> {
+    match claims.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64().map(|s| (s * 1000.0).round() as i64)),
+        Some(_) => Err(invalid(format!("The '{name}' claim was not of type Number"))),
+    }
+}
+
+fn scopes(claims: &serde_json::Map<String, Value>, name: &str) -> Vec<String> {
+    match claims.get(name) {
+        Some(Value::String(s)) if !s.trim().is_empty() => vec![s.trim().to_string()],
+        Some(Value::Array(items)) => {
+            items.iter().filter_map(|v| v.as_str().map(str::trim).filter(|s| !s.is_empty()).map(String::from)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Kafka's `OAuthBearerUnsecuredValidatorCallbackHandler`.
+fn validate_unsecured(
+    token: &str,
+    principal_claim: &str,
+    scope_claim: &str,
+    required_scope: &[String],
+    skew_ms: i64,
+    now_ms: i64,
+) -> Result<Token, Invalid> {
+    if token.contains("..") {
+        return Err(invalid("Malformed compact serialization contains '..'"));
+    }
+    let sections: Vec<&str> = token.split('.').collect();
+    if sections.len() != 3 {
+        return Err(invalid("Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values"));
+    }
+    let header = json_object(sections[0])?;
+    let claims = json_object(sections[1])?;
+    if header.get("alg").and_then(Value::as_str) != Some("none") {
+        return Err(invalid("Unsecured JWS must have 'none' for an algorithm"));
+    }
+    if !sections[2].is_empty() {
+        return Err(invalid("Unsecured JWS must not contain a digital signature"));
+    }
+    let exp = time_ms(&claims, "exp")?.ok_or_else(|| invalid("No expiration time in JWT"))?;
+    let principal = match claims.get(principal_claim) {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(_)) | None => {
+            return Err(invalid(format!("No principal name in JWT claim: {principal_claim}")))
+        }
+        Some(_) => return Err(invalid(format!("The '{principal_claim}' claim was not of type String"))),
+    };
+    let iat = time_ms(&claims, "iat")?;
+    if let Some(iat) = iat {
+        if iat > now_ms + skew_ms {
+            return Err(invalid("The Issued At value was after the indicated time plus allowable clock skew"));
+        }
+    }
+    if now_ms - skew_ms >= exp {
+        return Err(invalid("The indicated time minus allowable clock skew was on or after the Expiration Time value"));
+    }
+    if iat.is_some_and(|iat| exp <= iat) {
+        return Err(invalid("The Expiration Time time was not after the Issued At time"));
+    }
+    let have = scopes(&claims, scope_claim);
+    if let Some(missing) = required_scope.iter().find(|s| !have.contains(s)) {
+        return Err(Invalid {
+            why: format!("The provided scope ({have:?}) was missing a required scope ({missing})"),
+            scope: Some(format!("[{}]", required_scope.join(", "))),
+        });
+    }
+    Ok(Token { principal, expires_ms: exp })
+}
+
+impl JwksValidator {
+    /// Kafka's `BrokerJwtValidator` (jose4j's checks, then the claims Kafka reads).
+    fn validate(&self, token: &str, now_ms: i64) -> Result<Token, Invalid> {
+        let token = token.trim();
+        let sections: Vec<&str> = token.split('.').collect();
+        if sections.len() != 3 || sections.iter().any(|s| s.is_empty()) {
+            return Err(invalid("Malformed JWT provided; expected three sections (header, payload, and signature)"));
+        }
+        let header = json_object(sections[0])?;
+        let alg = header.get("alg").and_then(Value::as_str).unwrap_or("");
+        if alg.is_empty() || alg == "none" {
+            return Err(invalid(format!("'{alg}' is not a permitted signature algorithm")));
+        }
+        let signature = b64(sections[2]).ok_or_else(|| invalid("malformed signature"))?;
+        let signed = &token.as_bytes()[..sections[0].len() + 1 + sections[1].len()];
+        let kid = header.get("kid").and_then(Value::as_str);
+        let keys = self.keys.current();
+        let candidates: Vec<&Jwk> = keys.iter().filter(|k| k.fits(alg, kid)).collect();
+        if candidates.is_empty() {
+            return Err(invalid(format!("Unable to find a suitable verification key for JWS alg {alg} kid {kid:?}")));
+        }
+        if !candidates.iter().any(|k| k.verify(alg, signed, &signature)) {
+            return Err(invalid("JWS signature is invalid"));
+        }
+        let claims = json_object(sections[1])?;
+        let skew_ms = self.skew_s * 1000;
+        let exp = time_ms(&claims, "exp")?.ok_or_else(|| invalid("No Expiration Time (exp) claim present"))?;
+        let iat = time_ms(&claims, "iat")?;
+        if iat.is_none() {
+            return Err(invalid("No Issued At (iat) claim present"));
+        }
+        if now_ms - skew_ms >= exp {
+            return Err(invalid("The JWT is no longer valid (exp)"));
+        }
+        if time_ms(&claims, "nbf")?.is_some_and(|nbf| now_ms + skew_ms < nbf) {
+            return Err(invalid("The JWT is not yet valid (nbf)"));
+        }
+        let aud: Vec<&str> = match claims.get("aud") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(a)) => vec![a.as_str()],
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+            Some(_) => return Err(invalid("The aud claim is malformed")),
+        };
+        let aud_present = claims.get("aud").is_some_and(|a| !a.is_null());
+        // (jose4j: a token naming an audience is refused when none is expected.)
+        let aud_ok = aud.iter().any(|a| self.audiences.iter().any(|e| e == a));
+        if (!self.audiences.is_empty() || aud_present) && !aud_ok {
+            return Err(invalid(format!("Audience (aud) claim {aud:?} is not one of {:?}", self.audiences)));
+        }
+        if let Some(issuer) = &self.issuer {
+            if claims.get("iss").and_then(Value::as_str) != Some(issuer.as_str()) {
+                return Err(invalid(format!("Issuer (iss) claim is not {issuer}")));
+            }
+        }
+        let principal = match claims.get(&self.sub_claim) {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+            _ => return Err(invalid(format!("{} value must be non-empty", self.sub_claim))),
+        };
+        Ok(Token { principal, expires_ms: exp })
+    }
+}
+
+/// One key of a JWKS document that Ketch can verify with.
+#[derive(Debug)]
+struct Jwk {
+    kid: Option<String>,
+    alg: Option<String>,
+    key: KeyMaterial,
+}
+
+#[derive(Debug)]
+enum KeyMaterial {
+    Rsa {
+        n: Vec<u8>,
+        e: Vec<u8>,
+    },
+    /// An uncompressed point (0x04 || x || y) on `curve` ("P-256" or "P-384").
+    Ec {
+        curve: String,
+        point: Vec<u8>,
+    },
+}
+
+impl Jwk {
+    fn fits(&self, alg: &str, kid: Option<&str>) -> bool {
+        let kind_ok = match (&self.key, alg) {
+            (KeyMaterial::Rsa { .. }, "RS256" | "RS384" | "RS512" | "PS256" | "PS384" | "PS512") => true,
+            (KeyMaterial::Ec { curve, .. }, "ES256") => curve == "P-256",
+            (KeyMaterial::Ec { curve, .. }, "ES384") => curve == "P-384",
+            _ => false,
+        };
+        let kid_ok = match (kid, &self.kid) {
+            (Some(want), Some(have)) => want == have,
+            (Some(_), None) => true,
+            (None, _) => true,
+        };
+        kind_ok && kid_ok && self.alg.as_deref().is_none_or(|a| a == alg)
+    }
+
+    fn verify(&self, alg: &str, message: &[u8], signature: &[u8]) -> bool {
+        use ring::signature as sig;
+        match &self.key {
+            KeyMaterial::Rsa { n, e } => {
+                let params: &sig::RsaParameters = match alg {
+                    "RS256" => &sig::RSA_PKCS1_2048_8192_SHA256,
+                    "RS384" => &sig::RSA_PKCS1_2048_8192_SHA384,
+                    "RS512" => &sig::RSA_PKCS1_2048_8192_SHA512,
+                    "PS256" => &sig::RSA_PSS_2048_8192_SHA256,
+                    "PS384" => &sig::RSA_PSS_2048_8192_SHA384,
+                    "PS512" => &sig::RSA_PSS_2048_8192_SHA512,
+                    _ => return false,
+                };
+                sig::RsaPublicKeyComponents { n, e }.verify(params, message, signature).is_ok()
+            }
+            KeyMaterial::Ec { point, .. } => {
+                let params: &dyn sig::VerificationAlgorithm = match alg {
+                    "ES256" => &sig::ECDSA_P256_SHA256_FIXED,
+                    "ES384" => &sig::ECDSA_P384_SHA384_FIXED,
+                    _ => return false,
+                };
+                sig::UnparsedPublicKey::new(params, point).verify(message, signature).is_ok()
+            }
+        }
+    }
+}
+
+/// Parses a JWKS document; keys Ketch cannot use (other types, curves, encryption keys) are
+/// skipped, as a key resolver skips them.
+fn parse_jwks(text: &[u8]) -> anyhow::Result<Vec<Jwk>> {
+    let doc: Value = serde_json::from_slice(text).map_err(|e| anyhow!("not a JWKS document: {e}"))?;
+    let keys = doc.get("keys").and_then(Value::as_array).ok_or_else(|| anyhow!("not a JWKS document: no keys"))?;
+    let mut out = Vec::new();
+    for k in keys {
+        let field = |name: &str| k.get(name).and_then(Value::as_str);
+        if field("use").is_some_and(|u| u != "sig") {
+            continue;
+        }
+        let key = match field("kty") {
+            Some("RSA") => match (field("n").and_then(b64), field("e").and_then(b64)) {
+                (Some(n), Some(e)) => KeyMaterial::Rsa { n, e },
+                _ => bail!("an RSA key without n and e"),
+            },
+            Some("EC") => {
+                let curve = field("crv").unwrap_or_default().to_string();
+                let size = match curve.as_str() {
+                    "P-256" => 32,
+                    "P-384" => 48,
+                    _ => continue,
+                };
+                match (field("x").and_then(b64), field("y").and_then(b64)) {
+                    (Some(x), Some(y)) if x.len() == size && y.len() == size => {
+                        let mut point = vec![4u8];
+                        point.extend_from_slice(&x);
+                        point.extend_from_slice(&y);
+                        KeyMaterial::Ec { curve, point }
+                    }
+                    _ => bail!("an EC key with a bad x or y"),
+                }
+            }
+            _ => continue,
+        };
+        out.push(Jwk { kid: field("kid").map(String::from), alg: field("alg").map(String::from), key });
+    }
+    Ok(out)
+}
+
+/// A JWKS file, read again when its modification time changes (looked at most once a second).
+#[derive(Debug)]
+struct JwksFile {
+    path: PathBuf,
+    state: Mutex<JwksState>,
+}
+
+#[derive(Debug)]
+struct JwksState {
+    modified: Option<SystemTime>,
+    checked: Instant,
+    keys: Arc<Vec<Jwk>>,
+}
+
+impl JwksFile {
+    fn open(path: PathBuf) -> anyhow::Result<JwksFile> {
+        let text = std::fs::read(&path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
+        let keys = parse_jwks(&text)?;
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let state = JwksState { modified, checked: Instant::now(), keys: Arc::new(keys) };
+        Ok(JwksFile { path, state: Mutex::new(state) })
+    }
+
+    fn current(&self) -> Arc<Vec<Jwk>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.checked.elapsed() >= JWKS_RECHECK {
+            state.checked = Instant::now();
+            let modified = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+            if modified != state.modified {
+                match std::fs::read(&self.path).map_err(anyhow::Error::from).and_then(|t| parse_jwks(&t)) {
+                    Ok(keys) => {
+                        tracing::info!(path = %self.path.display(), keys = keys.len(), "JWKS file reloaded");
+                        state.keys = Arc::new(keys);
+                        state.modified = modified;
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %self.path.display(), error = %e, "JWKS file unreadable; keeping its previous keys")
+                    }
+                }
+            }
+        }
+        state.keys.clone()
+    }
+}
+
+/// Wall-clock milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;
