@@ -207,3 +207,55 @@ def test_ssl_and_mtls_next_to_plaintext(start_broker, kafka_libs, pki, tmp_path)
             got += 1
     c.close()
     assert got == COUNT
+
+
+def _stores(pki, tmp_path) -> dict:
+    """The PEM pki as PKCS12 (openssl) and JKS (keytool) keystores and truststores: keystore
+    password `store-secret`, the JKS key's own `key-secret`, truststores `trust-secret`."""
+    import subprocess
+
+    def run(*cmd):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, f"{cmd}: {r.stdout}{r.stderr}"
+
+    out = {k: str(tmp_path / k) for k in ("broker.p12", "broker.jks", "trust.p12", "trust.jks")}
+    run("openssl", "pkcs12", "-export", "-in", pki["broker"], "-inkey", pki["broker"], "-name", "broker",
+        "-out", out["broker.p12"], "-passout", "pass:store-secret")
+    run("keytool", "-importkeystore", "-noprompt", "-srckeystore", out["broker.p12"], "-srcstoretype", "PKCS12",
+        "-srcstorepass", "store-secret", "-srcalias", "broker", "-destkeystore", out["broker.jks"],
+        "-deststoretype", "JKS", "-deststorepass", "store-secret", "-destkeypass", "key-secret")
+    for kind in ("p12", "jks"):
+        run("keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", pki["ca"], "-keystore",
+            out[f"trust.{kind}"], "-storetype", "PKCS12" if kind == "p12" else "JKS", "-storepass", "trust-secret")
+    return out
+
+
+@pytest.mark.parametrize("kind", ["PKCS12", "JKS"])
+def test_pkcs12_and_jks_keystores_and_truststores(start_broker, pki, tmp_path, kind):
+    """Kafka's usual stores: a keystore and a truststore of `kind` on an mTLS listener
+    (ssl.client.auth=required), with their passwords (and the JKS key's own ssl.key.password)."""
+    stores = _stores(pki, tmp_path)
+    ext = "p12" if kind == "PKCS12" else "jks"
+    port = free_port()
+    broker = start_broker(
+        {
+            "ssl.keystore.type": kind,
+            "ssl.keystore.location": stores[f"broker.{ext}"],
+            "ssl.keystore.password": "store-secret",
+            **({"ssl.key.password": "key-secret"} if kind == "JKS" else {}),
+            "ssl.truststore.type": kind,
+            "ssl.truststore.location": stores[f"trust.{ext}"],
+            "ssl.truststore.password": "trust-secret",
+            "ssl.client.auth": "required",
+        },
+        extra_listeners={"SSL": ("SSL", port)},
+    )
+    mtls = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": pki["ca"],
+            "ssl.certificate.location": pki["client"], "ssl.key.location": pki["client_key"]}
+    _produce(mtls, f"stores-{ext}", 20, b"k")
+    _consume(mtls, f"stores-{ext}", 20, b"k")
+    # No client certificate, or a CA the broker's certificate does not chain to: refused.
+    no_cert = {k: v for k, v in mtls.items() if k not in ("ssl.certificate.location", "ssl.key.location")}
+    assert _refused(no_cert)
+    assert _refused({**mtls, "ssl.ca.location": pki["other_ca"]})
+    assert broker.is_running()

@@ -17,6 +17,7 @@
 mod combined;
 mod connection;
 pub mod controller;
+mod keystore;
 mod limits;
 mod throttle;
 mod tls;

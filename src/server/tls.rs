@@ -2,15 +2,16 @@
 //!
 //! Owns: building each SSL listener's server configuration from Kafka's `ssl.*` properties, a
 //! listener's own `listener.name.<name lowercase>.ssl.*` taking precedence over the broker-wide
-//! value, as Kafka does: PEM keystores (`ssl.keystore.location`, or inline `ssl.keystore.key` +
-//! `ssl.keystore.certificate.chain`), PEM truststores (`ssl.truststore.location` or inline
-//! `ssl.truststore.certificates`), `ssl.client.auth` (none / requested / required),
+//! value, as Kafka does: keystores (`ssl.keystore.location` of type PEM, PKCS12 or JKS with
+//! `ssl.keystore.password` / `ssl.key.password` (`keystore.rs`), or inline PEM `ssl.keystore.key` +
+//! `ssl.keystore.certificate.chain`), truststores (`ssl.truststore.location` of those types, or
+//! inline `ssl.truststore.certificates`), `ssl.client.auth` (none / requested / required),
 //! `ssl.enabled.protocols` (TLSv1.2, TLSv1.3) and `ssl.cipher.suites` (IANA names); and the
 //! principal of a client: `User:` + its certificate's subject as RFC 2253 (what Java's
 //! `X500Principal.getName()` gives, Kafka's default `ssl.principal.mapping.rules`), or
 //! `User:ANONYMOUS` without a certificate.
 //!
-//! Not yet: PKCS12 / JKS stores, encrypted PEM keys (`ssl.key.password`), keystore reload by
+//! Not yet: encrypted PEM keys (`ssl.key.password` on a PEM key), keystore reload by
 //! `kafka-configs --alter`, `ssl.principal.mapping.rules` other than DEFAULT, kTLS.
 //!
 //! Invariants: a bad or incomplete configuration fails the start with the property's name,
@@ -39,23 +40,40 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
             None => props.get(key).map(|v| (key.to_string(), v.as_str())),
         }
     };
-    let pem_type = |key: &str| -> anyhow::Result<()> {
+    // A store's type: the property, else what the file is (Kafka's default, JKS, also reads
+    // PKCS12 as Java's keystore does; a PEM file is taken as PEM).
+    let store_type = |key: &str, bytes: &[u8]| -> String {
         match get(key) {
-            Some((_, t)) if !t.eq_ignore_ascii_case("PEM") => {
-                bail!("{key}={t} is not supported yet on listener {listener}: use PEM (PKCS12 and JKS come later)")
-            }
-            _ => Ok(()),
+            Some((_, t)) => t.trim().to_ascii_uppercase(),
+            None if bytes.starts_with(&[0xfe, 0xed, 0xfe, 0xed]) => "JKS".into(),
+            None if bytes.first() == Some(&0x30) => "PKCS12".into(),
+            None => "PEM".into(),
         }
     };
+    let password = |key: &str| get(key).map(|(_, v)| v.to_string());
 
     // Keystore: the listener's key and certificate chain.
-    pem_type("ssl.keystore.type")?;
     let (chain, key) = match (get("ssl.keystore.location"), get("ssl.keystore.key")) {
         (Some((k, path)), _) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("{k}={path}"))?;
-            (certificates(&k, &text)?, private_key(&k, &text)?)
+            let bytes = std::fs::read(path).with_context(|| format!("{k}={path}"))?;
+            match store_type("ssl.keystore.type", &bytes).as_str() {
+                "PEM" => {
+                    let text = String::from_utf8(bytes).map_err(|_| anyhow!("{k}={path}: not a PEM text file"))?;
+                    (certificates(&k, &text)?, private_key(&k, &text)?)
+                }
+                kind => super::keystore::key_and_chain(
+                    kind,
+                    &k,
+                    &bytes,
+                    password("ssl.keystore.password").as_deref(),
+                    password("ssl.key.password").as_deref(),
+                )?,
+            }
         }
         (None, Some((k, key_text))) => {
+            if let Some((tk, t)) = get("ssl.keystore.type").filter(|(_, t)| !t.eq_ignore_ascii_case("PEM")) {
+                bail!("{k} is inline PEM but {tk}={t} (listener {listener}): inline keys need PEM");
+            }
             let (ck, chain_text) = get("ssl.keystore.certificate.chain")
                 .ok_or_else(|| anyhow!("{k} is set but not ssl.keystore.certificate.chain (listener {listener})"))?;
             (certificates(&ck, chain_text)?, private_key(&k, key_text)?)
@@ -67,11 +85,18 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
     };
 
     // Truststore: the CAs client certificates must chain to.
-    pem_type("ssl.truststore.type")?;
     let trusted = match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
         (Some((k, path)), _) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("{k}={path}"))?;
-            Some(certificates(&k, &text)?)
+            let bytes = std::fs::read(path).with_context(|| format!("{k}={path}"))?;
+            match store_type("ssl.truststore.type", &bytes).as_str() {
+                "PEM" => {
+                    let text = String::from_utf8(bytes).map_err(|_| anyhow!("{k}={path}: not a PEM text file"))?;
+                    Some(certificates(&k, &text)?)
+                }
+                kind => {
+                    Some(super::keystore::trusted(kind, &k, &bytes, password("ssl.truststore.password").as_deref())?)
+                }
+            }
         }
         (None, Some((k, text))) => Some(certificates(&k, text)?),
         (None, None) => None,
@@ -120,9 +145,12 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
         }
         _ => bail!("{ak}={auth}: expected none, requested or required"),
     };
-    let config = builder
-        .with_single_cert(chain, key)
-        .with_context(|| format!("listener {listener}: the keystore's key does not match its certificate"))?;
+    let config = builder.with_single_cert(chain, key).with_context(|| {
+        format!(
+            "listener {listener}: the keystore's key is unusable or does not match its certificate \
+                 (RSA, ECDSA with its public key, or Ed25519; Java writes EC keys without theirs)"
+        )
+    })?;
     Ok(Arc::new(config))
 }
 
@@ -174,7 +202,7 @@ pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>) -> String {
 }
 
 /// One DER element: (tag, content, rest).
-fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(super) fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
     let (&first, mut rest) = rest.split_first()?;
     let len = if first < 0x80 {
