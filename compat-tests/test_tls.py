@@ -259,3 +259,55 @@ def test_pkcs12_and_jks_keystores_and_truststores(start_broker, pki, tmp_path, k
     assert _refused(no_cert)
     assert _refused({**mtls, "ssl.ca.location": pki["other_ca"]})
     assert broker.is_running()
+
+
+def test_ssl_principal_mapping_rules_name_the_acl_principal(start_broker, kafka_libs, pki, tmp_path):
+    """ssl.principal.mapping.rules: the client certificate CN=client-1 becomes User:SVC-1 (what
+    the ACLs name); a certificate no rule applies to is refused, as Kafka refuses it."""
+    # A second client, CN=intruder, from the same CA (the pki fixture keeps the CA key in memory
+    # only, so this test makes its own CA and clients).
+    ca_key = _key()
+    ca = _cert("mapping CA", ca_key, None, None, ca=True)
+    files = {"ca": _pem_cert(ca)}
+    for cn in ("client-1", "intruder"):
+        key = _key()
+        files[cn] = _pem_cert(_cert(cn, key, ca.subject, ca_key))
+        files[f"{cn}-key"] = _pem_key(key)
+    paths = {}
+    for name, data in files.items():
+        paths[name] = tmp_path / f"mapping-{name}.pem"
+        paths[name].write_bytes(data)
+    port = free_port()
+    broker = start_broker(
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": pki["broker"],
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(paths["ca"]),
+            "ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": "RULE:^CN=client-([0-9]+)$/svc-$1/U",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
+        extra_listeners={"SSL": ("SSL", port)},
+    )
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    kt.run("org.apache.kafka.tools.AclCommand", "--bootstrap-server", broker.bootstrap, "--add",
+           "--allow-principal", "User:SVC-1", "--operation", "All", "--topic", "mapped")
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": pki["ca"]}
+    client = {**conf, "ssl.certificate.location": str(paths["client-1"]),
+              "ssl.key.location": str(paths["client-1-key"])}
+    deadline = time.monotonic() + 20
+    while True:
+        p = ck.Producer({**client, "message.timeout.ms": 8000})
+        results = []
+        p.produce("mapped", b"x", on_delivery=lambda err, _m: results.append(err))
+        p.flush(12)
+        if results == [None] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert results == [None], results
+    intruder = {**conf, "ssl.certificate.location": str(paths["intruder"]),
+                "ssl.key.location": str(paths["intruder-key"])}
+    assert _refused(intruder)
+    assert broker.is_running()

@@ -50,7 +50,6 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 
 use crate::broker::Broker;
 use crate::handlers::{self, Reply, RequestContext, SecurityProtocol};
@@ -153,7 +152,7 @@ type Pending = tokio::task::JoinHandle<anyhow::Result<Option<Bytes>>>;
 pub struct Named {
     pub name: Arc<str>,
     pub protocol: SecurityProtocol,
-    pub tls: Option<TlsAcceptor>,
+    pub tls: Option<super::tls::TlsListener>,
     pub sasl: Option<Arc<ListenerSasl>>,
 }
 
@@ -184,13 +183,17 @@ pub async fn serve(
             let (reader, writer) = socket.into_split();
             run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
         }
-        Some(acceptor) => {
-            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+        Some(tls) => {
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor.accept(socket)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),
                 Err(_) => anyhow::bail!("TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT:?}"),
             };
-            ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates());
+            // (On SASL_SSL the principal is SASL's; the certificate does not name it.)
+            if sasl.is_none() {
+                ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates(), &tls.mapper)
+                    .map_err(|why| anyhow::anyhow!("SSL client refused: {why}"))?;
+            }
             tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");
             let (reader, writer) = tokio::io::split(stream);
             run(BufReader::new(reader), writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await

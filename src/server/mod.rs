@@ -19,6 +19,7 @@ mod connection;
 pub mod controller;
 mod keystore;
 mod limits;
+mod principal_mapper;
 mod throttle;
 mod tls;
 
@@ -43,13 +44,13 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     metrics.attach(broker.clone());
     // TLS configurations first: a wrong keystore fails the start before anything listens.
     // SASL configurations too (mechanisms, JAAS users).
-    let mut tls_acceptors: Vec<Option<tokio_rustls::TlsAcceptor>> = Vec::new();
+    let mut tls_acceptors: Vec<Option<tls::TlsListener>> = Vec::new();
     let mut sasl_configs = Vec::new();
     for listener in &broker.config.listeners {
         let protocol = security_protocol(&broker.config.properties, &listener.name);
         let acceptor = match protocol {
             SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
-                Some(tokio_rustls::TlsAcceptor::from(tls::server_config(&broker.config.properties, &listener.name)?))
+                Some(tls::listener(&broker.config.properties, &listener.name)?)
             }
             SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext => None,
         };

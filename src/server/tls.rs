@@ -11,8 +11,11 @@
 //! `X500Principal.getName()` gives, Kafka's default `ssl.principal.mapping.rules`), or
 //! `User:ANONYMOUS` without a certificate.
 //!
+//! The subject becomes a principal's name through `ssl.principal.mapping.rules`
+//! (`principal_mapper.rs`).
+//!
 //! Not yet: encrypted PEM keys (`ssl.key.password` on a PEM key), keystore reload by
-//! `kafka-configs --alter`, `ssl.principal.mapping.rules` other than DEFAULT, kTLS.
+//! `kafka-configs --alter`, kTLS.
 //!
 //! Invariants: a bad or incomplete configuration fails the start with the property's name,
 //! never a connection; nothing here reads a secret into a log line.
@@ -25,6 +28,7 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::principal_mapper::PrincipalMapper;
 use crate::config::Properties;
 
 /// The principal of a connection without a client certificate (and of PLAINTEXT), as Kafka.
@@ -191,13 +195,39 @@ fn private_key(key: &str, text: &str) -> anyhow::Result<PrivateKeyDer<'static>> 
         .map_err(|e| anyhow!("{key}: no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"))
 }
 
-/// `User:<subject>` of a client's certificate (RFC 2253, most specific RDN first, as Java's
-/// `X500Principal.getName()`), or `User:ANONYMOUS` when it sent none.
-pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>) -> String {
+/// An SSL listener's TLS: the acceptor, and how a client certificate names its principal.
+#[derive(Clone)]
+pub struct TlsListener {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub mapper: Arc<PrincipalMapper>,
+}
+
+/// The TLS of listener `listener`: `server_config` and its `ssl.principal.mapping.rules`.
+pub fn listener(props: &Properties, listener: &str) -> anyhow::Result<TlsListener> {
+    let config = server_config(props, listener)?;
+    let own = format!("listener.name.{}.ssl.principal.mapping.rules", listener.to_lowercase());
+    let (key, rules) = match props.get(&own) {
+        Some(v) => (own, v.as_str()),
+        None => (
+            "ssl.principal.mapping.rules".to_string(),
+            props.get("ssl.principal.mapping.rules").map_or("DEFAULT", |v| v.as_str()),
+        ),
+    };
+    let mapper = PrincipalMapper::parse(rules).map_err(|e| anyhow!("{key}={rules}: {e}"))?;
+    Ok(TlsListener { acceptor: tokio_rustls::TlsAcceptor::from(config), mapper: Arc::new(mapper) })
+}
+
+/// `User:<name>` of a client's certificate: its subject (RFC 2253, most specific RDN first, as
+/// Java's `X500Principal.getName()`) through `mapper`, or `User:ANONYMOUS` when it sent none.
+/// `Err` (the connection is refused, as Kafka does) when no mapping rule applies.
+pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>, mapper: &PrincipalMapper) -> Result<String, String> {
     let subject = peer_certificates.and_then(|c| c.first()).and_then(|c| subject_rfc2253(c));
     match subject {
-        Some(s) => format!("User:{s}"),
-        None => ANONYMOUS.to_string(),
+        Some(s) => match mapper.name(&s) {
+            Some(name) => Ok(format!("User:{name}")),
+            None => Err(format!("no ssl.principal.mapping.rules rule applies to {s}")),
+        },
+        None => Ok(ANONYMOUS.to_string()),
     }
 }
 
@@ -327,8 +357,14 @@ mod tests {
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = params.self_signed(&key).unwrap();
         let der = cert.der().clone();
-        assert_eq!(principal(Some(&[der])), "User:CN=client-1,O=Acme\\, Inc,C=US");
-        assert_eq!(principal(None), ANONYMOUS);
+        let default = PrincipalMapper::default();
+        assert_eq!(principal(Some(&[der.clone()]), &default).unwrap(), "User:CN=client-1,O=Acme\\, Inc,C=US");
+        assert_eq!(principal(None, &default).unwrap(), ANONYMOUS);
+        // Through ssl.principal.mapping.rules: the CN, lowered; no rule applying refuses the client.
+        let cn = PrincipalMapper::parse("RULE:^CN=([^,]+),.*$/$1/L").unwrap();
+        assert_eq!(principal(Some(&[der.clone()]), &cn).unwrap(), "User:client-1");
+        let none = PrincipalMapper::parse("RULE:^O=(.*)$/$1/").unwrap();
+        assert!(principal(Some(&[der]), &none).unwrap_err().contains("CN=client-1"));
         assert_eq!(dotted(&[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01]), "1.2.840.113549.1.9.1");
     }
 
