@@ -358,11 +358,11 @@ mod tests {
         let cert = params.self_signed(&key).unwrap();
         let der = cert.der().clone();
         let default = PrincipalMapper::default();
-        assert_eq!(principal(Some(&[der.clone()]), &default).unwrap(), "User:CN=client-1,O=Acme\\, Inc,C=US");
+        assert_eq!(principal(Some(std::slice::from_ref(&der)), &default).unwrap(), "User:CN=client-1,O=Acme\\, Inc,C=US");
         assert_eq!(principal(None, &default).unwrap(), ANONYMOUS);
         // Through ssl.principal.mapping.rules: the CN, lowered; no rule applying refuses the client.
         let cn = PrincipalMapper::parse("RULE:^CN=([^,]+),.*$/$1/L").unwrap();
-        assert_eq!(principal(Some(&[der.clone()]), &cn).unwrap(), "User:client-1");
+        assert_eq!(principal(Some(std::slice::from_ref(&der)), &cn).unwrap(), "User:client-1");
         let none = PrincipalMapper::parse("RULE:^O=(.*)$/$1/").unwrap();
         assert!(principal(Some(&[der]), &none).unwrap_err().contains("CN=client-1"));
         assert_eq!(dotted(&[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01]), "1.2.840.113549.1.9.1");
