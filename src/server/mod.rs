@@ -17,11 +17,11 @@
 mod combined;
 mod connection;
 pub mod controller;
-mod keystore;
+pub mod keystore;
 mod limits;
-mod principal_mapper;
+pub mod principal_mapper;
 mod throttle;
-mod tls;
+pub mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
