@@ -62,8 +62,11 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
             let bytes = std::fs::read(path).with_context(|| format!("{k}={path}"))?;
             match store_type("ssl.keystore.type", &bytes).as_str() {
                 "PEM" => {
+                    if password("ssl.keystore.password").is_some() {
+                        bail!("SSL key store password cannot be specified with PEM format, only key password may be specified");
+                    }
                     let text = String::from_utf8(bytes).map_err(|_| anyhow!("{k}={path}: not a PEM text file"))?;
-                    (certificates(&k, &text)?, private_key(&k, &text)?)
+                    (certificates(&k, &text)?, private_key(&k, &text, password("ssl.key.password").as_deref())?)
                 }
                 kind => super::keystore::key_and_chain(
                     kind,
@@ -80,7 +83,7 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
             }
             let (ck, chain_text) = get("ssl.keystore.certificate.chain")
                 .ok_or_else(|| anyhow!("{k} is set but not ssl.keystore.certificate.chain (listener {listener})"))?;
-            (certificates(&ck, chain_text)?, private_key(&k, key_text)?)
+            (certificates(&ck, chain_text)?, private_key(&k, key_text, password("ssl.key.password").as_deref())?)
         }
         (None, None) => bail!(
             "listener {listener} is SSL: set ssl.keystore.location (PEM key + certificate chain) or \
@@ -187,9 +190,30 @@ fn certificates(key: &str, text: &str) -> anyhow::Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
-fn private_key(key: &str, text: &str) -> anyhow::Result<PrivateKeyDer<'static>> {
+/// The PEM private key in `text`; an encrypted PKCS#8 one (`ENCRYPTED PRIVATE KEY`, PBES2 as
+/// openssl and Java write it) is decrypted with `password` (`ssl.key.password`).
+fn private_key(key: &str, text: &str, password: Option<&str>) -> anyhow::Result<PrivateKeyDer<'static>> {
     if text.contains("ENCRYPTED PRIVATE KEY") {
-        bail!("{key}: encrypted private keys (ssl.key.password) are not supported yet");
+        use pkcs8::der::Decode;
+        let Some(password) = password else {
+            bail!("{key}: the private key is encrypted: set ssl.key.password");
+        };
+        use base64::Engine;
+        let body = text
+            .split("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+            .nth(1)
+            .and_then(|rest| rest.split("-----END ENCRYPTED PRIVATE KEY-----").next())
+            .map(|b| b.chars().filter(|c| !c.is_whitespace()).collect::<String>())
+            .ok_or_else(|| anyhow!("{key}: no complete ENCRYPTED PRIVATE KEY block"))?;
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|e| anyhow!("{key}: the ENCRYPTED PRIVATE KEY block is not base64: {e}"))?;
+        let info = pkcs8::EncryptedPrivateKeyInfoRef::from_der(&der)
+            .map_err(|e| anyhow!("{key}: bad ENCRYPTED PRIVATE KEY: {e}"))?;
+        let plain = info
+            .decrypt(password)
+            .map_err(|_| anyhow!("{key}: cannot decrypt the private key: wrong ssl.key.password or an unsupported scheme (PBES2 with AES)"))?;
+        return Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()));
     }
     PrivateKeyDer::from_pem_slice(normalized_pem(text).as_bytes())
         .map_err(|e| anyhow!("{key}: no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"))
@@ -358,7 +382,10 @@ mod tests {
         let cert = params.self_signed(&key).unwrap();
         let der = cert.der().clone();
         let default = PrincipalMapper::default();
-        assert_eq!(principal(Some(std::slice::from_ref(&der)), &default).unwrap(), "User:CN=client-1,O=Acme\\, Inc,C=US");
+        assert_eq!(
+            principal(Some(std::slice::from_ref(&der)), &default).unwrap(),
+            "User:CN=client-1,O=Acme\\, Inc,C=US"
+        );
         assert_eq!(principal(None, &default).unwrap(), ANONYMOUS);
         // Through ssl.principal.mapping.rules: the CN, lowered; no rule applying refuses the client.
         let cn = PrincipalMapper::parse("RULE:^CN=([^,]+),.*$/$1/L").unwrap();
@@ -374,8 +401,28 @@ mod tests {
         let cert = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap().self_signed(&key).unwrap();
         let joined = cert.pem().replace('\n', "");
         assert_eq!(certificates("k", &joined).unwrap().len(), 1);
-        assert!(private_key("k", &key.serialize_pem().replace('\n', "")).is_ok());
+        assert!(private_key("k", &key.serialize_pem().replace('\n', ""), None).is_ok());
         assert!(certificates("k", "nothing").is_err());
+    }
+
+    #[test]
+    fn an_encrypted_pem_key_needs_ssl_key_password() {
+        // openssl pkcs8 -topk8 -v2 aes-256-cbc of the keytool fixture's key, then its certificate.
+        let path = format!("{}/tests/fixtures/keystores/broker-encrypted.pem", env!("CARGO_MANIFEST_DIR"));
+        let props = |extra: &[(&str, &str)]| -> Properties {
+            let mut p: Properties = [("ssl.keystore.type", "PEM"), ("ssl.keystore.location", path.as_str())]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            p
+        };
+        assert!(server_config(&props(&[("ssl.key.password", "key-secret")]), "SSL").is_ok());
+        let e = server_config(&props(&[]), "SSL").map(|_| ()).expect_err("refused").to_string();
+        assert!(e.contains("ssl.key.password"), "{e}");
+        let e =
+            server_config(&props(&[("ssl.key.password", "nope")]), "SSL").map(|_| ()).expect_err("refused").to_string();
+        assert!(e.contains("cannot decrypt"), "{e}");
     }
 
     #[test]
