@@ -323,3 +323,47 @@ def test_ssl_principal_mapping_rules_name_the_acl_principal(start_broker, kafka_
                 "ssl.key.location": str(paths["intruder-key"])}
     assert _refused(intruder)
     assert broker.is_running()
+
+
+def test_keystore_rotation_by_kafka_configs(start_broker, kafka_libs, pki, tmp_path):
+    """Kafka's certificate rotation: `kafka-configs --alter` of the SSL listener's
+    `listener.name.ssl.ssl.keystore.location` to a new keystore (new key, same subject and names,
+    from another CA the clients also trust); the listener's next connections get the new
+    certificate, and clients go on."""
+    import ssl as pyssl
+
+    port = free_port()
+    broker = start_broker(
+        {"ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"]},
+        extra_listeners={"SSL": ("SSL", port)},
+    )
+    new_ca_key = _key()
+    new_ca = _cert("rotation CA", new_ca_key, None, None, ca=True)
+    new_key = _key()
+    new_cert = _cert("broker", new_key, new_ca.subject, new_ca_key,
+                     sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    rotated = tmp_path / "broker-rotated.pem"
+    rotated.write_bytes(_pem_key(new_key) + _pem_cert(new_cert) + _pem_cert(new_ca))
+    both_cas = tmp_path / "both-cas.pem"
+    both_cas.write_bytes(open(pki["ca"], "rb").read() + _pem_cert(new_ca))
+
+    def served() -> bytes:
+        return pyssl.DER_cert_to_PEM_cert(pyssl.PEM_cert_to_DER_cert(
+            pyssl.get_server_certificate(("127.0.0.1", port)))).encode()
+
+    first = x509.load_pem_x509_certificate(served())
+    assert first.issuer.rfc4514_string() == "CN=ketch compat CA", first.issuer
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(both_cas)}
+    _produce(conf, "rotation", 10, b"r")
+
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    r = kt.run("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers",
+               "--entity-name", "1", "--alter", "--add-config", f"listener.name.ssl.ssl.keystore.location={rotated}")
+    assert "Completed updating config for broker 1." in r.out, r.out
+    deadline = time.monotonic() + 20
+    while x509.load_pem_x509_certificate(served()).issuer.rfc4514_string() != "CN=rotation CA":
+        assert time.monotonic() < deadline, "the listener still serves the old certificate"
+        time.sleep(0.5)
+    _produce(conf, "rotation-after", 10, b"r")
+    _consume(conf, "rotation", 10, b"r")
+    _consume(conf, "rotation-after", 10, b"r")

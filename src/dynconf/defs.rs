@@ -96,11 +96,29 @@ pub const APPLIED_LIVE: &[&str] = &[
     "max.connection.creation.rate",
 ];
 
-/// `listener.name.<listener>.<config>` names Ketch applies live (Kafka's
-/// `SocketServer.ListenerReconfigurableConfigs`).
+/// `listener.name.<listener>.<config>` names Ketch applies live: Kafka's
+/// `SocketServer.ListenerReconfigurableConfigs`, and its keystore and truststore configs
+/// (`SslConfigs.RECONFIGURABLE_CONFIGS`: an SSL listener's next connections use the new store,
+/// `server::tls`).
 pub fn applied_listener_config(name: &str) -> bool {
-    listener_base(name).is_some_and(|base| ["max.connections", "max.connection.creation.rate"].contains(&base))
+    listener_base(name).is_some_and(|base| {
+        ["max.connections", "max.connection.creation.rate"].contains(&base) || RELOADABLE_SSL_CONFIGS.contains(&base)
+    })
 }
+
+/// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`.
+pub const RELOADABLE_SSL_CONFIGS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+];
 
 /// Defaults Ketch really uses where they differ from Kafka's on purpose.
 pub const KETCH_DEFAULTS: &[(&str, &str)] = &[

@@ -184,14 +184,15 @@ pub async fn serve(
             run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
         }
         Some(tls) => {
-            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor.accept(socket)).await {
+            let (acceptor, mapper) = tls.current(&broker.dynamic.effective().properties);
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),
                 Err(_) => anyhow::bail!("TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT:?}"),
             };
             // (On SASL_SSL the principal is SASL's; the certificate does not name it.)
             if sasl.is_none() {
-                ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates(), &tls.mapper)
+                ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates(), &mapper)
                     .map_err(|why| anyhow::anyhow!("SSL client refused: {why}"))?;
             }
             tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");

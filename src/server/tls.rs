@@ -219,15 +219,69 @@ fn private_key(key: &str, text: &str, password: Option<&str>) -> anyhow::Result<
         .map_err(|e| anyhow!("{key}: no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"))
 }
 
-/// An SSL listener's TLS: the acceptor, and how a client certificate names its principal.
+/// An SSL listener's TLS: the acceptor, and how a client certificate names its principal; built
+/// again for the next connection when a store's settings change (`kafka-configs --alter` of
+/// `listener.name.<l>.ssl.keystore.*` / `ssl.truststore.*`, Kafka's certificate rotation) or its
+/// file is rewritten (so an alter naming the same file after it was replaced reloads it, as in
+/// Kafka). A store that does not load keeps the previous one (logged).
 #[derive(Clone)]
 pub struct TlsListener {
-    pub acceptor: tokio_rustls::TlsAcceptor,
-    pub mapper: Arc<PrincipalMapper>,
+    name: String,
+    state: Arc<std::sync::Mutex<TlsState>>,
+}
+
+struct TlsState {
+    fingerprint: Vec<String>,
+    acceptor: tokio_rustls::TlsAcceptor,
+    mapper: Arc<PrincipalMapper>,
+}
+
+/// What a listener's TLS was built from: the store settings in force and their files' stamps.
+fn fingerprint(props: &Properties, listener: &str) -> Vec<String> {
+    let own = |key: &str| format!("listener.name.{}.{key}", listener.to_lowercase());
+    let mut out = Vec::new();
+    for key in crate::dynconf::defs::RELOADABLE_SSL_CONFIGS {
+        let value = props.get(&own(key)).or_else(|| props.get(*key)).cloned().unwrap_or_default();
+        if key.ends_with(".location") && !value.is_empty() {
+            let stamp = std::fs::metadata(&value).ok().map(|m| (m.modified().ok(), m.len()));
+            out.push(format!("{key}={value} {stamp:?}"));
+        } else {
+            out.push(format!("{key}={value}"));
+        }
+    }
+    out
+}
+
+impl TlsListener {
+    /// The acceptor and principal mapper for a new connection, under `props` (the broker's
+    /// effective config, dynamic changes included).
+    pub fn current(&self, props: &Properties) -> (tokio_rustls::TlsAcceptor, Arc<PrincipalMapper>) {
+        let now = fingerprint(props, &self.name);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if now != state.fingerprint {
+            match parts(props, &self.name) {
+                Ok((acceptor, mapper)) => {
+                    tracing::info!(listener = %self.name, "TLS keystore / truststore reloaded");
+                    (state.acceptor, state.mapper) = (acceptor, mapper);
+                }
+                Err(e) => {
+                    tracing::warn!(listener = %self.name, error = %e, "TLS stores not reloaded; the previous ones stay")
+                }
+            }
+            state.fingerprint = now;
+        }
+        (state.acceptor.clone(), state.mapper.clone())
+    }
 }
 
 /// The TLS of listener `listener`: `server_config` and its `ssl.principal.mapping.rules`.
 pub fn listener(props: &Properties, listener: &str) -> anyhow::Result<TlsListener> {
+    let (acceptor, mapper) = parts(props, listener)?;
+    let state = TlsState { fingerprint: fingerprint(props, listener), acceptor, mapper };
+    Ok(TlsListener { name: listener.to_string(), state: Arc::new(std::sync::Mutex::new(state)) })
+}
+
+fn parts(props: &Properties, listener: &str) -> anyhow::Result<(tokio_rustls::TlsAcceptor, Arc<PrincipalMapper>)> {
     let config = server_config(props, listener)?;
     let own = format!("listener.name.{}.ssl.principal.mapping.rules", listener.to_lowercase());
     let (key, rules) = match props.get(&own) {
@@ -238,7 +292,7 @@ pub fn listener(props: &Properties, listener: &str) -> anyhow::Result<TlsListene
         ),
     };
     let mapper = PrincipalMapper::parse(rules).map_err(|e| anyhow!("{key}={rules}: {e}"))?;
-    Ok(TlsListener { acceptor: tokio_rustls::TlsAcceptor::from(config), mapper: Arc::new(mapper) })
+    Ok((tokio_rustls::TlsAcceptor::from(config), Arc::new(mapper)))
 }
 
 /// `User:<name>` of a client's certificate: its subject (RFC 2253, most specific RDN first, as
