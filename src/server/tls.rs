@@ -14,11 +14,15 @@
 //! The subject becomes a principal's name through `ssl.principal.mapping.rules`
 //! (`principal_mapper.rs`).
 //!
-//! Not yet: encrypted PEM keys (`ssl.key.password` on a PEM key), keystore reload by
-//! `kafka-configs --alter`, kTLS.
+//! Encrypted PEM keys (PKCS#8 PBES2) are read with `ssl.key.password`. `TlsListener` rebuilds a
+//! listener's configuration for its next connection when its store settings (dynamic configs) or
+//! store files change.
+//!
+//! Not yet: PBES1-encrypted PEM keys, validating a store at `kafka-configs --alter` time, kTLS.
 //!
 //! Invariants: a bad or incomplete configuration fails the start with the property's name,
-//! never a connection; nothing here reads a secret into a log line.
+//! never a connection (a bad reload keeps the previous configuration); nothing here reads a
+//! secret into a log line.
 
 use std::sync::Arc;
 
