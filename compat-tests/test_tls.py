@@ -357,8 +357,23 @@ def test_keystore_rotation_by_kafka_configs(start_broker, kafka_libs, pki, tmp_p
     _produce(conf, "rotation", 10, b"r")
 
     kt = KafkaTools(kafka_libs, broker, tmp_path)
-    r = kt.run("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers",
-               "--entity-name", "1", "--alter", "--add-config", f"listener.name.ssl.ssl.keystore.location={rotated}")
+
+    def alter(location, check=True):
+        return kt.run("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--entity-type",
+                      "brokers", "--entity-name", "1", "--alter", "--add-config",
+                      f"listener.name.ssl.ssl.keystore.location={location}", check=check)
+
+    # Refused as Kafka's SslFactory refuses them (INVALID_REQUEST, the old keystore stays): a
+    # keystore that does not load, and one whose certificate names another subject.
+    impostor = tmp_path / "impostor.pem"
+    impostor_cert = _cert("impostor", new_key, new_ca.subject, new_ca_key, sans=[x509.DNSName("localhost")])
+    impostor.write_bytes(_pem_key(new_key) + _pem_cert(impostor_cert) + _pem_cert(new_ca))
+    for location, why in [(tmp_path / "missing.pem", "Validation of dynamic config update of SSLFactory failed"),
+                          (impostor, "Keystore DistinguishedName does not match")]:
+        r = alter(location, check=False)
+        assert r.returncode != 0 and "InvalidRequestException" in r.out and why in r.out, r.out
+        assert x509.load_pem_x509_certificate(served()).issuer.rfc4514_string() == "CN=ketch compat CA"
+    r = alter(rotated)
     assert "Completed updating config for broker 1." in r.out, r.out
     deadline = time.monotonic() + 20
     while x509.load_pem_x509_certificate(served()).issuer.rfc4514_string() != "CN=rotation CA":

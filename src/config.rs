@@ -29,6 +29,36 @@ pub fn int_property(props: &Properties, key: &str, default: i64, min: i64, max: 
     }
 }
 
+/// `listener.name.<listener, lower case>.<name>`: Kafka's per-listener form of a broker config.
+pub fn listener_key(listener: &str, name: &str) -> String {
+    format!("listener.name.{}.{name}", listener.to_lowercase())
+}
+
+/// A listener's setting: its own `listener.name.<l>.<name>` value, else the broker-wide `<name>`
+/// (Kafka's rule for per-listener overrides), with the key that held it (for error messages).
+pub fn listener_value<'a>(props: &'a Properties, listener: &str, name: &str) -> Option<(String, &'a str)> {
+    let own = listener_key(listener, name);
+    match props.get(&own) {
+        Some(v) => Some((own, v.as_str())),
+        None => props.get(name).map(|v| (name.to_string(), v.as_str())),
+    }
+}
+
+/// A SASL mechanism's setting on a listener: `listener.name.<l>.<mechanism, lower case>.<name>`,
+/// else [`listener_value`] (Kafka's lookup for `sasl.jaas.config`, `connections.max.reauth.ms`, ...).
+pub fn mechanism_value<'a>(
+    props: &'a Properties,
+    listener: &str,
+    mechanism: &str,
+    name: &str,
+) -> Option<(String, &'a str)> {
+    let own = listener_key(listener, &format!("{}.{name}", mechanism.to_lowercase()));
+    match props.get(&own) {
+        Some(v) => Some((own, v.as_str())),
+        None => listener_value(props, listener, name),
+    }
+}
+
 /// Parses Java `.properties` text: `key=value` or `key: value`, `#`/`!` comments, blank lines and
 /// trailing-backslash line continuations.
 pub fn parse_properties(text: &str) -> Result<Properties, ConfigError> {

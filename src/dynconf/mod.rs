@@ -75,7 +75,13 @@ pub struct DynamicConfigs {
     state: RwLock<State>,
     /// Held from reading the current set to publishing the new one.
     alter: Mutex<()>,
+    /// The server's own checks of a change (see [`ChangeCheck`]).
+    change_checks: RwLock<Vec<ChangeCheck>>,
 }
+
+/// A check the server adds for what this module cannot judge (an SSL listener's new keystore
+/// must load): given the effective properties now and after a change, the refusal's message.
+pub type ChangeCheck = Box<dyn Fn(&Properties, &Properties) -> Result<(), String> + Send + Sync>;
 
 struct State {
     per_broker: Properties,
@@ -102,6 +108,7 @@ impl DynamicConfigs {
                 adopted: None,
             }),
             alter: Mutex::new(()),
+            change_checks: RwLock::new(Vec::new()),
         };
         for scope in [Scope::ClusterDefault, Scope::Broker] {
             let path = configs.path(scope);
@@ -180,6 +187,12 @@ impl DynamicConfigs {
         state.effective = effective.clone();
         tracing::info!(?scope, "dynamic broker configs updated");
         Ok(Some(effective))
+    }
+
+    /// Adds a check every change must pass (`kafka-configs --alter`, validate-only included);
+    /// loading stored or adopted sets skips it.
+    pub fn add_change_check(&self, check: ChangeCheck) {
+        self.change_checks.write().unwrap_or_else(|p| p.into_inner()).push(check);
     }
 
     /// A broker of a controller quorum: the dynamic sets are the metadata image's (the
@@ -287,7 +300,13 @@ impl DynamicConfigs {
                 merged.insert(key.clone(), value.trim().to_string());
             }
         }
-        BrokerConfig::from_properties(merged).map_err(|e| invalid(e.to_string()))
+        let config = BrokerConfig::from_properties(merged).map_err(|e| invalid(e.to_string()))?;
+        if why == Check::Change {
+            for check in self.change_checks.read().unwrap_or_else(|p| p.into_inner()).iter() {
+                check(&state.effective.properties, &config.properties).map_err(invalid)?;
+            }
+        }
+        Ok(config)
     }
 
     /// The value of a broker config with these dynamic sets: per-broker > cluster default >

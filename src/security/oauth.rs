@@ -100,14 +100,7 @@ pub struct OAuthConfig {
 /// `name` for the OAUTHBEARER callback handler of `listener`: the mechanism's prefix, the
 /// listener's, then the broker's.
 fn setting<'a>(props: &'a Properties, listener: &str, name: &str) -> Option<(String, &'a str)> {
-    let l = listener.to_lowercase();
-    for key in [format!("listener.name.{l}.oauthbearer.{name}"), format!("listener.name.{l}.{name}"), name.to_string()]
-    {
-        if let Some(v) = props.get(&key) {
-            return Some((key, v.as_str()));
-        }
-    }
-    None
+    crate::config::mechanism_value(props, listener, MECHANISM, name)
 }
 
 /// Builds the listener's validator from its properties and its JAAS options.

@@ -35,7 +35,7 @@ use super::jaas;
 use super::oauth::{self, OAuthConfig};
 use super::scram::{self, Failure};
 use super::scram_store::ScramStore;
-use crate::config::Properties;
+use crate::config::{listener_key, listener_value, mechanism_value, Properties};
 use crate::protocol;
 
 pub const PLAIN: &str = "PLAIN";
@@ -62,15 +62,6 @@ pub struct ListenerSasl {
     oauth: Option<OAuthConfig>,
 }
 
-/// The listener's value of `name`: `listener.name.<listener>.<name>` first, then `name`.
-fn listener_value<'a>(props: &'a Properties, listener: &str, name: &str) -> Option<(String, &'a str)> {
-    let own = format!("listener.name.{}.{name}", listener.to_lowercase());
-    match props.get(&own) {
-        Some(v) => Some((own, v.as_str())),
-        None => props.get(name).map(|v| (name.to_string(), v.as_str())),
-    }
-}
-
 /// Builds a SASL listener's configuration; refuses what Ketch cannot serve, naming the property.
 pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<ListenerSasl> {
     let (key, enabled) = listener_value(props, listener, "sasl.enabled.mechanisms")
@@ -79,7 +70,6 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
     if mechanisms.is_empty() {
         bail!("listener {listener}: {key} is empty: no SASL mechanisms are enabled");
     }
-    let prefix = format!("listener.name.{}.", listener.to_lowercase());
     let mut plain_users = BTreeMap::new();
     let mut reauth_ms = BTreeMap::new();
     let mut oauth = None;
@@ -93,7 +83,7 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
         } else {
             bail!("listener {listener}: {key}={enabled}: mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)");
         };
-        let jaas_key = format!("{prefix}{}.sasl.jaas.config", m.to_lowercase());
+        let jaas_key = listener_key(listener, &format!("{}.sasl.jaas.config", m.to_lowercase()));
         let mut jaas_options = BTreeMap::new();
         match props.get(&jaas_key) {
             Some(text) => {
@@ -120,11 +110,7 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
             oauth =
                 Some(oauth::config(props, listener, &jaas_options).map_err(|e| anyhow!("listener {listener}: {e}"))?);
         }
-        let ms_key = format!("{prefix}{}.connections.max.reauth.ms", m.to_lowercase());
-        let (k, v) = match props.get(&ms_key) {
-            Some(v) => (ms_key, v.as_str()),
-            None => listener_value(props, listener, "connections.max.reauth.ms").unwrap_or_default(),
-        };
+        let (k, v) = mechanism_value(props, listener, m, "connections.max.reauth.ms").unwrap_or_default();
         let ms = if v.trim().is_empty() {
             0
         } else {

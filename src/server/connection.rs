@@ -184,7 +184,7 @@ pub async fn serve(
             run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
         }
         Some(tls) => {
-            let (acceptor, mapper) = tls.current(&broker.dynamic.effective().properties);
+            let (acceptor, mapper) = tls.current(&broker.dynamic.effective().properties).await;
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),

@@ -21,7 +21,7 @@ use p12_keystore::{KeyStore, KeyStoreEntry, Pkcs12ImportPolicy};
 use ring::digest::{digest, SHA1_FOR_LEGACY_USE_ONLY};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use super::tls::der;
+use super::certificate::der;
 
 /// A keystore's private key and its certificate chain (leaf first).
 pub type KeyAndChain = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);

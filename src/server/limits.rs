@@ -60,15 +60,16 @@ impl Settings {
     /// `overrides` the parsed `max.connections.per.ip.overrides`. Values that do not parse count
     /// as no limit; `check` refuses them before they get here.
     fn of(props: &Properties, listener: &str, overrides: Overrides) -> Settings {
-        let prefix = format!("listener.name.{}.", listener.to_lowercase());
         let int = |key: &str| props.get(key).and_then(|v| v.trim().parse::<i64>().ok());
         Settings {
             max_connections: int("max.connections").unwrap_or(UNLIMITED),
-            listener_max_connections: int(&format!("{prefix}max.connections")).unwrap_or(UNLIMITED),
+            listener_max_connections: int(&crate::config::listener_key(listener, "max.connections"))
+                .unwrap_or(UNLIMITED),
             max_per_ip: int("max.connections.per.ip").unwrap_or(UNLIMITED),
             per_ip_overrides: overrides,
             creation_rate: int("max.connection.creation.rate").unwrap_or(UNLIMITED),
-            listener_creation_rate: int(&format!("{prefix}max.connection.creation.rate")).unwrap_or(UNLIMITED),
+            listener_creation_rate: int(&crate::config::listener_key(listener, "max.connection.creation.rate"))
+                .unwrap_or(UNLIMITED),
         }
     }
 

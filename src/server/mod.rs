@@ -14,6 +14,7 @@
 //! listener is bound, just before the listening lines are printed, and back to not ready when
 //! the shutdown signal arrives.
 
+pub mod certificate;
 mod combined;
 mod connection;
 pub mod controller;
@@ -60,6 +61,10 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
             }
             _ => None,
         };
+        if acceptor.is_some() {
+            let name = listener.name.clone();
+            broker.dynamic.add_change_check(Box::new(move |old, new| tls::validate_reconfiguration(old, new, &name)));
+        }
         tls_acceptors.push(acceptor);
         sasl_configs.push(sasl);
     }

@@ -25,6 +25,7 @@
 //! secret into a log line.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use rustls::server::WebPkiClientVerifier;
@@ -32,36 +33,38 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::certificate;
 use super::principal_mapper::PrincipalMapper;
-use crate::config::Properties;
+use crate::config::{listener_value, Properties};
 
 /// The principal of a connection without a client certificate (and of PLAINTEXT), as Kafka.
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
-/// The server configuration of the SSL listener `listener` (its name as in `listeners`).
-pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<ServerConfig>> {
-    let prefix = format!("listener.name.{}.", listener.to_lowercase());
-    let get = |key: &str| -> Option<(String, &str)> {
-        let own = format!("{prefix}{key}");
-        match props.get(&own) {
-            Some(v) => Some((own, v.as_str())),
-            None => props.get(key).map(|v| (key.to_string(), v.as_str())),
-        }
-    };
-    // A store's type: the property, else what the file is (Kafka's default, JKS, also reads
-    // PKCS12 as Java's keystore does; a PEM file is taken as PEM).
-    let store_type = |key: &str, bytes: &[u8]| -> String {
-        match get(key) {
-            Some((_, t)) => t.trim().to_ascii_uppercase(),
-            None if bytes.starts_with(&[0xfe, 0xed, 0xfe, 0xed]) => "JKS".into(),
-            None if bytes.first() == Some(&0x30) => "PKCS12".into(),
-            None => "PEM".into(),
-        }
-    };
-    let password = |key: &str| get(key).map(|(_, v)| v.to_string());
+/// A listener's setting (its own, else the broker-wide one), its value only.
+fn setting(props: &Properties, listener: &str, key: &str) -> Option<String> {
+    listener_value(props, listener, key).map(|(_, v)| v.to_string())
+}
 
-    // Keystore: the listener's key and certificate chain.
-    let (chain, key) = match (get("ssl.keystore.location"), get("ssl.keystore.key")) {
+/// A store's type: the property, else what the file is (Kafka's default, JKS, also reads
+/// PKCS12 as Java's keystore does; a PEM file is taken as PEM).
+fn store_type(props: &Properties, listener: &str, key: &str, bytes: &[u8]) -> String {
+    match setting(props, listener, key) {
+        Some(t) => t.trim().to_ascii_uppercase(),
+        None if bytes.starts_with(&[0xfe, 0xed, 0xfe, 0xed]) => "JKS".into(),
+        None if bytes.first() == Some(&0x30) => "PKCS12".into(),
+        None => "PEM".into(),
+    }
+}
+
+/// The listener's keystore: its certificate chain and private key.
+fn keystore(
+    props: &Properties,
+    listener: &str,
+) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let get = |key: &str| listener_value(props, listener, key);
+    let password = |key: &str| setting(props, listener, key);
+    let store_type = |key: &str, bytes: &[u8]| store_type(props, listener, key, bytes);
+    Ok(match (get("ssl.keystore.location"), get("ssl.keystore.key")) {
         (Some((k, path)), _) => {
             let bytes = std::fs::read(path).with_context(|| format!("{k}={path}"))?;
             match store_type("ssl.keystore.type", &bytes).as_str() {
@@ -93,10 +96,15 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
             "listener {listener} is SSL: set ssl.keystore.location (PEM key + certificate chain) or \
              ssl.keystore.key and ssl.keystore.certificate.chain"
         ),
-    };
+    })
+}
 
-    // Truststore: the CAs client certificates must chain to.
-    let trusted = match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
+/// The listener's truststore: the CAs client certificates must chain to, if it has one.
+fn truststore(props: &Properties, listener: &str) -> anyhow::Result<Option<Vec<CertificateDer<'static>>>> {
+    let get = |key: &str| listener_value(props, listener, key);
+    let password = |key: &str| setting(props, listener, key);
+    let store_type = |key: &str, bytes: &[u8]| store_type(props, listener, key, bytes);
+    Ok(match (get("ssl.truststore.location"), get("ssl.truststore.certificates")) {
         (Some((k, path)), _) => {
             let bytes = std::fs::read(path).with_context(|| format!("{k}={path}"))?;
             match store_type("ssl.truststore.type", &bytes).as_str() {
@@ -111,7 +119,14 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
         }
         (None, Some((k, text))) => Some(certificates(&k, text)?),
         (None, None) => None,
-    };
+    })
+}
+
+/// The server configuration of the SSL listener `listener` (its name as in `listeners`).
+pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<ServerConfig>> {
+    let get = |key: &str| listener_value(props, listener, key);
+    let (chain, key) = keystore(props, listener)?;
+    let trusted = truststore(props, listener)?;
 
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some((k, suites)) = get("ssl.cipher.suites").filter(|(_, v)| !v.trim().is_empty()) {
@@ -235,44 +250,75 @@ pub struct TlsListener {
 }
 
 struct TlsState {
-    fingerprint: Vec<String>,
+    /// The store settings in force (`settings`) and their files' stamps, when last looked at.
+    settings: Vec<String>,
+    stamps: Vec<String>,
+    stamped_at: Instant,
     acceptor: tokio_rustls::TlsAcceptor,
     mapper: Arc<PrincipalMapper>,
 }
 
-/// What a listener's TLS was built from: the store settings in force and their files' stamps.
-fn fingerprint(props: &Properties, listener: &str) -> Vec<String> {
-    let own = |key: &str| format!("listener.name.{}.{key}", listener.to_lowercase());
-    let mut out = Vec::new();
-    for key in crate::dynconf::defs::RELOADABLE_SSL_CONFIGS {
-        let value = props.get(&own(key)).or_else(|| props.get(*key)).cloned().unwrap_or_default();
-        if key.ends_with(".location") && !value.is_empty() {
-            let stamp = std::fs::metadata(&value).ok().map(|m| (m.modified().ok(), m.len()));
-            out.push(format!("{key}={value} {stamp:?}"));
-        } else {
-            out.push(format!("{key}={value}"));
-        }
-    }
-    out
+/// How often a listener looks at its store files for a rewrite (a new connection does, at most
+/// this often); a changed setting is seen at once.
+const STORE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The store settings of `listener` in force: `key=value` of each reloadable SSL config.
+fn settings(props: &Properties, listener: &str) -> Vec<String> {
+    let value = |key: &str| listener_value(props, listener, key).map_or("", |(_, v)| v).to_string();
+    crate::dynconf::defs::RELOADABLE_SSL_CONFIGS.iter().map(|key| format!("{key}={}", value(key))).collect()
+}
+
+/// The stamps (modified time, length) of the store files `settings` name.
+fn stamps(settings: &[String]) -> Vec<String> {
+    let files = settings.iter().filter_map(|s| s.split_once(".location=")).map(|(_, path)| path);
+    files
+        .filter(|path| !path.is_empty())
+        .map(|path| {
+            let stamp = std::fs::metadata(path).ok().map(|m| (m.modified().ok(), m.len()));
+            format!("{path} {stamp:?}")
+        })
+        .collect()
 }
 
 impl TlsListener {
     /// The acceptor and principal mapper for a new connection, under `props` (the broker's
-    /// effective config, dynamic changes included).
-    pub fn current(&self, props: &Properties) -> (tokio_rustls::TlsAcceptor, Arc<PrincipalMapper>) {
-        let now = fingerprint(props, &self.name);
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if now != state.fingerprint {
-            match parts(props, &self.name) {
-                Ok((acceptor, mapper)) => {
-                    tracing::info!(listener = %self.name, "TLS keystore / truststore reloaded");
-                    (state.acceptor, state.mapper) = (acceptor, mapper);
-                }
-                Err(e) => {
-                    tracing::warn!(listener = %self.name, error = %e, "TLS stores not reloaded; the previous ones stay")
-                }
+    /// effective config, dynamic changes included). Rebuilt (off the async threads) when a
+    /// setting changed or, looked at once a [`STORE_CHECK_INTERVAL`], a store file did.
+    pub async fn current(&self, props: &Properties) -> (tokio_rustls::TlsAcceptor, Arc<PrincipalMapper>) {
+        let now = settings(props, &self.name);
+        let old_stamps = {
+            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if now == state.settings && state.stamped_at.elapsed() < STORE_CHECK_INTERVAL {
+                return (state.acceptor.clone(), state.mapper.clone());
             }
-            state.fingerprint = now;
+            // None: a setting changed, so rebuild whatever the files say.
+            (now == state.settings).then(|| state.stamps.clone())
+        };
+        let (props, name, settings) = (props.clone(), self.name.clone(), now.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            let stamps = stamps(&settings);
+            let rebuilt = (old_stamps.as_ref() != Some(&stamps)).then(|| parts(&props, &name));
+            (stamps, rebuilt)
+        })
+        .await;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match checked {
+            Ok((stamps, rebuilt)) => {
+                match rebuilt {
+                    Some(Ok((acceptor, mapper))) => {
+                        tracing::info!(listener = %self.name, "TLS keystore / truststore reloaded");
+                        (state.acceptor, state.mapper) = (acceptor, mapper);
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(listener = %self.name, error = %e, "TLS stores not reloaded; the previous ones stay")
+                    }
+                    None => {}
+                }
+                (state.settings, state.stamps, state.stamped_at) = (now, stamps, Instant::now());
+            }
+            Err(e) => {
+                tracing::warn!(listener = %self.name, error = %e, "TLS store check failed; the previous stores stay")
+            }
         }
         (state.acceptor.clone(), state.mapper.clone())
     }
@@ -281,29 +327,69 @@ impl TlsListener {
 /// The TLS of listener `listener`: `server_config` and its `ssl.principal.mapping.rules`.
 pub fn listener(props: &Properties, listener: &str) -> anyhow::Result<TlsListener> {
     let (acceptor, mapper) = parts(props, listener)?;
-    let state = TlsState { fingerprint: fingerprint(props, listener), acceptor, mapper };
+    let settings = settings(props, listener);
+    let stamps = stamps(&settings);
+    let state = TlsState { settings, stamps, stamped_at: Instant::now(), acceptor, mapper };
     Ok(TlsListener { name: listener.to_string(), state: Arc::new(std::sync::Mutex::new(state)) })
 }
 
 fn parts(props: &Properties, listener: &str) -> anyhow::Result<(tokio_rustls::TlsAcceptor, Arc<PrincipalMapper>)> {
     let config = server_config(props, listener)?;
-    let own = format!("listener.name.{}.ssl.principal.mapping.rules", listener.to_lowercase());
-    let (key, rules) = match props.get(&own) {
-        Some(v) => (own, v.as_str()),
-        None => (
-            "ssl.principal.mapping.rules".to_string(),
-            props.get("ssl.principal.mapping.rules").map_or("DEFAULT", |v| v.as_str()),
-        ),
-    };
+    let (key, rules) = listener_value(props, listener, "ssl.principal.mapping.rules")
+        .unwrap_or(("ssl.principal.mapping.rules".into(), "DEFAULT"));
     let mapper = PrincipalMapper::parse(rules).map_err(|e| anyhow!("{key}={rules}: {e}"))?;
     Ok((tokio_rustls::TlsAcceptor::from(config), Arc::new(mapper)))
+}
+
+/// Kafka's check of a dynamic change to an SSL listener's stores (`SslFactory`'s
+/// `validateReconfiguration`), run before `kafka-configs --alter` is accepted: with `old` and
+/// `new` the effective configs, a change to the listener's store settings must load, keep the
+/// keystore certificate's subject (unless `ssl.allow.dn.changes`) and every subject alternative
+/// name (unless `ssl.allow.san.changes`), and may not add a truststore to a listener without one.
+pub fn validate_reconfiguration(old: &Properties, new: &Properties, listener: &str) -> Result<(), String> {
+    if settings(old, listener) == settings(new, listener) {
+        return Ok(());
+    }
+    let failed = |why: String| format!("Validation of dynamic config update of SSLFactory failed: {why}");
+    parts(new, listener).map_err(|e| failed(format!("{e:#}")))?;
+    let allowed = |key: &str| setting(new, listener, key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    // The store in force loaded when the listener started or last reloaded; if it no longer
+    // does (its file is gone), there is nothing to compare with.
+    if let (Ok((old_chain, _)), Ok((new_chain, _))) = (keystore(old, listener), keystore(new, listener)) {
+        let (old_leaf, new_leaf) = (&old_chain[0], &new_chain[0]);
+        let (old_dn, new_dn) = (certificate::subject_rfc2253(old_leaf), certificate::subject_rfc2253(new_leaf));
+        if !allowed("ssl.allow.dn.changes")
+            && !old_dn.as_deref().unwrap_or("").eq_ignore_ascii_case(new_dn.as_deref().unwrap_or(""))
+        {
+            return Err(failed(format!(
+                "Keystore DistinguishedName does not match:  existing={{DN={}}}, new={{DN={}}}",
+                old_dn.unwrap_or_default(),
+                new_dn.unwrap_or_default()
+            )));
+        }
+        let (old_sans, new_sans) = (certificate::subject_alt_names(old_leaf), certificate::subject_alt_names(new_leaf));
+        let (old_sans, new_sans) = (old_sans.unwrap_or_default(), new_sans.unwrap_or_default());
+        if !allowed("ssl.allow.san.changes") && !old_sans.iter().all(|n| new_sans.contains(n)) {
+            return Err(failed(format!(
+                "Keystore SubjectAltNames do not match:  existing={{SAN count={}}}, new={{SAN count={}}}",
+                old_sans.len(),
+                new_sans.len()
+            )));
+        }
+    }
+    if matches!(truststore(old, listener), Ok(None)) && matches!(truststore(new, listener), Ok(Some(_))) {
+        return Err(failed(
+            "Cannot add SSL truststore to an existing listener for which no truststore was configured.".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `User:<name>` of a client's certificate: its subject (RFC 2253, most specific RDN first, as
 /// Java's `X500Principal.getName()`) through `mapper`, or `User:ANONYMOUS` when it sent none.
 /// `Err` (the connection is refused, as Kafka does) when no mapping rule applies.
 pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>, mapper: &PrincipalMapper) -> Result<String, String> {
-    let subject = peer_certificates.and_then(|c| c.first()).and_then(|c| subject_rfc2253(c));
+    let subject = peer_certificates.and_then(|c| c.first()).and_then(|c| certificate::subject_rfc2253(c));
     match subject {
         Some(s) => match mapper.name(&s) {
             Some(name) => Ok(format!("User:{name}")),
@@ -311,117 +397,6 @@ pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>, mapper: &Prin
         },
         None => Ok(ANONYMOUS.to_string()),
     }
-}
-
-/// One DER element: (tag, content, rest).
-pub(super) fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        first as usize
-    } else {
-        let n = (first & 0x7f) as usize;
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n].iter().fold(0usize, |acc, &b| (acc << 8) | b as usize);
-        rest = &rest[n..];
-        len
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
-}
-
-/// The subject of an X.509 certificate (DER) as RFC 2253.
-fn subject_rfc2253(cert: &[u8]) -> Option<String> {
-    let (_, cert, _) = der(cert)?;
-    let (_, mut tbs, _) = der(cert)?;
-    let mut element = der(tbs)?;
-    if element.0 == 0xa0 {
-        tbs = element.2; // explicit version
-        element = der(tbs)?;
-    }
-    // serial, signature, issuer, validity, then the subject
-    for _ in 0..4 {
-        element = der(element.2)?;
-    }
-    let (_, mut rdns, _) = element;
-    let mut parts = Vec::new();
-    while !rdns.is_empty() {
-        let (_, mut set, rest) = der(rdns)?;
-        rdns = rest;
-        let mut avas = Vec::new();
-        while !set.is_empty() {
-            let (_, ava, rest) = der(set)?;
-            set = rest;
-            let (_, oid, value) = der(ava)?;
-            let (vtag, vcontent, _) = der(value)?;
-            let name = attribute_name(oid);
-            let text = match vtag {
-                0x0c | 0x13 | 0x16 | 0x14 | 0x1a => Some(String::from_utf8_lossy(vcontent).into_owned()),
-                _ => None,
-            };
-            avas.push(match (text, name.1) {
-                (Some(t), true) => format!("{}={}", name.0, escape(&t)),
-                _ => format!("{}=#{}", name.0, value.iter().map(|b| format!("{b:02x}")).collect::<String>()),
-            });
-        }
-        parts.push(avas.join("+"));
-    }
-    parts.reverse();
-    Some(parts.join(","))
-}
-
-/// The RFC 2253 keyword of an attribute type, and whether its value is shown as a string (Java
-/// shows the values of types it has no keyword for as `#` + hex of their DER).
-fn attribute_name(oid: &[u8]) -> (String, bool) {
-    let keyword = match oid {
-        [0x55, 0x04, 0x03] => "CN",
-        [0x55, 0x04, 0x06] => "C",
-        [0x55, 0x04, 0x07] => "L",
-        [0x55, 0x04, 0x08] => "ST",
-        [0x55, 0x04, 0x09] => "STREET",
-        [0x55, 0x04, 0x0a] => "O",
-        [0x55, 0x04, 0x0b] => "OU",
-        [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19] => "DC",
-        [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01] => "UID",
-        _ => return (dotted(oid), false),
-    };
-    (keyword.to_string(), true)
-}
-
-fn dotted(oid: &[u8]) -> String {
-    let mut arcs: Vec<u64> = Vec::new();
-    let mut acc = 0u64;
-    for &b in oid {
-        acc = (acc << 7) | (b & 0x7f) as u64;
-        if b & 0x80 == 0 {
-            if arcs.is_empty() {
-                let first = (acc / 40).min(2);
-                arcs.push(first);
-                arcs.push(acc - first * 40);
-            } else {
-                arcs.push(acc);
-            }
-            acc = 0;
-        }
-    }
-    arcs.iter().map(u64::to_string).collect::<Vec<_>>().join(".")
-}
-
-/// RFC 2253 escaping of an attribute value.
-fn escape(value: &str) -> String {
-    let mut out = String::new();
-    let last = value.chars().count().saturating_sub(1);
-    for (i, c) in value.chars().enumerate() {
-        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
-            || (i == 0 && (c == '#' || c == ' '))
-            || (i == last && c == ' ');
-        if special {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -450,7 +425,6 @@ mod tests {
         assert_eq!(principal(Some(std::slice::from_ref(&der)), &cn).unwrap(), "User:client-1");
         let none = PrincipalMapper::parse("RULE:^O=(.*)$/$1/").unwrap();
         assert!(principal(Some(&[der]), &none).unwrap_err().contains("CN=client-1"));
-        assert_eq!(dotted(&[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01]), "1.2.840.113549.1.9.1");
     }
 
     #[test]
@@ -516,5 +490,50 @@ mod tests {
         refused(&[("listener.name.ssl.ssl.enabled.protocols", "TLSv1.1")], "ssl.enabled.protocols");
         refused(&[("ssl.cipher.suites", "TLS_NOPE")], "cipher");
         assert!(server_config(&props(&[]), "SSL").err().unwrap().to_string().contains("ssl.keystore.location"));
+    }
+
+    #[test]
+    fn a_store_change_is_validated_as_kafka_does() {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let store = |cn: &str, sans: &[&str]| -> Vec<(String, String)> {
+            let mut params =
+                rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+            params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+            let cert = params.self_signed(&ca_key).unwrap();
+            let key = ca_key.serialize_pem();
+            vec![
+                ("listener.name.ssl.ssl.keystore.key".into(), key),
+                ("listener.name.ssl.ssl.keystore.certificate.chain".into(), cert.pem()),
+            ]
+        };
+        let with = |pairs: Vec<(String, String)>, extra: &[(&str, &str)]| -> Properties {
+            let mut p: Properties = pairs.into_iter().collect();
+            p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            p
+        };
+        let old = with(store("broker", &["a.example", "b.example"]), &[]);
+        let check = |new: &Properties| validate_reconfiguration(&old, new, "SSL");
+        assert_eq!(check(&old), Ok(()), "nothing changed");
+        assert_eq!(check(&with(store("broker", &["b.example", "a.example", "c.example"]), &[])), Ok(()));
+        let e = check(&with(store("other", &["a.example", "b.example"]), &[])).unwrap_err();
+        assert!(e.contains("Keystore DistinguishedName does not match") && e.contains("CN=other"), "{e}");
+        let allowed = [("ssl.allow.dn.changes", "true")];
+        assert_eq!(check(&with(store("other", &["a.example", "b.example"]), &allowed)), Ok(()));
+        let e = check(&with(store("broker", &["a.example"]), &[])).unwrap_err();
+        assert!(e.contains("SubjectAltNames do not match"), "{e}");
+        assert_eq!(check(&with(store("broker", &["a.example"]), &[("ssl.allow.san.changes", "true")])), Ok(()));
+        let mut broken = old.clone();
+        broken.insert("listener.name.ssl.ssl.keystore.location".into(), "/nonexistent/keystore.p12".into());
+        let e = check(&broken).unwrap_err();
+        assert!(
+            e.starts_with("Validation of dynamic config update of SSLFactory failed") && e.contains("nonexistent"),
+            "{e}"
+        );
+        let ca = old["listener.name.ssl.ssl.keystore.certificate.chain"].clone();
+        let e = check(&with(store("broker", &["a.example", "b.example"]), &[("ssl.truststore.certificates", &ca)]))
+            .unwrap_err();
+        assert!(e.contains("Cannot add SSL truststore"), "{e}");
+        // Another listener's change is not this one's.
+        assert_eq!(validate_reconfiguration(&old, &broken, "OTHER"), Ok(()));
     }
 }
