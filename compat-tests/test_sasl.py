@@ -13,6 +13,7 @@ until an ACL allows it.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import uuid
@@ -82,11 +83,14 @@ def rdkafka_conf(ports, pki, protocol, mechanism, user, password) -> dict:
     return conf
 
 
-def rdkafka_round_trip(conf: dict, topic: str, count: int = 20) -> None:
-    p = ck.Producer({**conf, "acks": "all", "linger.ms": 5})
+def rdkafka_round_trip(conf: dict, topic: str, count: int = 20, value_size: int = 0) -> None:
+    """Produces `count` records (values of `value_size` random bytes, else short ones) and
+    consumes them back."""
+    p = ck.Producer({**conf, "acks": "all", "linger.ms": 5 if not value_size else 200})
     errors = []
+    values = {i: os.urandom(value_size) if value_size else b"v%d" % i for i in range(count)}
     for i in range(count):
-        p.produce(topic, key=str(i).encode(), value=b"v%d" % i,
+        p.produce(topic, key=str(i).encode(), value=values[i],
                   on_delivery=lambda err, _m: errors.append(err) if err else None)
     assert p.flush(30) == 0 and not errors, errors[:3]
     c = ck.Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
@@ -98,6 +102,7 @@ def rdkafka_round_trip(conf: dict, topic: str, count: int = 20) -> None:
         while len(seen) < count and time.monotonic() < deadline:
             m = c.poll(0.5)
             if m is not None and m.error() is None:
+                assert m.value() == values[int(m.key())], f"{topic}: record {m.key()} differs"
                 seen.add(int(m.key()))
     finally:
         c.close()
@@ -180,6 +185,10 @@ def test_sasl_clients_with_plain_and_scram(start_broker, kafka_libs, pki, tmp_pa
         for mechanism, (user, password) in users.items():
             conf = rdkafka_conf(ports, pki, protocol, mechanism, user, password)
             rdkafka_round_trip(conf, f"rd-{protocol}-{mechanism}".lower())
+        # Requests past sasl.server.max.receive.size (512 KiB) once authenticated: 16 records of
+        # 64 KiB in one produce request (lingering 200 ms).
+        conf = rdkafka_conf(ports, pki, protocol, "SCRAM-SHA-512", "carol", "carol-secret")
+        rdkafka_round_trip(conf, f"rd-{protocol}-large".lower(), count=16, value_size=64 * 1024)
     # Wrong passwords and unknown users: librdkafka's authentication error, the broker serves on.
     for mechanism, (user, _) in users.items():
         err = rdkafka_auth_error(rdkafka_conf(ports, pki, "SASL_PLAINTEXT", mechanism, user, "wrong"))

@@ -494,7 +494,7 @@ async fn read_frames(
             // `readable` is cancel-safe (it consumes nothing), unlike a read cut short.
             spares.0.clear();
         }
-        let frame = read_frame(&mut reader, max_frame.load(Ordering::Acquire), &mut spares).await;
+        let frame = read_frame(&mut reader, || max_frame.load(Ordering::Acquire), &mut spares).await;
         let last = !matches!(frame, Ok(Some(_)));
         let item = match frame {
             Ok(Some(frame)) => Ok((frame, Instant::now())),
@@ -530,10 +530,12 @@ impl Spares {
     }
 }
 
-/// One frame body; `None` at a clean end of stream between frames.
+/// One frame body; `None` at a clean end of stream between frames. `max_frame` is asked once
+/// the length prefix has arrived, not before: a SASL connection's limit grows when its
+/// authentication succeeds, which may be after this read began (the reader reads ahead).
 pub(crate) async fn read_frame(
     reader: &mut (impl AsyncRead + Unpin),
-    max_frame: usize,
+    max_frame: impl Fn() -> usize,
     spares: &mut Spares,
 ) -> anyhow::Result<Option<Bytes>> {
     let len = match reader.read_i32().await {
@@ -541,6 +543,7 @@ pub(crate) async fn read_frame(
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    let max_frame = max_frame();
     if len < 0 || len as usize > max_frame {
         anyhow::bail!("frame of {len} bytes is outside 0..={max_frame}");
     }
@@ -600,8 +603,8 @@ mod tests {
         for fill in 1..=3u8 {
             client.write_all(&frame(len, fill)).await.unwrap();
         }
-        let first = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
-        let second = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        let first = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
+        let second = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
         assert_ne!(first.as_ptr(), second.as_ptr(), "a live frame's buffer is never reused");
         assert!(first.iter().all(|&b| b == 1) && second.iter().all(|&b| b == 2));
         assert_eq!(spares.0.len(), 2, "both buffers are kept");
@@ -611,7 +614,7 @@ mod tests {
         let free_at = free.as_ptr();
         assert!(free.capacity() >= len);
         spares.keep(free);
-        let third = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        let third = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
         assert_eq!(third.len(), len);
         assert!(third.iter().all(|&b| b == 3));
         assert_eq!(third.as_ptr(), free_at, "the third frame is read into the freed buffer");
@@ -624,13 +627,33 @@ mod tests {
         let (mut client, mut reader) = pair().await;
         let mut spares = Spares::default();
         client.write_all(&frame(1000, 7)).await.unwrap();
-        let small = read_frame(&mut reader, 1 << 20, &mut spares).await.unwrap().unwrap();
+        let small = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
         assert_eq!(small.len(), 1000);
         assert!(spares.0.is_empty());
         // A length prefix promising more than arrives: an error once the peer closes.
         client.write_all(&(200_000i32).to_be_bytes()).await.unwrap();
         client.write_all(&[0u8; 10]).await.unwrap();
         drop(client);
-        assert!(read_frame(&mut reader, 1 << 20, &mut spares).await.is_err());
+        assert!(read_frame(&mut reader, || 1 << 20, &mut spares).await.is_err());
+    }
+
+    /// A read that began under the pre-authentication limit takes the limit in force when the
+    /// frame's length arrives (the SASL reader reads ahead of the authentication reply).
+    #[tokio::test]
+    async fn the_frame_limit_is_the_one_when_the_length_arrives() {
+        let (mut client, mut reader) = pair().await;
+        let limit = Arc::new(AtomicUsize::new(1024));
+        let reading = {
+            let limit = limit.clone();
+            tokio::spawn(async move {
+                let mut spares = Spares::default();
+                read_frame(&mut reader, || limit.load(Ordering::Acquire), &mut spares).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        limit.store(1 << 20, Ordering::Release);
+        client.write_all(&frame(600 * 1024, 9)).await.unwrap();
+        let read = reading.await.unwrap().unwrap().unwrap();
+        assert_eq!(read.len(), 600 * 1024);
     }
 }

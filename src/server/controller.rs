@@ -157,7 +157,7 @@ async fn serve_connection(
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut spares = Spares::default();
-    while let Some(frame) = read_frame(&mut reader, max_frame, &mut spares).await? {
+    while let Some(frame) = read_frame(&mut reader, || max_frame, &mut spares).await? {
         let out = answer(frame, named, controller, connection).await?;
         write.write_all(&out).await?;
     }
