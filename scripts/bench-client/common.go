@@ -1,10 +1,13 @@
 // Flags and helpers every mode of bench-client shares: the common flags (-brokers, -topic,
-// -timeout, -debug, -broker-pid), the measured window (wall time, this process's and the
+// -timeout, -debug, -broker-pid, and the security of a SASL_SSL / SSL listener: -tls-ca,
+// -sasl-mechanism, -sasl-user, -sasl-password), the measured window (wall time, this process's and the
 // broker's CPU time), the franz-go options for -acks and -compression, and percentiles.
 
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"math"
@@ -14,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 type common struct {
@@ -22,6 +27,10 @@ type common struct {
 	timeout   time.Duration
 	debug     bool
 	brokerPid int
+	tlsCA     string
+	saslMech  string
+	saslUser  string
+	saslPass  string
 	w0        time.Time
 	b0, c0    float64
 }
@@ -32,6 +41,43 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "fail the run after this long")
 	fs.BoolVar(&c.debug, "debug", false, "franz-go debug logging to stderr")
 	fs.IntVar(&c.brokerPid, "broker-pid", 0, "pid of the broker: report its CPU time during the measured window")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "connect over TLS, trusting the CA certificates of this PEM file")
+	fs.StringVar(&c.saslMech, "sasl-mechanism", "", "authenticate with SASL: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN")
+	fs.StringVar(&c.saslUser, "sasl-user", "", "SASL user")
+	fs.StringVar(&c.saslPass, "sasl-password", "", "SASL password")
+}
+
+// securityOpts: TLS and SASL as the flags say; a bad flag ends the process (exit 2).
+func (c *common) securityOpts() []kgo.Opt {
+	var o []kgo.Opt
+	fail := func(format string, args ...any) []kgo.Opt {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+		os.Exit(2)
+		return nil
+	}
+	if c.tlsCA != "" {
+		pem, err := os.ReadFile(c.tlsCA)
+		if err != nil {
+			return fail("-tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fail("-tls-ca %s: no PEM certificate", c.tlsCA)
+		}
+		o = append(o, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	switch c.saslMech {
+	case "":
+	case "SCRAM-SHA-256":
+		o = append(o, kgo.SASL(scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		o = append(o, kgo.SASL(scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha512Mechanism()))
+	case "PLAIN":
+		o = append(o, kgo.SASL(plain.Auth{User: c.saslUser, Pass: c.saslPass}.AsMechanism()))
+	default:
+		return fail("-sasl-mechanism %q: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", c.saslMech)
+	}
+	return o
 }
 
 // windowStart / windowEnd bracket the measured part of a run: its wall time, this process's CPU
@@ -79,6 +125,7 @@ func procCPU(pid int) float64 {
 
 func (c *common) opts() []kgo.Opt {
 	o := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ClientID("ketch-bench")}
+	o = append(o, c.securityOpts()...)
 	if c.debug {
 		o = append(o, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug,
 			func() string { return time.Now().UTC().Format("15:04:05.000000 ") })))

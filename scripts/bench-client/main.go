@@ -44,6 +44,7 @@ modes:
   startup              spawn a broker command, time spawn -> port open -> first acked record (acks=all)
   failover             kill -9 broker N, time kill -> first acknowledged write on every partition it led
   conns                open N clients (connections), hold them, then produce from all at once
+  scram-user           create a SCRAM user (AlterUserScramCredentials), for the SASL_SSL runs
   payload              print -lines payload lines of -size bytes (the produce payloads, for ProducerPerformance)
 run "bench-client MODE -h" for the flags of a mode. Output: one JSON object on stdout.
 `)
@@ -76,6 +77,8 @@ func main() {
 		out, err = runConns(args)
 	case "failover":
 		out, err = runFailover(args)
+	case "scram-user":
+		out, err = runScramUser(args)
 	case "payload":
 		err = runPayload(args)
 	case "-h", "--help", "help":

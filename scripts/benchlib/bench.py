@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .brokers import Broker, Kafka, Ketch
+from .brokers import Broker, Kafka, Ketch, Security
 from .config import CARGO, GO, KAFKA_VERSION, REPO, SYSTEMS_ALL, WORKLOADS_ALL, WORKLOADS_OPT_IN, log
 from .proc import RunFailed, children_cpu, cpu_s, run, tail_text
 from .report import Report
@@ -45,7 +45,7 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
         self.scale_duration = 60
         self.cluster_records = 300_000 if q else 1_000_000  # RF 3: every record is written 3 times
         self.cluster_runs = args.runs or (2 if q else 3)
-        self.workloads = args.workloads or (WORKLOADS_ALL[:6] if q else [w for w in WORKLOADS_ALL if w not in WORKLOADS_OPT_IN])
+        self.workloads = args.workloads or (WORKLOADS_ALL[:7] if q else [w for w in WORKLOADS_ALL if w not in WORKLOADS_OPT_IN])
         self.systems = args.systems or SYSTEMS_ALL
         ts = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.out = Path(args.out) if args.out else REPO / "bench-results" / ts
@@ -134,11 +134,11 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
         except Exception:
             return "?"
 
-    def new_broker(self, system: str, name: str) -> Broker:
+    def new_broker(self, system: str, name: str, security: Security | None = None) -> Broker:
         wd = self.tmp / name
         if system.startswith("kafka"):
-            return Kafka(system, wd, self.libs)
-        return Ketch(system, wd, self.ketch_bin)
+            return Kafka(system, wd, self.libs, security)
+        return Ketch(system, wd, self.ketch_bin, security)
 
     # ------------------------------------------------------------------ recording
 
@@ -212,9 +212,12 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
             pass
 
     def start_brokers(self):
+        # A SASL_SSL listener too when its workload runs (on every main broker: the durability
+        # variants do not run it, but one configuration for all keeps them comparable).
+        security = Security(self.tmp / "security") if "sasl-ssl" in self.workloads else None
         for s in self.systems:
             log(f"starting {s}")
-            b = self.new_broker(s, f"main-{s}")
+            b = self.new_broker(s, f"main-{s}", security)
             try:
                 t = time.monotonic()
                 b.start()
@@ -262,16 +265,17 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
         if "startup" in steps:
             log("== startup: spawn -> first acked record")
             self._guard("startup", self.w_startup)
-        if any(w in steps for w in ("idle", "produce", "producer-perf", "consume", "e2e", "conns")):
+        if any(w in steps for w in ("idle", "produce", "producer-perf", "consume", "sasl-ssl", "e2e", "conns")):
             self.start_brokers()
         if "idle" in steps:  # first, while the brokers are fresh
             log("== idle")
             self._guard("idle", self.w_idle)
-        if any(w in steps for w in ("produce", "producer-perf", "consume", "e2e", "conns")):
+        if any(w in steps for w in ("produce", "producer-perf", "consume", "sasl-ssl", "e2e", "conns")):
             log("== warm-up (not measured)")
             self.warmup()
         for w, fn in (("produce", self.w_produce), ("producer-perf", self.w_producer_perf),
-                      ("consume", self.w_consume), ("e2e", self.w_e2e), ("conns", self.w_conns)):
+                      ("consume", self.w_consume), ("sasl-ssl", self.w_sasl_ssl), ("e2e", self.w_e2e),
+                      ("conns", self.w_conns)):
             if w in steps:
                 log(f"== {w}")
                 self._guard(w, fn)

@@ -1,6 +1,8 @@
 """The brokers scripts/bench measures: Broker (a process with a work and data directory and a
 loopback port), Ketch (its binary with overrides) and Kafka (a KRaft single node from the Maven
 jars: server.properties, a formatted data directory, JVM command), each with start and stop.
+A broker given `security` (Security: a PEM keystore) also has a SASL_SSL listener with
+SCRAM-SHA-512, under the same Kafka property names for both systems (security_props).
 """
 
 from __future__ import annotations
@@ -19,9 +21,48 @@ from .config import JAVA, KAFKA_BROKER_JVM
 from .proc import RunFailed, free_port, reap, run, spawn
 
 
+class Security:
+    """The SASL_SSL listener's material: a CA (what clients trust) and the broker's PEM keystore
+    (PKCS#8 key + certificate for 127.0.0.1, signed by the CA), made with openssl; the SCRAM
+    user the clients log in as (created by the benchmark through AlterUserScramCredentials)."""
+
+    USER, PASSWORD, MECHANISM = "bench", "bench-secret", "SCRAM-SHA-512"
+
+    def __init__(self, root: Path):
+        root.mkdir(parents=True, exist_ok=True)
+        self.ca, self.keystore = root / "ca.pem", root / "broker.pem"
+        ca_key, key, csr, cert, ext = (root / n for n in ("ca.key", "broker.key", "broker.csr", "broker.crt", "ext.cnf"))
+        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        ossl = lambda *a: run(["openssl", *map(str, a)], 60, "openssl " + str(a[0]))
+        ossl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", ca_key)
+        ossl("req", "-x509", "-new", "-key", ca_key, "-subj", "/CN=ketch bench CA", "-days", "30", "-out", self.ca)
+        ossl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key)
+        ossl("req", "-new", "-key", key, "-subj", "/CN=broker", "-out", csr)
+        ossl("x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "30",
+             "-extfile", ext, "-out", cert)
+        self.keystore.write_bytes(key.read_bytes() + cert.read_bytes() + self.ca.read_bytes())
+
+    def client_flags(self) -> list[str]:
+        return ["-tls-ca", str(self.ca), "-sasl-mechanism", self.MECHANISM, "-sasl-user", self.USER,
+                "-sasl-password", self.PASSWORD]
+
+
+def security_props(sec: Security) -> dict[str, str]:
+    """The SASL_SSL listener's settings (besides `listeners`), Kafka's names, for both systems."""
+    return {
+        "sasl.enabled.mechanisms": Security.MECHANISM,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+        "listener.name.sasl_ssl.ssl.keystore.location": str(sec.keystore),
+    }
+
+
 class Broker:
-    def __init__(self, system: str, workdir: Path):
+    def __init__(self, system: str, workdir: Path, security: Security | None = None):
         self.system = system
+        self.security = security
+        self.sasl_port: int | None = None
         self.workdir = workdir
         self.data = workdir / "data"
         self.log_path = workdir / "broker.log"
@@ -32,6 +73,10 @@ class Broker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def pid(self) -> int:
@@ -48,20 +93,27 @@ class Broker:
 
 
 class Ketch(Broker):
-    def __init__(self, system, workdir, binary: Path):
-        super().__init__(system, workdir)
+    def __init__(self, system, workdir, binary: Path, security: Security | None = None):
+        super().__init__(system, workdir, security)
         self.binary = binary
         self.data.mkdir(parents=True, exist_ok=True)
 
     def command(self, port: int) -> list[str]:
-        cmd = [str(self.binary), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-               "--override", f"log.dirs={self.data}"]
+        listeners = f"PLAINTEXT://127.0.0.1:{port}"
+        extra = {}
+        if self.security is not None:
+            listeners += f",SASL_SSL://127.0.0.1:{self.sasl_port}"
+            extra = security_props(self.security)
+        cmd = [str(self.binary), "--override", f"listeners={listeners}", "--override", f"log.dirs={self.data}"]
+        for k, v in extra.items():
+            cmd += ["--override", f"{k}={v}"]
         if self.system == "ketch-nofsync":
             cmd += ["--override", "ketch.acks.all.fsync=false"]
         return cmd
 
     def start(self, timeout: float = 60) -> "Ketch":
         self.port = free_port()
+        self.sasl_port = free_port()
         logf = open(self.log_path, "ab")
         env = dict(os.environ, NO_COLOR="1")
         self.proc = spawn(self.command(self.port), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env)
@@ -84,8 +136,8 @@ class Ketch(Broker):
 class Kafka(Broker):
     template: Path | None = None
 
-    def __init__(self, system, workdir, libs: Path):
-        super().__init__(system, workdir)
+    def __init__(self, system, workdir, libs: Path, security: Security | None = None):
+        super().__init__(system, workdir, security)
         self.libs = libs
         self.props = workdir / "server.properties"
 
@@ -139,6 +191,13 @@ class Kafka(Broker):
             # after every deletion instead, see Bench._delete_topic).
             "log.segment.delete.delay.ms": "1000",
         }
+        if self.security is not None:
+            self.sasl_port = free_port()
+            props["listeners"] += f",SASL_SSL://127.0.0.1:{self.sasl_port}"
+            props["advertised.listeners"] += f",SASL_SSL://127.0.0.1:{self.sasl_port}"
+            props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+            props["inter.broker.listener.name"] = "PLAINTEXT"
+            props.update(security_props(self.security))
         if self.system == "kafka-fsync":
             # Ketch's durability: every append fsynced before it is acknowledged.
             props["log.flush.interval.messages"] = "1"

@@ -33,7 +33,8 @@ DURABILITY = {
     "kafka-fsync": "fsync of every append before it is acknowledged (log.flush.interval.messages=1): Ketch's "
                    "durability for acks=all",
 }
-WORKLOADS_ALL = ["startup", "idle", "produce", "producer-perf", "consume", "e2e", "conns", "scale", "cluster", "failover"]
+WORKLOADS_ALL = ["startup", "idle", "produce", "producer-perf", "consume", "sasl-ssl", "e2e", "conns", "scale", "cluster",
+                 "failover"]
 # run only when named in --workloads (several minutes per system and run); failover is the
 # cluster workload with its failover step only
 WORKLOADS_OPT_IN = ["cluster", "failover"]

@@ -42,6 +42,13 @@ class Report:
         ("consume.native", "Consume from the beginning", "native client (no group)", "MB/s", True, 2.0, "≥ 2x"),
         ("consume.raw", None, "broker-bound (raw fetches, batch CRCs checked)", "MB/s", True, 2.0, "≥ 2x"),
         ("consume.perf", None, "ConsumerPerformance (fetch.MB.sec)", "MB/s", True, 2.0, "≥ 2x"),
+        ("sasl_ssl.produce.native", "Over SASL_SSL (TLS, SCRAM-SHA-512), 1 KiB, 6 partitions",
+         "produce native client, acks=1, none", "MB/s", True, 1.5, "≥ 1.5x"),
+        ("sasl_ssl.produce.raw", None, "produce broker-bound, acks=1, none", "MB/s", True, 1.5, "≥ 1.5x"),
+        ("sasl_ssl.consume.native", None, "consume native client", "MB/s", True, 1.5, "≥ 1.5x"),
+        ("cpu.sasl_ssl.produce.native", None, "broker CPU per GiB, produce native", "CPU-s/GiB", False, None, ""),
+        ("cpu.sasl_ssl.produce.raw", None, "broker CPU per GiB, produce broker-bound", "CPU-s/GiB", False, None, ""),
+        ("cpu.sasl_ssl.consume.native", None, "broker CPU per GiB, consume", "CPU-s/GiB", False, None, ""),
         ("cpu.produce.native.acks1.none", "Broker CPU per GiB moved (native and broker-bound runs)", "produce acks=1, none", "CPU-s/GiB", False, None, ""),
         ("cpu.produce.native.acks1.lz4", None, "produce acks=1, lz4", "CPU-s/GiB", False, None, ""),
         ("cpu.produce.native.acksall.none", None, "produce acks=all, none", "CPU-s/GiB", False, None, ""),
@@ -300,7 +307,7 @@ class Report:
 
 def short_section(section: str) -> str:
     for k, v in (("Produce (native", "produce native"), ("Produce (broker-bound", "produce raw"), ("Produce (Producer", "produce Java"),
-                 ("Consume", "consume"), ("End-to-end", "e2e latency"), ("Footprint", "footprint"),
+                 ("Consume", "consume"), ("Over SASL_SSL", "SASL_SSL"), ("End-to-end", "e2e latency"), ("Footprint", "footprint"),
                  ("1,000 concurrent", "1k clients"), ("10,000 partitions", "10k partitions"),
                  ("3 brokers", "3-broker cluster"),
                  ("Broker CPU per GiB", "broker CPU/GiB")):

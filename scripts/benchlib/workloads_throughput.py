@@ -1,7 +1,8 @@
 """The throughput and latency workloads of scripts/bench, as a mixin of Bench: the unmeasured
 warm-up, produce (native client, and broker-bound raw requests of pre-built batches),
 producer-perf (Kafka's ProducerPerformance), consume (native client, broker-bound raw fetches,
-ConsumerPerformance) and e2e (end-to-end latency at a fixed rate).
+ConsumerPerformance), sasl-ssl (produce and consume over a SASL_SSL listener with SCRAM-SHA-512)
+and e2e (end-to-end latency at a fixed rate).
 """
 
 from __future__ import annotations
@@ -175,6 +176,48 @@ class ThroughputWorkloads:
                     log(f"consume.perf {s}: fetch {float(f[8]):.1f} MB/s (with group join {float(f[3]):.1f})")
                 except (RunFailed, ValueError, IndexError) as e:
                     self.fail("consume.perf", s, str(e))
+
+    def w_sasl_ssl(self):
+        """Produce (native and broker-bound, acks=1, no compression) and consume (native) over
+        each broker's SASL_SSL listener (TLS with a PEM keystore, SCRAM-SHA-512), as the user the
+        benchmark creates first through AlterUserScramCredentials on the PLAINTEXT listener."""
+        systems = [s for s in self.systems if s in self.brokers and s not in DURABILITY_VARIANTS]
+        ready = []
+        for s in systems:
+            b = self.live(s)
+            sec = b.security
+            try:
+                self.client("scram-user", "-brokers", b.bootstrap, "-user", sec.USER, "-password", sec.PASSWORD,
+                            "-mechanism", sec.MECHANISM, timeout=60, what=f"scram-user {s}")
+                ready.append(s)
+            except RunFailed as e:
+                for metric in ("sasl_ssl.produce.native", "sasl_ssl.produce.raw", "sasl_ssl.consume.native"):
+                    self.fail(metric, s, str(e))
+        n = str(self.produce_records)
+        for r in range(self.runs):
+            for s in self.order(ready, r):
+                topic = f"sasl-{r}-{uuid.uuid4().hex[:6]}"
+                b = self.live(s)
+                over = ["-brokers", b.sasl_bootstrap, *b.security.client_flags(), "-topic", topic]
+                try:
+                    self._create_topic(s, topic)
+                    for mode, metric in (("produce", "sasl_ssl.produce.native"), ("produce-raw", "sasl_ssl.produce.raw")):
+                        res = self.measured(f"SASL_SSL {mode} acks=1 none", s, lambda b: self.client(
+                            mode, "-broker-pid", str(b.pid), *over, "-records", n, "-size", "1024", "-acks", "1",
+                            "-compression", "none", timeout=600, what=f"SASL_SSL {mode} {s}"))
+                        self.record(metric, s, res["mb_per_s"], res)
+                        self.record_cpu_per_gib("cpu." + metric, s, res)
+                        log(f"{metric} {s}: {res['mb_per_s']:.1f} MB/s")
+                    # both runs wrote n records: read them all back
+                    res = self.measured("SASL_SSL consume", s, lambda b: self.client(
+                        "consume", "-broker-pid", str(b.pid), *over, "-records", str(2 * int(n)), timeout=600,
+                        what=f"SASL_SSL consume {s}"))
+                    self.record("sasl_ssl.consume.native", s, res["mb_per_s"], res)
+                    self.record_cpu_per_gib("cpu.sasl_ssl.consume.native", s, res)
+                    log(f"sasl_ssl.consume.native {s}: {res['mb_per_s']:.1f} MB/s")
+                except RunFailed as e:
+                    self.fail("sasl_ssl", s, str(e))
+                self._delete_topic(s, topic)
 
     def w_e2e(self):
         systems = [s for s in self.systems if s in self.brokers]
