@@ -11,15 +11,20 @@ where the client can do it: unsecured and signed tokens produce and consume; tok
 another key, for another audience, expired, or lacking the required scope are refused with
 Kafka's JSON status as the authentication error; the principal ACLs see is `User:<sub>`; a token's
 expiry is the session lifetime (KIP-368), so librdkafka re-authenticates on its connections; a
-rotated JWKS file is read again (Kafka 4.1 does too).
+rotated JWKS file is read again (Kafka 4.1 does too). The JWKS also comes from an https endpoint
+(this test's server, trusted through the JAAS line's `ssl.truststore.*` options): fetched at the
+start, and again when a token names a key id the broker does not know.
 """
 
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import logging
+import ssl
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -81,9 +86,10 @@ class Idp:
         return str(p)
 
 
-def start(start_broker, pki, idp: Idp, monkeypatch, extra=None):
+def start(start_broker, pki, idp: Idp, monkeypatch, extra=None, jwks_url=None):
+    jwks_url = jwks_url or f"file://{idp.jwks}"
     # Kafka 4.1 reads OAuth URLs only where the JVM allows them.
-    monkeypatch.setenv("KETCH_COMPAT_KAFKA_JVM_OPTS", f"-D{ALLOWED_URLS}=file://{idp.jwks}")
+    monkeypatch.setenv("KETCH_COMPAT_KAFKA_JVM_OPTS", f"-D{ALLOWED_URLS}={jwks_url}")
     conf = {
         "sasl.enabled.mechanisms": "OAUTHBEARER",
         "ssl.keystore.type": "PEM",
@@ -93,7 +99,7 @@ def start(start_broker, pki, idp: Idp, monkeypatch, extra=None):
             f'{MODULE} required unsecuredValidatorRequiredScope="kafka" unsecuredLoginStringClaim_sub="admin";',
         "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": f'{MODULE} required unsecuredLoginStringClaim_sub="admin";',
         "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
-        "sasl.oauthbearer.jwks.endpoint.url": f"file://{idp.jwks}",
+        "sasl.oauthbearer.jwks.endpoint.url": jwks_url,
         # Kafka 4.1's default (DefaultJwtValidator) checks no signature on a broker: it is built
         # without the JWKS key resolver and so validates as a client does. BrokerJwtValidator does.
         "sasl.oauthbearer.jwt.validator.class": "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
@@ -233,3 +239,71 @@ def test_acls_see_the_token_subject_and_its_expiry_bounds_the_session(start_brok
     assert delivered == [None] * 55, delivered[:3]
     assert not [e for e in errors if e.code() == ck.KafkaError._AUTHENTICATION], errors
     assert any("Auth in state REAUTH" in line for line in Capture.lines), Capture.lines[-20:]
+
+
+class JwksEndpoint:
+    """The identity provider's JWKS over https (its certificate from the test CA), counting GETs."""
+
+    def __init__(self, idp: Idp, pki):
+        jwks, self.gets = idp.jwks, []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                body = jwks.read_bytes()
+                JwksEndpoint.count(self.server.owner)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.owner = self
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki["broker"])
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/jwks.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def count(owner) -> None:
+        owner.gets.append(time.monotonic())
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_jwks_from_an_https_endpoint(start_broker, pki, tmp_path, monkeypatch):
+    idp = Idp(tmp_path)
+    endpoint = JwksEndpoint(idp, pki)
+    try:
+        jaas = (f'{MODULE} required unsecuredLoginStringClaim_sub="admin" '
+                f'ssl.truststore.location="{pki["ca"]}" ssl.truststore.type="PEM";')
+        broker, ports = start(start_broker, pki, idp, monkeypatch, jwks_url=endpoint.url,
+                              extra={"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": jaas})
+        assert endpoint.gets, "the broker did not fetch the JWKS at its start"
+        rdkafka_round_trip(signed_conf(ports, pki, lambda: (idp.token("svc-https"), time.time() + 3600)),
+                           "oauth-rd-https")
+        stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        err = rdkafka_auth_error(signed_conf(ports, pki, lambda: (idp.token("svc", key=stranger), time.time() + 3600)))
+        assert err is not None and "invalid_token" in err, err
+
+        # A new key under a new key id: the first token naming it makes the broker fetch the
+        # JWKS again (its scheduled refresh is an hour away), and a retry passes.
+        fetched = len(endpoint.gets)
+        new_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        idp.publish([(idp.kid, idp.key), ("k2", new_key)])
+        deadline = time.monotonic() + 60
+        while True:
+            err = rdkafka_auth_error(signed_conf(ports, pki, lambda: (idp.token("svc", key=new_key, kid="k2"),
+                                                                      time.time() + 3600)))
+            if err is None or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert err is None, f"a token signed by the new key: {err}"
+        assert len(endpoint.gets) > fetched, "no JWKS fetch for the unknown key id"
+    finally:
+        endpoint.close()

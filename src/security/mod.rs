@@ -3,14 +3,18 @@
 //! CreateAcls / DescribeAcls / DeleteAcls, and checked on every request through
 //! `authorizer.rs` (Kafka's `AuthHelper`). Principals come from SASL authentication (`sasl.rs`:
 //! PLAIN with users from the JAAS config (`jaas.rs`), SCRAM-SHA-256/512 (`scram.rs`) with
-//! credentials kept by `scram_store.rs`, OAUTHBEARER tokens checked by `oauth.rs`) or from TLS
-//! client certificates (`server/tls.rs`).
+//! credentials kept by `scram_store.rs`, OAUTHBEARER tokens checked by `oauth.rs` against the keys
+//! of `jwks.rs`) or from TLS client certificates (`server/tls.rs`, with the stores of `keystore.rs`
+//! and the certificate fields of `certificate.rs`).
 //! Both stores keep their files as framed Kafka metadata records (`records_file.rs`).
 
 pub mod acl;
 pub mod acl_store;
 pub mod authorizer;
+pub mod certificate;
 pub mod jaas;
+mod jwks;
+pub mod keystore;
 pub mod oauth;
 pub mod records_file;
 pub mod sasl;

@@ -26,14 +26,14 @@
 //! applies) and by serde_json's nesting limit.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use anyhow::{anyhow, bail};
 use base64::Engine;
 use serde_json::Value;
 
+use super::jwks::{Jwk, JwksSource};
 use super::scram::Failure;
 use crate::config::Properties;
 
@@ -53,8 +53,6 @@ const JWT_VALIDATORS: [&str; 2] = [
 ];
 const UNSECURED_HANDLER: &str =
     "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler";
-/// How often a JWKS file's modification time is looked at.
-const JWKS_RECHECK: Duration = Duration::from_secs(1);
 
 /// A validated token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +82,7 @@ enum Validator {
 
 #[derive(Debug)]
 struct JwksValidator {
-    keys: JwksFile,
+    keys: JwksSource,
     audiences: Vec<String>,
     issuer: Option<String>,
     sub_claim: String,
@@ -109,7 +107,7 @@ pub fn config(props: &Properties, listener: &str, jaas: &BTreeMap<String, String
     let validator = match handler {
         None => unsecured(jaas)?,
         Some((_, class)) if class.trim() == UNSECURED_HANDLER => unsecured(jaas)?,
-        Some((_, class)) if JWKS_HANDLERS.contains(&class.trim()) => Validator::Jwks(jwks(props, listener)?),
+        Some((_, class)) if JWKS_HANDLERS.contains(&class.trim()) => Validator::Jwks(jwks(props, listener, jaas)?),
         Some((key, class)) => bail!(
             "{key}={class}: Ketch validates OAUTHBEARER tokens with {} (JWKS) or, when unset, unsecured tokens",
             JWKS_HANDLERS[0]
@@ -137,19 +135,16 @@ fn unsecured(jaas: &BTreeMap<String, String>) -> anyhow::Result<Validator> {
     })
 }
 
-fn jwks(props: &Properties, listener: &str) -> anyhow::Result<JwksValidator> {
+fn jwks(props: &Properties, listener: &str, jaas: &BTreeMap<String, String>) -> anyhow::Result<JwksValidator> {
     let get = |name: &str| setting(props, listener, name).map(|(k, v)| (k, v.trim().to_string()));
     let (key, url) = get("sasl.oauthbearer.jwks.endpoint.url")
         .ok_or_else(|| anyhow!("The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url is required"))?;
-    let Some(path) = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")) else {
-        bail!("{key}={url}: Ketch reads JWKS from a file: URL (http and https endpoints are not supported yet)");
-    };
     if let Some((k, class)) = get("sasl.oauthbearer.jwt.validator.class") {
         if !JWT_VALIDATORS.contains(&class.as_str()) {
             bail!("{k}={class}: Ketch validates signed tokens itself ({})", JWT_VALIDATORS.join(" or "));
         }
     }
-    let keys = JwksFile::open(PathBuf::from(path)).map_err(|e| anyhow!("{key}={url}: {e}"))?;
+    let keys = JwksSource::open(&key, &url, jaas, &get)?;
     let skew_s = match get("sasl.oauthbearer.clock.skew.seconds") {
         None => 30,
         Some((k, v)) => v.parse::<i64>().ok().filter(|s| *s >= 0).ok_or_else(|| anyhow!("{k}={v} is not a number"))?,
@@ -276,7 +271,7 @@ pub fn parse_initial_response(response: &[u8]) -> Result<InitialResponse, String
 }
 
 /// Base64url (or standard base64) without padding, as JWS sections come.
-fn b64(section: &str) -> Option<Vec<u8>> {
+pub(super) fn b64(section: &str) -> Option<Vec<u8>> {
     let normal: String = section.trim_end_matches('=').replace('-', "+").replace('_', "/");
     base64::engine::general_purpose::STANDARD_NO_PAD.decode(normal).ok()
 }
@@ -381,6 +376,7 @@ impl JwksValidator {
         let keys = self.keys.current();
         let candidates: Vec<&Jwk> = keys.iter().filter(|k| k.fits(alg, kid)).collect();
         if candidates.is_empty() {
+            self.keys.missing(kid);
             return Err(invalid(format!("Unable to find a suitable verification key for JWS alg {alg} kid {kid:?}")));
         }
         if !candidates.iter().any(|k| k.verify(alg, signed, &signature)) {
@@ -421,155 +417,6 @@ impl JwksValidator {
             _ => return Err(invalid(format!("{} value must be non-empty", self.sub_claim))),
         };
         Ok(Token { principal, expires_ms: exp })
-    }
-}
-
-/// One key of a JWKS document that Ketch can verify with.
-#[derive(Debug)]
-struct Jwk {
-    kid: Option<String>,
-    alg: Option<String>,
-    key: KeyMaterial,
-}
-
-#[derive(Debug)]
-enum KeyMaterial {
-    Rsa {
-        n: Vec<u8>,
-        e: Vec<u8>,
-    },
-    /// An uncompressed point (0x04 || x || y) on `curve` ("P-256" or "P-384").
-    Ec {
-        curve: String,
-        point: Vec<u8>,
-    },
-}
-
-impl Jwk {
-    fn fits(&self, alg: &str, kid: Option<&str>) -> bool {
-        let kind_ok = match (&self.key, alg) {
-            (KeyMaterial::Rsa { .. }, "RS256" | "RS384" | "RS512" | "PS256" | "PS384" | "PS512") => true,
-            (KeyMaterial::Ec { curve, .. }, "ES256") => curve == "P-256",
-            (KeyMaterial::Ec { curve, .. }, "ES384") => curve == "P-384",
-            _ => false,
-        };
-        let kid_ok = match (kid, &self.kid) {
-            (Some(want), Some(have)) => want == have,
-            (Some(_), None) => true,
-            (None, _) => true,
-        };
-        kind_ok && kid_ok && self.alg.as_deref().is_none_or(|a| a == alg)
-    }
-
-    fn verify(&self, alg: &str, message: &[u8], signature: &[u8]) -> bool {
-        use ring::signature as sig;
-        match &self.key {
-            KeyMaterial::Rsa { n, e } => {
-                let params: &sig::RsaParameters = match alg {
-                    "RS256" => &sig::RSA_PKCS1_2048_8192_SHA256,
-                    "RS384" => &sig::RSA_PKCS1_2048_8192_SHA384,
-                    "RS512" => &sig::RSA_PKCS1_2048_8192_SHA512,
-                    "PS256" => &sig::RSA_PSS_2048_8192_SHA256,
-                    "PS384" => &sig::RSA_PSS_2048_8192_SHA384,
-                    "PS512" => &sig::RSA_PSS_2048_8192_SHA512,
-                    _ => return false,
-                };
-                sig::RsaPublicKeyComponents { n, e }.verify(params, message, signature).is_ok()
-            }
-            KeyMaterial::Ec { point, .. } => {
-                let params: &dyn sig::VerificationAlgorithm = match alg {
-                    "ES256" => &sig::ECDSA_P256_SHA256_FIXED,
-                    "ES384" => &sig::ECDSA_P384_SHA384_FIXED,
-                    _ => return false,
-                };
-                sig::UnparsedPublicKey::new(params, point).verify(message, signature).is_ok()
-            }
-        }
-    }
-}
-
-/// Parses a JWKS document; keys Ketch cannot use (other types, curves, encryption keys) are
-/// skipped, as a key resolver skips them.
-fn parse_jwks(text: &[u8]) -> anyhow::Result<Vec<Jwk>> {
-    let doc: Value = serde_json::from_slice(text).map_err(|e| anyhow!("not a JWKS document: {e}"))?;
-    let keys = doc.get("keys").and_then(Value::as_array).ok_or_else(|| anyhow!("not a JWKS document: no keys"))?;
-    let mut out = Vec::new();
-    for k in keys {
-        let field = |name: &str| k.get(name).and_then(Value::as_str);
-        if field("use").is_some_and(|u| u != "sig") {
-            continue;
-        }
-        let key = match field("kty") {
-            Some("RSA") => match (field("n").and_then(b64), field("e").and_then(b64)) {
-                (Some(n), Some(e)) => KeyMaterial::Rsa { n, e },
-                _ => bail!("an RSA key without n and e"),
-            },
-            Some("EC") => {
-                let curve = field("crv").unwrap_or_default().to_string();
-                let size = match curve.as_str() {
-                    "P-256" => 32,
-                    "P-384" => 48,
-                    _ => continue,
-                };
-                match (field("x").and_then(b64), field("y").and_then(b64)) {
-                    (Some(x), Some(y)) if x.len() == size && y.len() == size => {
-                        let mut point = vec![4u8];
-                        point.extend_from_slice(&x);
-                        point.extend_from_slice(&y);
-                        KeyMaterial::Ec { curve, point }
-                    }
-                    _ => bail!("an EC key with a bad x or y"),
-                }
-            }
-            _ => continue,
-        };
-        out.push(Jwk { kid: field("kid").map(String::from), alg: field("alg").map(String::from), key });
-    }
-    Ok(out)
-}
-
-/// A JWKS file, read again when its modification time changes (looked at most once a second).
-#[derive(Debug)]
-struct JwksFile {
-    path: PathBuf,
-    state: Mutex<JwksState>,
-}
-
-#[derive(Debug)]
-struct JwksState {
-    modified: Option<SystemTime>,
-    checked: Instant,
-    keys: Arc<Vec<Jwk>>,
-}
-
-impl JwksFile {
-    fn open(path: PathBuf) -> anyhow::Result<JwksFile> {
-        let text = std::fs::read(&path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
-        let keys = parse_jwks(&text)?;
-        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        let state = JwksState { modified, checked: Instant::now(), keys: Arc::new(keys) };
-        Ok(JwksFile { path, state: Mutex::new(state) })
-    }
-
-    fn current(&self) -> Arc<Vec<Jwk>> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.checked.elapsed() >= JWKS_RECHECK {
-            state.checked = Instant::now();
-            let modified = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
-            if modified != state.modified {
-                match std::fs::read(&self.path).map_err(anyhow::Error::from).and_then(|t| parse_jwks(&t)) {
-                    Ok(keys) => {
-                        tracing::info!(path = %self.path.display(), keys = keys.len(), "JWKS file reloaded");
-                        state.keys = Arc::new(keys);
-                        state.modified = modified;
-                    }
-                    Err(e) => {
-                        tracing::warn!(path = %self.path.display(), error = %e, "JWKS file unreadable; keeping its previous keys")
-                    }
-                }
-            }
-        }
-        state.keys.clone()
     }
 }
 

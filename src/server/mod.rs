@@ -14,11 +14,9 @@
 //! listener is bound, just before the listening lines are printed, and back to not ready when
 //! the shutdown signal arrives.
 
-pub mod certificate;
 mod combined;
 mod connection;
 pub mod controller;
-pub mod keystore;
 mod limits;
 pub mod principal_mapper;
 mod throttle;

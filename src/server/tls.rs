@@ -33,9 +33,9 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::certificate;
 use super::principal_mapper::PrincipalMapper;
 use crate::config::{listener_value, Properties};
+use crate::security::certificate;
 
 /// The principal of a connection without a client certificate (and of PLAINTEXT), as Kafka.
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -75,7 +75,7 @@ fn keystore(
                     let text = String::from_utf8(bytes).map_err(|_| anyhow!("{k}={path}: not a PEM text file"))?;
                     (certificates(&k, &text)?, private_key(&k, &text, password("ssl.key.password").as_deref())?)
                 }
-                kind => super::keystore::key_and_chain(
+                kind => crate::security::keystore::key_and_chain(
                     kind,
                     &k,
                     &bytes,
@@ -112,9 +112,12 @@ fn truststore(props: &Properties, listener: &str) -> anyhow::Result<Option<Vec<C
                     let text = String::from_utf8(bytes).map_err(|_| anyhow!("{k}={path}: not a PEM text file"))?;
                     Some(certificates(&k, &text)?)
                 }
-                kind => {
-                    Some(super::keystore::trusted(kind, &k, &bytes, password("ssl.truststore.password").as_deref())?)
-                }
+                kind => Some(crate::security::keystore::trusted(
+                    kind,
+                    &k,
+                    &bytes,
+                    password("ssl.truststore.password").as_deref(),
+                )?),
             }
         }
         (None, Some((k, text))) => Some(certificates(&k, text)?),

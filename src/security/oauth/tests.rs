@@ -3,8 +3,10 @@
 //! compat-tests/test_oauth.py, with the real clients).
 
 use super::*;
+use crate::security::jwks::JWKS_RECHECK;
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, ECDSA_P384_SHA384_FIXED_SIGNING};
+use std::time::Duration;
 
 const NOW_MS: i64 = 1_800_000_000_000;
 
@@ -231,13 +233,17 @@ fn misconfigurations_are_refused_by_name() {
     let err = config(&props(&[(handler, JWKS_HANDLERS[0])]), "X", &BTreeMap::new()).unwrap_err().to_string();
     assert!(err.contains("sasl.oauthbearer.jwks.endpoint.url is required"), "{err}");
     let err = config(
-        &props(&[(handler, JWKS_HANDLERS[1]), ("sasl.oauthbearer.jwks.endpoint.url", "https://idp/jwks")]),
+        &props(&[(handler, JWKS_HANDLERS[1]), ("sasl.oauthbearer.jwks.endpoint.url", "ftp://idp/jwks")]),
         "X",
         &BTreeMap::new(),
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains("file: URL"), "{err}");
+    assert!(err.contains("file:, http: or https: URL"), "{err}");
+    // An endpoint that does not answer fails the start, as Kafka's init().
+    let url = ("sasl.oauthbearer.jwks.endpoint.url", "https://127.0.0.1:1/jwks");
+    let err = config(&props(&[(handler, JWKS_HANDLERS[0]), url]), "X", &BTreeMap::new()).unwrap_err().to_string();
+    assert!(err.contains("https://127.0.0.1:1/jwks"), "{err}");
     let err = config(&props(&[(handler, "com.example.Mine")]), "X", &BTreeMap::new()).unwrap_err().to_string();
     assert!(err.contains("com.example.Mine"), "{err}");
     let skew = [("unsecuredValidatorAllowableClockSkewMs".to_string(), "-1".to_string())].into_iter().collect();

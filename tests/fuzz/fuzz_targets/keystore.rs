@@ -1,8 +1,8 @@
-//! PKCS12 and JKS keystores and truststores (`ketch::server::keystore`) read from arbitrary bytes
+//! PKCS12 and JKS keystores and truststores (`ketch::security::keystore`) read from arbitrary bytes
 //! with the password "secret": an error, never a panic, and no allocation past libFuzzer's limit.
 #![no_main]
 
-use ketch::server::keystore::{key_and_chain, trusted};
+use ketch::security::keystore::{key_and_chain, trusted};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
