@@ -236,23 +236,36 @@ def _stores(pki, tmp_path) -> dict:
     out["broker.pem"] = str(tmp_path / "broker-encrypted.pem")
     open(out["broker.pem"], "w").write(key.read_text() + chain)
     out["trust.pem"] = pki["ca"]
+    # EC keys as Java writes them (PKCS#8 without the public key): keytool's own key pairs,
+    # P-256 in a PKCS12 keystore and P-384 in a JKS one, self-signed (clients trust the cert).
+    for ext, curve, storetype, key_pass in (("p12", "secp256r1", "PKCS12", "store-secret"),
+                                            ("jks", "secp384r1", "JKS", "key-secret")):
+        store = out[f"broker-ec.{ext}"] = str(tmp_path / f"broker-ec.{ext}")
+        run("keytool", "-genkeypair", "-keyalg", "EC", "-groupname", curve, "-alias", "broker", "-dname",
+            "CN=broker", "-ext", "SAN=ip:127.0.0.1,dns:localhost", "-validity", "30", "-keystore", store,
+            "-storetype", storetype, "-storepass", "store-secret", "-keypass", key_pass)
+        out[f"broker-ec.{ext}.cert"] = str(tmp_path / f"broker-ec-{ext}.pem")
+        run("keytool", "-exportcert", "-rfc", "-alias", "broker", "-keystore", store, "-storepass", "store-secret",
+            "-file", out[f"broker-ec.{ext}.cert"])
     return out
 
 
-@pytest.mark.parametrize("kind", ["PKCS12", "JKS", "PEM"])
+@pytest.mark.parametrize("kind", ["PKCS12", "JKS", "PEM", "PKCS12-EC", "JKS-EC"])
 def test_pkcs12_and_jks_keystores_and_truststores(start_broker, pki, tmp_path, kind):
     """Kafka's usual stores: a keystore and a truststore of `kind` on an mTLS listener
     (ssl.client.auth=required), with their passwords (and the JKS key's own ssl.key.password;
-    PEM: an encrypted key, ssl.key.password)."""
+    PEM: an encrypted key, ssl.key.password; -EC: keytool's own EC key pair)."""
     if kind == "PEM" and TARGET == "kafka":
         pytest.skip("Kafka on Java 17 cannot read a PBES2-encrypted PEM key (PBES2 SecretKeyFactory not available)")
     stores = _stores(pki, tmp_path)
+    kind, ec = kind.removesuffix("-EC"), kind.endswith("-EC")
     ext = {"PKCS12": "p12", "JKS": "jks", "PEM": "pem"}[kind]
+    keystore = stores[f"broker-ec.{ext}" if ec else f"broker.{ext}"]
     port = free_port()
     broker = start_broker(
         {
             "ssl.keystore.type": kind,
-            "ssl.keystore.location": stores[f"broker.{ext}"],
+            "ssl.keystore.location": keystore,
             **({"ssl.keystore.password": "store-secret"} if kind != "PEM" else {}),
             **({"ssl.key.password": "key-secret"} if kind in ("JKS", "PEM") else {}),
             "ssl.truststore.type": kind,
@@ -262,10 +275,12 @@ def test_pkcs12_and_jks_keystores_and_truststores(start_broker, pki, tmp_path, k
         },
         extra_listeners={"SSL": ("SSL", port)},
     )
-    mtls = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": pki["ca"],
+    server_ca = stores[f"broker-ec.{ext}.cert"] if ec else pki["ca"]
+    mtls = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": server_ca,
             "ssl.certificate.location": pki["client"], "ssl.key.location": pki["client_key"]}
-    _produce(mtls, f"stores-{ext}", 20, b"k")
-    _consume(mtls, f"stores-{ext}", 20, b"k")
+    topic = f"stores-{ext}{'-ec' if ec else ''}"
+    _produce(mtls, topic, 20, b"k")
+    _consume(mtls, topic, 20, b"k")
     # No client certificate, or a CA the broker's certificate does not chain to: refused.
     no_cert = {k: v for k, v in mtls.items() if k not in ("ssl.certificate.location", "ssl.key.location")}
     assert _refused(no_cert)

@@ -374,10 +374,15 @@ fn through_the_quorum_controller_durably() {
         ],
         false,
     );
-    let response = crate::handlers::controller_configs::incremental_alter_configs(&controller, request);
+    let response = crate::handlers::controller_configs::incremental_alter_configs(
+        &controller,
+        &controller.authz("User:ANONYMOUS", std::net::Ipv4Addr::LOCALHOST.into()),
+        request,
+    );
     assert!(response.responses.iter().all(|r| r.error_code == 0 && r.error_message.is_none()), "{response:?}");
     let legacy_response = crate::handlers::controller_configs::alter_configs(
         &controller,
+        &controller.authz("User:ANONYMOUS", std::net::Ipv4Addr::LOCALHOST.into()),
         // The cluster-level min.insync.replicas (bootstrapped, ELR on) cannot be removed.
         legacy(BROKER, "", &[("log.segment.bytes", Some("1048576")), ("min.insync.replicas", Some("1"))]),
     );
@@ -400,7 +405,14 @@ fn through_the_quorum_controller_durably() {
         let request = DescribeConfigsRequest::default().with_include_synonyms(true).with_resources(vec![
             DescribeConfigsResource::default().with_resource_type(resource_type).with_resource_name(s(name)),
         ]);
-        crate::handlers::controller_describe_configs::describe_configs(&reopened, request, 4).results.remove(0)
+        crate::handlers::controller_describe_configs::describe_configs(
+            &reopened,
+            &reopened.authz("User:ANONYMOUS", std::net::Ipv4Addr::LOCALHOST.into()),
+            request,
+            4,
+        )
+        .results
+        .remove(0)
     };
     let topic = describe(TOPIC, "t");
     assert_eq!(topic.error_code, 0);
@@ -414,7 +426,11 @@ fn through_the_quorum_controller_durably() {
     );
     // Stored without a check (as Kafka's controller), described only as this node would apply it.
     let set = incremental(vec![resource(BROKER, "", vec![op("num.partitions", OP_SET, Some("5"))])], false);
-    let response = crate::handlers::controller_configs::incremental_alter_configs(&reopened, set);
+    let response = crate::handlers::controller_configs::incremental_alter_configs(
+        &reopened,
+        &reopened.authz("User:ANONYMOUS", std::net::Ipv4Addr::LOCALHOST.into()),
+        set,
+    );
     assert_eq!(response.responses[0].error_code, 0);
     assert_eq!(reopened.image().configs[&(BROKER, String::new())]["num.partitions"], "5");
     let default = describe(BROKER, "");

@@ -108,7 +108,7 @@ impl Layers {
 /// Kafka's check of a config resource (`ConfigHelper`, `ControllerApis.authorizeAlterResource`):
 /// `operation` on the topic, the group, or the cluster for broker-wide resources, refused with
 /// the matching error and its default message. Other types are left to the handler.
-fn authorize_config(authz: &Authz<'_>, operation: i8, resource_type: i8, name: &str) -> Result<(), Refusal> {
+pub(super) fn authorize_config(authz: &Authz<'_>, operation: i8, resource_type: i8, name: &str) -> Result<(), Refusal> {
     let (allowed, error) = match resource_type {
         RESOURCE_TOPIC => (authz.allows(operation, acl::TOPIC, name), ResponseError::TopicAuthorizationFailed),
         RESOURCE_GROUP => (authz.allows(operation, acl::GROUP, name), ResponseError::GroupAuthorizationFailed),

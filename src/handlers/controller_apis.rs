@@ -225,11 +225,13 @@ async fn handle_direct(
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(controller_admin::elect_leaders(controller, r)),
         RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(controller_configs::incremental_alter_configs(controller, r))
+            ResponseKind::IncrementalAlterConfigs(controller_configs::incremental_alter_configs(controller, &authz, r))
         }
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(controller_configs::alter_configs(controller, r)),
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(controller_configs::alter_configs(controller, &authz, r))
+        }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(controller_describe_configs::describe_configs(controller, r, version))
+            ResponseKind::DescribeConfigs(controller_describe_configs::describe_configs(controller, &authz, r, version))
         }
         RequestKind::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(controller_reassign::alter(controller, &r))

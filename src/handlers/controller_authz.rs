@@ -13,9 +13,8 @@
 //! AlterClientQuotas; DESCRIBE for DescribeQuorum, ListPartitionReassignments and DescribeAcls.
 //! Per topic (`controller_topics`, `controller_admin`): CREATE (CreateTopics), DELETE and
 //! DESCRIBE (DeleteTopics), ALTER (CreatePartitions), each on the topic or the whole cluster.
-//! Not yet: config resources (IncrementalAlterConfigs, AlterConfigs, DescribeConfigs) are not
-//! checked here; brokers of either kind check them before forwarding (Kafka's
-//! `ConfigAdminManager.preprocess`), a `--bootstrap-controller` client is not checked.
+//! Per config resource (`controller_configs`, `controller_describe_configs`): ALTER_CONFIGS /
+//! DESCRIBE_CONFIGS on the cluster (BROKER, BROKER_LOGGER, CLIENT_METRICS) or on the topic or group.
 //!
 //! Invariant: a check reads the controller's image (its ACLs), so none runs inside
 //! `QuorumController::change`.

@@ -125,3 +125,63 @@ fn topics_are_created_deleted_and_grown_only_as_the_acls_allow() {
     let grown = super::super::controller_admin::create_partitions(&c, &authz, request, quota()).results;
     assert_eq!(grown[0].error_code, denied);
 }
+
+#[test]
+fn config_resources_are_altered_and_described_only_as_the_acls_allow() {
+    use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest, DescribeConfigsResource};
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    const TOPIC: i8 = 2;
+    const BROKER: i8 = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let c = controller(dir.path());
+    let mut records = topic_records("mine", 1);
+    records.extend(topic_records("theirs", 1));
+    records.push(allow(acl::TOPIC, "mine", acl::ALTER_CONFIGS));
+    records.push(allow(acl::TOPIC, "mine", acl::DESCRIBE_CONFIGS));
+    c.change(|_| (records, ())).unwrap();
+    let caller = alice();
+    let set = |resource_type: i8, name: &str, key: &str, value: &str| {
+        AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(name.into()))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_string(key.into()))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_string(value.into())))])
+    };
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        set(TOPIC, "mine", "retention.ms", "1000"),
+        set(TOPIC, "theirs", "retention.ms", "1000"),
+        set(BROKER, "", "log.retention.ms", "1000"),
+    ]);
+    let response = crate::handlers::controller_configs::incremental_alter_configs(&c, &caller.authz(&c), request);
+    let code = |name: &str| response.responses.iter().find(|r| r.resource_name.as_str() == name).unwrap().error_code;
+    assert_eq!(code("mine"), 0);
+    assert_eq!(code("theirs"), ResponseError::TopicAuthorizationFailed.code());
+    assert_eq!(code(""), ResponseError::ClusterAuthorizationFailed.code());
+    let image = c.image();
+    assert_eq!(image.configs[&(TOPIC, "mine".to_string())]["retention.ms"], "1000");
+    assert!(!image.configs.contains_key(&(TOPIC, "theirs".to_string())), "theirs was changed");
+    assert!(!image.configs.get(&(BROKER, String::new())).is_some_and(|c| c.contains_key("log.retention.ms")));
+
+    let describe = DescribeConfigsRequest::default().with_resources(
+        [(TOPIC, "mine"), (TOPIC, "theirs"), (BROKER, "")]
+            .iter()
+            .map(|(t, n)| {
+                DescribeConfigsResource::default()
+                    .with_resource_type(*t)
+                    .with_resource_name(StrBytes::from_string((*n).into()))
+            })
+            .collect(),
+    );
+    let results =
+        crate::handlers::controller_describe_configs::describe_configs(&c, &caller.authz(&c), describe, 4).results;
+    assert_eq!(results[0].error_code, 0);
+    assert!(!results[0].configs.is_empty());
+    assert_eq!(results[1].error_code, ResponseError::TopicAuthorizationFailed.code());
+    assert!(results[1].configs.is_empty());
+    assert_eq!(results[2].error_code, ResponseError::ClusterAuthorizationFailed.code());
+}

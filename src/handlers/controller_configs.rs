@@ -7,8 +7,12 @@
 //! decided on the image by `controller::config_changes` and all their records written as one
 //! change, answered once durable.
 //!
-//! Not yet: ACLs on the controller (it trusts the brokers that forward, which authorize first),
-//! AlterConfigPolicy, GROUP and CLIENT_METRICS configs.
+//! With an authorizer, a resource the caller (the connection's, or the client in a broker's
+//! Envelope) may not ALTER_CONFIGS is refused first, as Kafka's `authorizeAlterResource`: BROKER,
+//! BROKER_LOGGER and CLIENT_METRICS need it on the cluster (CLUSTER_AUTHORIZATION_FAILED), a TOPIC
+//! or GROUP on itself (TOPIC_ / GROUP_AUTHORIZATION_FAILED).
+//!
+//! Not yet: AlterConfigPolicy, GROUP and CLIENT_METRICS configs.
 //! Invariants: `validate_only` writes nothing; a refused resource writes nothing; the response
 //! lists the early refusals (request order), then the decided resources (request order), then
 //! the BROKER_LOGGER ones, as Kafka does; an operation Kafka cannot process at all fails every
@@ -22,6 +26,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
     AlterConfigsResourceResponse as IncrementalResourceResponse, IncrementalAlterConfigsResponse,
 };
 
+use super::configs::authorize_config;
 use super::controller_apis::written;
 use super::str_bytes;
 use crate::controller::config_changes::{
@@ -31,6 +36,8 @@ use crate::controller::config_changes::{
 use crate::controller::quorum::QuorumController;
 use crate::metadata::image::MetadataImage;
 use crate::metadata::records::MetadataRecord;
+use crate::security::acl;
+use crate::security::authorizer::Authz;
 
 /// The answer for one resource: `(resource type, resource name, error)`.
 pub(crate) type Answer = (i8, String, Option<Refusal>);
@@ -44,14 +51,16 @@ struct Sorted {
 
 pub fn incremental_alter_configs(
     controller: &QuorumController,
-    request: IncrementalAlterConfigsRequest,
+    authz: &Authz<'_>,
+    mut request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let ctx = context(controller);
+    let unauthorized = keep_authorized(authz, &mut request.resources, |r| (r.resource_type, r.resource_name.as_str()));
     let decided = controller.change(|d| decide_incremental(d.image, &ctx, &request));
     let answers = written("IncrementalAlterConfigs", decided, |_| {
         failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
     });
-    let answers = answers.into_iter().map(|(resource_type, name, error)| {
+    let answers = unauthorized.into_iter().chain(answers).map(|(resource_type, name, error)| {
         let (code, message) = fields(error);
         (resource_type, str_bytes(&name), code, message)
     });
@@ -59,18 +68,40 @@ pub fn incremental_alter_configs(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-pub fn alter_configs(controller: &QuorumController, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub fn alter_configs(
+    controller: &QuorumController,
+    authz: &Authz<'_>,
+    mut request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let ctx = context(controller);
+    let unauthorized = keep_authorized(authz, &mut request.resources, |r| (r.resource_type, r.resource_name.as_str()));
     let decided = controller.change(|d| decide_legacy(d.image, &ctx, &request));
     let answers = written("AlterConfigs", decided, |_| {
         failed(request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())))
     });
-    let answers = answers.into_iter().map(|(resource_type, name, error)| {
+    let answers = unauthorized.into_iter().chain(answers).map(|(resource_type, name, error)| {
         let (code, message) = fields(error);
         (resource_type, str_bytes(&name), code, message)
     });
     let responses: Vec<_> = super::config_resource_responses!(AlterConfigsResourceResponse, answers);
     AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// Removes from `resources` those the caller may not ALTER_CONFIGS and answers them (in request
+/// order, before the others, as Kafka does).
+fn keep_authorized<R>(authz: &Authz<'_>, resources: &mut Vec<R>, key: impl Fn(&R) -> (i8, &str)) -> Vec<Answer> {
+    let mut refused = Vec::new();
+    resources.retain(|r| {
+        let (resource_type, name) = key(r);
+        match authorize_config(authz, acl::ALTER_CONFIGS, resource_type, name) {
+            Ok(()) => true,
+            Err(refusal) => {
+                refused.push((resource_type, name.to_string(), Some(refusal)));
+                false
+            }
+        }
+    });
+    refused
 }
 
 fn context(controller: &QuorumController) -> ConfigContext<'_> {

@@ -7,7 +7,10 @@
 //! (none). Entries are built by the broker's `configs.rs`, so that a controller and a broker
 //! describe alike.
 //!
-//! Not yet: ACLs on the controller, GROUP and CLIENT_METRICS resources.
+//! With an authorizer, a resource the caller may not DESCRIBE_CONFIGS (BROKER and BROKER_LOGGER
+//! on the cluster, a TOPIC on itself) is answered with Kafka's authorization error and no entries.
+//!
+//! Not yet: GROUP and CLIENT_METRICS resources.
 //! Invariants: read-only (the image as of the last durable change); a resource's error never
 //! fails the others.
 
@@ -15,7 +18,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
 use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResponse, DescribeConfigsResult};
 
-use super::configs::{broker_entries, finish_entries, topic_entries, Layers};
+use super::configs::{authorize_config, broker_entries, finish_entries, topic_entries, Layers};
 use super::str_bytes;
 use crate::config::{BrokerConfig, Properties, TopicConfig};
 use crate::controller::config_changes::{BROKER, BROKER_LOGGER, TOPIC};
@@ -23,9 +26,12 @@ use crate::controller::quorum::{ControllerSettings, QuorumController};
 use crate::dynconf::{scope_of, DynamicConfigs, Scope};
 use crate::metadata::image::MetadataImage;
 use crate::metadata::validate_topic_name;
+use crate::security::acl;
+use crate::security::authorizer::Authz;
 
 pub fn describe_configs(
     controller: &QuorumController,
+    authz: &Authz<'_>,
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -45,6 +51,10 @@ pub fn describe_configs(
             let refused = |error: ResponseError, message: &str| {
                 result.clone().with_error_code(error.code()).with_error_message(Some(str_bytes(message)))
             };
+            if let Err((error, message)) = authorize_config(authz, acl::DESCRIBE_CONFIGS, resource.resource_type, name)
+            {
+                return refused(error, &message);
+            }
             // Kafka: no key list, or an empty one, means every config.
             let wanted = |key: &str| {
                 resource.configuration_keys.as_ref().is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k == key))

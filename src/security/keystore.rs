@@ -12,6 +12,10 @@
 //!   is `salt(20) || key XOR keystream || SHA-1(password || key)`, the keystream being
 //!   SHA-1(password || previous block), from the salt. The key itself is PKCS#8.
 //!
+//! An EC private key as Java writes it (PKCS#8 whose ECPrivateKey has no public key, which
+//! rustls needs to sign) gets its public key computed from the private scalar (P-256, P-384):
+//! `with_public_key`, applied to every PKCS#8 key a store or a PEM file gives.
+//!
 //! Invariants: a wrong password, a damaged file or a store without what is asked for is an error
 //! naming the property, never a panic; every length read from a file is checked against what is
 //! left of it before it is used; passwords are never logged.
@@ -52,7 +56,8 @@ pub fn key_and_chain(
                 bail!("{property}: the PKCS12 keystore's private key has no certificate");
             }
             let certs = chain.certs().iter().map(|c| CertificateDer::from(c.as_der().to_vec())).collect();
-            Ok((certs, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()))))
+            let key = with_public_key(chain.key().as_der().to_vec());
+            Ok((certs, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key))))
         }
         "JKS" => {
             let entries = read_jks(bytes, Some(store_password)).map_err(|e| anyhow!("{property}: {e}"))?;
@@ -63,13 +68,53 @@ pub fn key_and_chain(
                     if chain.is_empty() {
                         bail!("{property}: the JKS keystore's private key has no certificate");
                     }
-                    return Ok((chain, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key))));
+                    return Ok((chain, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(with_public_key(key)))));
                 }
             }
             bail!("{property}: the JKS keystore holds no private key")
         }
         other => bail!("{property}: keystore type {other} is not supported (PEM, PKCS12, JKS)"),
     }
+}
+
+/// id-ecPublicKey (1.2.840.10045.2.1), prime256v1 (1.2.840.10045.3.1.7) and secp384r1
+/// (1.3.132.0.34), DER contents.
+const EC_PUBLIC_KEY_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+const P256_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+const P384_OID: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
+
+/// A PKCS#8 key as rustls can use it: an EC key on P-256 or P-384 whose ECPrivateKey lacks its
+/// public key (as Java writes them) re-encoded with it; any other key unchanged.
+pub fn with_public_key(pkcs8: Vec<u8>) -> Vec<u8> {
+    fn parts(pkcs8: &[u8]) -> Option<(&[u8], &[u8])> {
+        let (_, info, _) = der(pkcs8)?;
+        let (_, _version, rest) = der(info)?;
+        let (_, algorithm, rest) = der(rest)?;
+        let (_, oid, params) = der(algorithm)?;
+        if oid != EC_PUBLIC_KEY_OID {
+            return None;
+        }
+        let (_, curve, _) = der(params)?;
+        let (_, ec_private_key, _) = der(rest)?;
+        let (_, fields, _) = der(ec_private_key)?;
+        let (_, _version, fields) = der(fields)?;
+        let (_, scalar, mut optional) = der(fields)?;
+        while !optional.is_empty() {
+            let (tag, _, next) = der(optional)?;
+            if tag == 0xa1 {
+                return None; // it has its public key
+            }
+            optional = next;
+        }
+        Some((curve, scalar))
+    }
+    use p256::pkcs8::EncodePrivateKey;
+    let completed = match parts(&pkcs8) {
+        Some((P256_OID, scalar)) => p256::SecretKey::from_slice(scalar).ok().and_then(|k| k.to_pkcs8_der().ok()),
+        Some((P384_OID, scalar)) => p384::SecretKey::from_slice(scalar).ok().and_then(|k| k.to_pkcs8_der().ok()),
+        _ => None,
+    };
+    completed.map_or(pkcs8, |doc| doc.as_bytes().to_vec())
 }
 
 /// The trusted certificates of the truststore `bytes`.
@@ -282,6 +327,33 @@ mod tests {
         let mut flipped = jks.clone();
         flipped[60] ^= 1;
         assert!(key_and_chain("JKS", "k", &flipped, Some("store-secret"), Some("key-secret")).is_err());
+    }
+
+    /// keytool -genkeypair -keyalg EC (secp256r1 into PKCS12, secp384r1 into JKS): Java writes the
+    /// keys without their public key; they are completed and rustls signs with them.
+    #[test]
+    fn keytool_ec_keys_get_their_public_key() {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        for (kind, file, key_password) in
+            [("PKCS12", "broker-ec256.p12", None), ("JKS", "broker-ec384.jks", Some("key-secret"))]
+        {
+            let bytes = fixture(file);
+            let (chain, key) = key_and_chain(kind, "k", &bytes, Some("store-secret"), key_password).unwrap();
+            assert_eq!(chain.len(), 1);
+            let signer = provider.key_provider.load_private_key(key.clone_key()).expect(file);
+            assert_eq!(signer.algorithm(), rustls::SignatureAlgorithm::ECDSA, "{file}");
+            // The key matches its certificate (what a TLS server config checks).
+            let certified = rustls::sign::CertifiedKey::from_der(chain, key, &provider);
+            assert!(certified.is_ok(), "{file}: {certified:?}");
+        }
+        // Keys that have their public key, and others, pass unchanged.
+        let rsa = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256);
+        if let Ok(rsa) = rsa {
+            assert_eq!(with_public_key(rsa.serialize_der()), rsa.serialize_der());
+        }
+        let ec = rcgen::KeyPair::generate().unwrap();
+        assert_eq!(with_public_key(ec.serialize_der()), ec.serialize_der());
+        assert_eq!(with_public_key(vec![0x30, 0x03, 0x02, 0x01]), vec![0x30, 0x03, 0x02, 0x01]);
     }
 
     #[test]

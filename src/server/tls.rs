@@ -36,6 +36,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use super::principal_mapper::PrincipalMapper;
 use crate::config::{listener_value, Properties};
 use crate::security::certificate;
+use crate::security::keystore::with_public_key;
 
 /// The principal of a connection without a client certificate (and of PLAINTEXT), as Kafka.
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -177,7 +178,7 @@ pub fn server_config(props: &Properties, listener: &str) -> anyhow::Result<Arc<S
     let config = builder.with_single_cert(chain, key).with_context(|| {
         format!(
             "listener {listener}: the keystore's key is unusable or does not match its certificate \
-                 (RSA, ECDSA with its public key, or Ed25519; Java writes EC keys without theirs)"
+                 (RSA, ECDSA on P-256 / P-384, or Ed25519)"
         )
     })?;
     Ok(Arc::new(config))
@@ -235,10 +236,13 @@ fn private_key(key: &str, text: &str, password: Option<&str>) -> anyhow::Result<
         let plain = info
             .decrypt(password)
             .map_err(|_| anyhow!("{key}: cannot decrypt the private key: wrong ssl.key.password or an unsupported scheme (PBES2 with AES)"))?;
-        return Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()));
+        return Ok(PrivateKeyDer::Pkcs8(with_public_key(plain.as_bytes().to_vec()).into()));
     }
-    PrivateKeyDer::from_pem_slice(normalized_pem(text).as_bytes())
-        .map_err(|e| anyhow!("{key}: no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"))
+    match PrivateKeyDer::from_pem_slice(normalized_pem(text).as_bytes()) {
+        Ok(PrivateKeyDer::Pkcs8(k)) => Ok(PrivateKeyDer::Pkcs8(with_public_key(k.secret_pkcs8_der().to_vec()).into())),
+        Ok(other) => Ok(other),
+        Err(e) => Err(anyhow!("{key}: no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}")),
+    }
 }
 
 /// An SSL listener's TLS: the acceptor, and how a client certificate names its principal; built
