@@ -125,6 +125,17 @@ def signed_conf(ports, pki, make_token) -> dict:
             "oauth_cb": lambda _config: make_token()}
 
 
+def accepted_within(ports, pki, make_token, timeout_s: float) -> str | None:
+    """Logs in with librdkafka over SASL_SSL with `make_token()` every 2 s until the broker
+    accepts it (None) or `timeout_s` passes (the last authentication error)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        err = rdkafka_auth_error(signed_conf(ports, pki, lambda: (make_token(), time.time() + 3600)))
+        if err is None or time.monotonic() > deadline:
+            return err
+        time.sleep(2)
+
+
 def franz(ports, pki, token_file) -> subprocess.CompletedProcess:
     return subprocess.run([str(go_build("roundtrip")), "-brokers", f"127.0.0.1:{ports['SASL_SSL']}",
                            "-tls-ca", pki["ca"], "-oauth-token-file", token_file, "-codecs", "none,zstd",
@@ -174,13 +185,7 @@ def test_oauthbearer_unsecured_and_jwks_tokens_with_real_clients(start_broker, k
     time.sleep(1.2)
     new_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     idp.publish([("k2", new_key)])
-    deadline = time.monotonic() + 60
-    while True:
-        err = rdkafka_auth_error(signed_conf(ports, pki, lambda: (idp.token("svc", key=new_key, kid="k2"),
-                                                                  time.time() + 3600)))
-        if err is None or time.monotonic() > deadline:
-            break
-        time.sleep(2)
+    err = accepted_within(ports, pki, lambda: idp.token("svc", key=new_key, kid="k2"), 60)
     assert err is None, f"a token signed by the rotated key: {err}"
     err = rdkafka_auth_error(signed_conf(ports, pki, lambda: (idp.token("svc"), time.time() + 3600)))
     assert err is not None and "invalid_token" in err, err
@@ -296,13 +301,7 @@ def test_jwks_from_an_https_endpoint(start_broker, pki, tmp_path, monkeypatch):
         fetched = len(endpoint.gets)
         new_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         idp.publish([(idp.kid, idp.key), ("k2", new_key)])
-        deadline = time.monotonic() + 60
-        while True:
-            err = rdkafka_auth_error(signed_conf(ports, pki, lambda: (idp.token("svc", key=new_key, kid="k2"),
-                                                                      time.time() + 3600)))
-            if err is None or time.monotonic() > deadline:
-                break
-            time.sleep(2)
+        err = accepted_within(ports, pki, lambda: idp.token("svc", key=new_key, kid="k2"), 60)
         assert err is None, f"a token signed by the new key: {err}"
         assert len(endpoint.gets) > fetched, "no JWKS fetch for the unknown key id"
     finally:

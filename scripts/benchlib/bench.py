@@ -163,6 +163,12 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
         if gib > 0 and "broker_window_cpu_s" in res:
             self.record(metric, system, res["broker_window_cpu_s"] / gib)
 
+    def record_throughput(self, metric: str, system: str, res: dict, detail: str = "") -> None:
+        """A native-client run's MB/s under `metric`, its broker CPU per GiB under `cpu.<metric>`."""
+        self.record(metric, system, res["mb_per_s"], res)
+        self.record_cpu_per_gib("cpu." + metric, system, res)
+        log(f"{metric} {system}: {res['mb_per_s']:.1f} MB/s{detail}")
+
     def order(self, systems: list[str], r: int) -> list[str]:
         k = r % len(systems)
         return systems[k:] + systems[:k]

@@ -60,9 +60,7 @@ class ThroughputWorkloads:
                                 "-records", str(self.produce_records), "-size", "1024", "-acks", acks, "-compression", comp,
                                 timeout=600, what=f"produce {s}"))
                         peaks[s] = max(peaks.get(s, 0), smp.peak.get(b.pid, 0))
-                        self.record(metric, s, res["mb_per_s"], res)
-                        self.record_cpu_per_gib("cpu." + metric, s, res)
-                        log(f"{metric} {s}: {res['mb_per_s']:.1f} MB/s ({res['records_per_s']:.0f} rec/s)")
+                        self.record_throughput(metric, s, res, f" ({res['records_per_s']:.0f} rec/s)")
                     except RunFailed as e:
                         self.fail(metric, s, str(e))
                     # The same workload, broker-bound: batches built before the run, sent as they are.
@@ -72,9 +70,7 @@ class ThroughputWorkloads:
                             "produce-raw", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic,
                             "-records", str(self.produce_records), "-size", "1024", "-acks", acks, "-compression", comp,
                             timeout=600, what=f"produce-raw {s}"))
-                        self.record(raw, s, res["mb_per_s"], res)
-                        self.record_cpu_per_gib("cpu." + raw, s, res)
-                        log(f"{raw} {s}: {res['mb_per_s']:.1f} MB/s")
+                        self.record_throughput(raw, s, res)
                     except RunFailed as e:
                         self.fail(raw, s, str(e))
                     self._delete_topic(s, topic)
@@ -140,9 +136,7 @@ class ThroughputWorkloads:
                         "consume", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic, "-records", str(n),
                         timeout=900,
                         what=f"consume {s}"))
-                    self.record("consume.native", s, res["mb_per_s"], res)
-                    self.record_cpu_per_gib("cpu.consume.native", s, res)
-                    log(f"consume.native {s}: {res['mb_per_s']:.1f} MB/s")
+                    self.record_throughput("consume.native", s, res)
                 except RunFailed as e:
                     self.fail("consume.native", s, str(e))
         for r in range(self.runs):
@@ -151,9 +145,7 @@ class ThroughputWorkloads:
                     res = self.measured("consume (raw)", s, lambda b: self.client(
                         "consume-raw", "-broker-pid", str(b.pid), "-brokers", b.bootstrap, "-topic", topic,
                         "-records", str(n), "-size", "1024", timeout=900, what=f"consume-raw {s}"))
-                    self.record("consume.raw", s, res["mb_per_s"], res)
-                    self.record_cpu_per_gib("cpu.consume.raw", s, res)
-                    log(f"consume.raw {s}: {res['mb_per_s']:.1f} MB/s ({res['fetches']} fetches)")
+                    self.record_throughput("consume.raw", s, res, f" ({res['fetches']} fetches)")
                 except RunFailed as e:
                     self.fail("consume.raw", s, str(e))
         for r in range(self.slow_runs):
@@ -205,16 +197,12 @@ class ThroughputWorkloads:
                         res = self.measured(f"SASL_SSL {mode} acks=1 none", s, lambda b: self.client(
                             mode, "-broker-pid", str(b.pid), *over, "-records", n, "-size", "1024", "-acks", "1",
                             "-compression", "none", timeout=600, what=f"SASL_SSL {mode} {s}"))
-                        self.record(metric, s, res["mb_per_s"], res)
-                        self.record_cpu_per_gib("cpu." + metric, s, res)
-                        log(f"{metric} {s}: {res['mb_per_s']:.1f} MB/s")
+                        self.record_throughput(metric, s, res)
                     # both runs wrote n records: read them all back
                     res = self.measured("SASL_SSL consume", s, lambda b: self.client(
                         "consume", "-broker-pid", str(b.pid), *over, "-records", str(2 * int(n)), timeout=600,
                         what=f"SASL_SSL consume {s}"))
-                    self.record("sasl_ssl.consume.native", s, res["mb_per_s"], res)
-                    self.record_cpu_per_gib("cpu.sasl_ssl.consume.native", s, res)
-                    log(f"sasl_ssl.consume.native {s}: {res['mb_per_s']:.1f} MB/s")
+                    self.record_throughput("sasl_ssl.consume.native", s, res)
                 except RunFailed as e:
                     self.fail("sasl_ssl", s, str(e))
                 self._delete_topic(s, topic)
