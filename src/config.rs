@@ -44,6 +44,41 @@ pub fn listener_value<'a>(props: &'a Properties, listener: &str, name: &str) -> 
     }
 }
 
+/// Kafka's security protocols (`listener.security.protocol.map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+/// The security protocol of a listener: `listener.security.protocol.map`, else the listener's
+/// own name when it is a protocol's (Kafka's default map), else PLAINTEXT.
+pub fn security_protocol(properties: &Properties, listener: &str) -> SecurityProtocol {
+    let mapped = properties.get("listener.security.protocol.map").and_then(|map| {
+        map.split(',')
+            .filter_map(|pair| pair.split_once(':'))
+            .find(|(l, _)| l.trim() == listener)
+            .map(|(_, p)| p.trim())
+    });
+    match mapped.unwrap_or(listener) {
+        "SSL" => SecurityProtocol::Ssl,
+        "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+        "SASL_SSL" => SecurityProtocol::SaslSsl,
+        _ => SecurityProtocol::Plaintext,
+    }
+}
+
+/// The inter-broker listener: `inter.broker.listener.name`, else the listener named after
+/// `security.inter.broker.protocol` (PLAINTEXT by default), as Kafka's `interBrokerListenerName`.
+pub fn inter_broker_listener(properties: &Properties) -> String {
+    properties
+        .get("inter.broker.listener.name")
+        .or_else(|| properties.get("security.inter.broker.protocol"))
+        .map_or_else(|| "PLAINTEXT".to_string(), |name| name.trim().to_string())
+}
+
 /// A SASL mechanism's setting on a listener: `listener.name.<l>.<mechanism, lower case>.<name>`,
 /// else [`listener_value`] (Kafka's lookup for `sasl.jaas.config`, `connections.max.reauth.ms`, ...).
 pub fn mechanism_value<'a>(

@@ -61,6 +61,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateAcls, 2, 3),
     (ApiKey::DeleteAcls, 2, 3),
     (ApiKey::DescribeAcls, 2, 3),
+    // SASL controller listeners (`server::controller`: the authenticator sees these first); as
+    // Kafka's ControllerApis, listed on every controller listener.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
@@ -81,11 +85,11 @@ pub async fn handle(
     listener: &ControllerListener,
     request: DecodedRequest,
     connection: (u64, std::net::SocketAddr),
+    principal: &str,
 ) -> ResponseKind {
     let (id, peer) = connection;
-    // A controller listener is PLAINTEXT: its clients are anonymous.
     let client_id = request.header.client_id.as_ref().map(|c| c.as_str().to_string());
-    let caller = Caller { principal: ANONYMOUS.to_string(), client_id, address: peer.ip() };
+    let caller = Caller { principal: principal.to_string(), client_id, address: peer.ip() };
     match request.body {
         RequestKind::Envelope(envelope) => {
             // Only a broker may forward (Kafka's `handleEnvelopeRequest`).
@@ -98,8 +102,6 @@ pub async fn handle(
         _ => handle_direct(controller, listener, request, Some(id), &caller).await,
     }
 }
-
-const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// The APIs a broker may forward in an Envelope (Kafka's `ApiKeys.forwardable`).
 fn forwardable(api_key: ApiKey) -> bool {
@@ -259,6 +261,11 @@ async fn handle_direct(
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
                 AllocateProducerIdsResponse::default().with_error_code(error.code())
             }))
+        }
+        // Authentication is the connection's; these arrive only where none is going on.
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(super::sasl::handshake_after_authentication()),
+        RequestKind::SaslAuthenticate(_) => {
+            ResponseKind::SaslAuthenticate(super::sasl::authenticate_after_authentication())
         }
         other => unreachable!("the decoder only passes served APIs, not {:?}", other),
     }

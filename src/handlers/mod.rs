@@ -60,14 +60,7 @@ use crate::security::authorizer::Authz;
 
 pub use api_versions::unsupported_version_response;
 
-/// Kafka's security protocols (`listener.security.protocol.map`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecurityProtocol {
-    Plaintext,
-    Ssl,
-    SaslPlaintext,
-    SaslSsl,
-}
+pub use crate::config::SecurityProtocol;
 
 /// Per-connection facts a handler may need.
 #[derive(Debug, Clone)]

@@ -221,7 +221,8 @@ impl Lifecycle {
         if self.conn.as_ref().is_none_or(|c| c.addr() != leader.addr) {
             let timeout = Duration::from_millis(self.config.request_timeout_ms);
             let client_id = format!("broker-{}-lifecycle", self.config.node_id);
-            self.conn = Some(Connection::connect(&leader.addr, &client_id, timeout).await?);
+            self.conn =
+                Some(Connection::connect(&leader.addr, &client_id, timeout, &self.config.controller_security).await?);
         }
         Ok(self.conn.as_mut().expect("connected"))
     }

@@ -223,7 +223,7 @@ impl ControllerLink {
     async fn connect(&self, addr: &str) -> anyhow::Result<client::Connection> {
         let timeout = Duration::from_millis(self.config.request_timeout_ms.max(30_000));
         let client_id = format!("broker-{}-forwarding", self.config.node_id);
-        client::Connection::connect(addr, &client_id, timeout).await
+        client::Connection::connect(addr, &client_id, timeout, &self.config.controller_security).await
     }
 }
 

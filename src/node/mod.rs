@@ -34,6 +34,7 @@ use crate::metadata::image::MetadataImage;
 use crate::raft::observer::{Observer, ObserverHandle};
 use crate::replica::fetcher::{FetcherSetup, FollowerFetcher};
 use crate::replica::manager::ReplicaManager;
+use crate::security::client::ClientSecurity;
 use lifecycle::{Endpoint, Lifecycle, State};
 pub use link::{ControllerLink, EnvelopeError, Forwarder};
 
@@ -237,6 +238,9 @@ pub struct NodeConfig {
     pub fetch_timeout_ms: u64,
     /// `broker.rack`.
     pub rack: Option<String>,
+    /// How a broker reaches the controllers: the first of `controller.listener.names`, its
+    /// security protocol and `sasl.mechanism.controller.protocol` login.
+    pub controller_security: Arc<ClientSecurity>,
 }
 
 impl NodeConfig {
@@ -315,6 +319,13 @@ impl NodeConfig {
                 anyhow::bail!("controller.listener.names must contain at least one value when running KRaft with just the broker role");
             }
         }
+        // Only a broker of a quorum connects to a controller (a controller is the only voter).
+        let controller_security = match (&roles, controller_listener_names.first()) {
+            (Roles::Broker | Roles::BrokerController, Some(listener)) => {
+                ClientSecurity::for_listener(props, listener, "sasl.mechanism.controller.protocol")?
+            }
+            _ => ClientSecurity::plaintext(),
+        };
         Ok(NodeConfig {
             roles,
             node_id,
@@ -327,6 +338,7 @@ impl NodeConfig {
             request_timeout_ms: ms("controller.quorum.request.timeout.ms", 2000)?.max(1),
             fetch_timeout_ms: ms("controller.quorum.fetch.timeout.ms", 2000)?.max(1),
             rack: get("broker.rack").map(str::to_string),
+            controller_security,
         })
     }
 

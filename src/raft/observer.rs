@@ -162,8 +162,8 @@ impl Observer {
         };
         if self.conn.as_ref().is_none_or(|c| c.addr() != addr) {
             let timeout = Duration::from_millis(self.config.request_timeout_ms);
-            self.conn =
-                Some(Connection::connect(&addr, &format!("raft-client-{}", self.config.node_id), timeout).await?);
+            let client_id = format!("raft-client-{}", self.config.node_id);
+            self.conn = Some(Connection::connect(&addr, &client_id, timeout, &self.config.controller_security).await?);
         }
         Ok(self.conn.as_mut().expect("connected"))
     }

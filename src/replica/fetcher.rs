@@ -37,8 +37,10 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone)]
 pub struct FetcherSetup {
     pub node_id: i32,
-    /// The listener leaders are reached on (`inter.broker.listener.name`).
+    /// The listener leaders are reached on (`inter.broker.listener.name`), and how (TLS, the
+    /// `sasl.mechanism.inter.broker.protocol` login).
     pub listener: String,
+    pub security: Arc<crate::security::client::ClientSecurity>,
     pub request_timeout: Duration,
     /// `num.replica.fetchers`: fetchers (connections) per leader; a partition goes to one of
     /// them by a hash of its topic id and index.
@@ -64,9 +66,16 @@ impl FetcherSetup {
     ) -> anyhow::Result<FetcherSetup> {
         let int =
             |k: &str, default: i64, min: i64| crate::config::int_property(props, k, default, min, i32::MAX as i64);
+        let listener = crate::config::inter_broker_listener(props);
+        let security = crate::security::client::ClientSecurity::for_listener(
+            props,
+            &listener,
+            "sasl.mechanism.inter.broker.protocol",
+        )?;
         Ok(FetcherSetup {
             node_id,
-            listener: props.get("inter.broker.listener.name").cloned().unwrap_or_else(|| "PLAINTEXT".to_string()),
+            listener,
+            security,
             request_timeout,
             fetchers_per_leader: int("num.replica.fetchers", 1, 1)? as usize,
             wait_max_ms: int("replica.fetch.wait.max.ms", 500, 0)? as i32,
@@ -281,7 +290,8 @@ impl LeaderFetcher {
             .ok_or_else(|| anyhow::anyhow!("broker {leader} has no {} endpoint", self.setup.listener))?;
         if self.conn.as_ref().is_none_or(|c| c.addr() != addr) {
             let client_id = format!("broker-{}-fetcher-{}", self.setup.node_id, self.fetcher_id);
-            self.conn = Some(Connection::connect(&addr, &client_id, self.setup.request_timeout).await?);
+            self.conn =
+                Some(Connection::connect(&addr, &client_id, self.setup.request_timeout, &self.setup.security).await?);
         }
         let conn = self.conn.as_mut().expect("connected");
         let wait = Duration::from_millis(self.setup.wait_max_ms as u64);

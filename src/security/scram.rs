@@ -326,9 +326,26 @@ impl Server {
     }
 }
 
-/// The client side, for tests and the hostile-input test: builds the two client messages.
+/// The client side (this node's own logins, `node/client.rs`; tests): the two client messages.
 pub mod client {
     use super::*;
+
+    /// Kafka's client checks of a server-first message: the nonce extends the client's, the
+    /// iteration count is at least the mechanism's minimum (and, here, at most what any Kafka
+    /// credential may have: a peer cannot make this node hash without bound).
+    pub fn check_server_first(client_first: &str, server_first: &str) -> Result<(), String> {
+        let client_nonce = client_first.rsplit_once(",r=").map_or("", |(_, n)| n);
+        let field = |name: &str| server_first.split(',').find_map(|p| p.strip_prefix(name));
+        let nonce = field("r=").ok_or("no nonce")?;
+        if !nonce.starts_with(client_nonce) || nonce.len() == client_nonce.len() {
+            return Err("the server's nonce does not extend the client's".into());
+        }
+        let iterations: i32 = field("i=").and_then(|i| i.parse().ok()).ok_or("no iteration count")?;
+        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+            return Err(format!("{iterations} iterations, outside {MIN_ITERATIONS}..={MAX_ITERATIONS}"));
+        }
+        Ok(())
+    }
 
     pub fn first(user: &str, nonce: &str) -> String {
         format!("n,,n={},r={nonce}", user.replace('=', "=3D").replace(',', "=2C"))

@@ -70,6 +70,14 @@ impl ScramStore {
         Ok(ScramStore { path, credentials: RwLock::new(credentials), image: OnceLock::new() })
     }
 
+    /// A store of the credentials in the images `source` gives, and no file (a controller's own
+    /// SASL listeners: its image is the cluster's credentials).
+    pub fn of_image(source: ImageSource) -> ScramStore {
+        let store = ScramStore { path: PathBuf::new(), credentials: RwLock::default(), image: OnceLock::new() };
+        store.read_from_image(source);
+        store
+    }
+
     /// From now on, credentials are read from the metadata image `source` gives (a broker of a
     /// cluster, as Kafka's brokers read theirs from `ScramImage`). Set once; later calls are
     /// ignored.

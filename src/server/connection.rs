@@ -72,7 +72,7 @@ const SPARE_BUFFERS: usize = 3;
 const SPARE_IDLE: Duration = Duration::from_millis(200);
 
 /// A TLS handshake not done by then closes the connection.
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Stored batches sent over TLS are read from their segment file this many bytes at a time.
 const TLS_FILE_CHUNK: usize = 64 * 1024;

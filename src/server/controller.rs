@@ -1,8 +1,11 @@
 //! A controller-only node's network side (`process.roles=controller`): binds its controller
 //! listeners, reads request frames, and answers each through `handlers::controller_apis`, one
 //! request at a time per connection (as Kafka's channel muting does); a held Fetch holds only
-//! its own connection. Plaintext listeners only for now (SSL and SASL controller listeners come
-//! with the security issue). Each connection has an id; when one closes, the controller is told
+//! its own connection. A controller listener is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL as
+//! `listener.security.protocol.map` says, configured as a broker's listeners are (`tls.rs`,
+//! `security::sasl`); SCRAM logins are checked against the credentials in the controller's own
+//! image. The principal (SASL's, else the client certificate's, else `User:ANONYMOUS`) is what
+//! the controller authorizes. Each connection has an id; when one closes, the controller is told
 //! (a broker whose heartbeats came on it is fenced unless it heartbeats again soon).
 //!
 //! Invariants: as the broker's connections (`connection.rs`): a frame over
@@ -14,17 +17,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::connection::{read_frame, Spares};
-use crate::config::BrokerConfig;
+use super::connection::{read_frame, Spares, TLS_HANDSHAKE_TIMEOUT};
+use super::tls::{self, TlsListener};
+use crate::config::{security_protocol, BrokerConfig, SecurityProtocol};
 use crate::controller::quorum::{ControllerSettings, QuorumController};
 use crate::handlers::controller_apis::{self, ControllerListener};
 use crate::metadata::log_dirs::LogDirs;
 use crate::node::NodeConfig;
 use crate::protocol::{self, ProtocolError};
 use crate::raft::leader::LeaderEndpoint;
+use crate::security::sasl::{self, Authenticator, ListenerSasl, Step};
+use crate::security::scram_store::ScramStore;
 
 /// Runs a controller-only node until SIGTERM / ctrl-c.
 pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
@@ -74,11 +80,15 @@ pub fn serve(
     bound: Vec<(String, TcpListener)>,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let mut tasks = Vec::new();
+    let weak = Arc::downgrade(controller);
+    let scram = Arc::new(ScramStore::of_image(Box::new(move || weak.upgrade().map(|c| c.image()))));
     for (name, listener) in bound {
         let addr = listener.local_addr()?;
         tracing::info!(listener = %name, %addr, "controller listening");
         let named = Arc::new(ControllerListener { name: name.clone(), endpoint: endpoint(config, &name, addr) });
-        tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), config.socket_request_max_bytes)));
+        let secured = Arc::new(Secured::of(config, &name, scram.clone())?);
+        let limits = (config.socket_request_max_bytes, secured);
+        tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), limits)));
     }
     tasks.push(tokio::spawn(expire_sessions(controller.clone())));
     let rebalance =
@@ -116,19 +126,47 @@ pub async fn stop(controller: Arc<QuorumController>, tasks: Vec<tokio::task::Joi
     Ok(())
 }
 
+/// A controller listener's TLS and SASL, when its security protocol has them.
+struct Secured {
+    properties: crate::config::Properties,
+    tls: Option<TlsListener>,
+    sasl: Option<Arc<ListenerSasl>>,
+    scram: Arc<ScramStore>,
+}
+
+impl Secured {
+    fn of(config: &BrokerConfig, name: &str, scram: Arc<ScramStore>) -> anyhow::Result<Secured> {
+        let props = &config.properties;
+        let protocol = security_protocol(props, name);
+        let tls = match protocol {
+            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => Some(tls::listener(props, name)?),
+            SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext => None,
+        };
+        let sasl = match protocol {
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+                Some(Arc::new(sasl::listener_config(props, name)?))
+            }
+            SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
+        };
+        Ok(Secured { properties: props.clone(), tls, sasl, scram })
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     named: Arc<ControllerListener>,
     controller: Arc<QuorumController>,
-    max_frame: usize,
+    (max_frame, secured): (usize, Arc<Secured>),
 ) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let (named, controller) = (named.clone(), controller.clone());
+                let (named, controller, secured) = (named.clone(), controller.clone(), secured.clone());
                 let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
-                    if let Err(e) = serve_connection(stream, &named, &controller, max_frame, (connection, peer)).await {
+                    let served =
+                        serve_connection(stream, &named, &controller, (max_frame, &secured), (connection, peer));
+                    if let Err(e) = served.await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
                     // However it ended (EOF, error): a broker that heartbeated on it may be gone.
@@ -150,18 +188,83 @@ async fn serve_connection(
     stream: TcpStream,
     named: &ControllerListener,
     controller: &QuorumController,
-    max_frame: usize,
+    (max_frame, secured): (usize, &Secured),
     connection: (u64, std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read);
-    let mut spares = Spares::default();
-    while let Some(frame) = read_frame(&mut reader, || max_frame, &mut spares).await? {
-        let out = answer(frame, named, controller, connection).await?;
-        write.write_all(&out).await?;
+    let sasl = secured.sasl.clone().map(Authenticator::new);
+    let principal = tls::ANONYMOUS.to_string();
+    let served = Served { named, controller, max_frame, scram: &secured.scram, connection };
+    match &secured.tls {
+        None => {
+            let (read, write) = stream.into_split();
+            served.exchange(BufReader::new(read), write, sasl, principal).await
+        }
+        Some(tls) => {
+            let (acceptor, mapper) = tls.current(&secured.properties).await;
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),
+                Err(_) => anyhow::bail!("TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT:?}"),
+            };
+            // (On SASL_SSL the principal is SASL's.)
+            let principal = match sasl.is_none() {
+                true => tls::principal(stream.get_ref().1.peer_certificates(), &mapper)
+                    .map_err(|why| anyhow::anyhow!("SSL client refused: {why}"))?,
+                false => principal,
+            };
+            let (read, write) = tokio::io::split(stream);
+            served.exchange(BufReader::new(read), write, sasl, principal).await
+        }
     }
-    Ok(())
+}
+
+/// One connection's request loop, over either stream.
+struct Served<'a> {
+    named: &'a ControllerListener,
+    controller: &'a QuorumController,
+    max_frame: usize,
+    scram: &'a ScramStore,
+    connection: (u64, std::net::SocketAddr),
+}
+
+impl Served<'_> {
+    /// Until the client closes: on a SASL listener every frame goes through the authenticator
+    /// first (before authentication only its exchange is served, frames bounded by
+    /// `sasl.server.max.receive.size`), then is answered as `principal`.
+    async fn exchange(
+        &self,
+        mut reader: impl AsyncRead + Unpin,
+        mut write: impl AsyncWrite + Unpin,
+        mut sasl: Option<Authenticator>,
+        mut principal: String,
+    ) -> anyhow::Result<()> {
+        let mut spares = Spares::default();
+        loop {
+            let limit = sasl.as_ref().map_or(self.max_frame, |a| a.max_frame(self.max_frame));
+            let Some(frame) = read_frame(&mut reader, || limit, &mut spares).await? else { return Ok(()) };
+            if let Some(auth) = sasl.as_mut() {
+                match auth.on_frame(&frame, self.scram, std::time::Instant::now()) {
+                    Step::Pass => {}
+                    Step::Reply { out, close } => {
+                        if let Some(p) = auth.principal() {
+                            principal = p.to_string();
+                        }
+                        write.write_all(&out).await?;
+                        write.flush().await?;
+                        match close {
+                            true => return Ok(()),
+                            false => continue,
+                        }
+                    }
+                    Step::Close(why) => anyhow::bail!("closing SASL connection: {why}"),
+                }
+            }
+            let out = answer(frame, self.named, self.controller, self.connection, &principal).await?;
+            write.write_all(&out).await?;
+            write.flush().await?;
+        }
+    }
 }
 
 /// The response frame for one request frame (an error closes the connection).
@@ -170,11 +273,12 @@ async fn answer(
     named: &ControllerListener,
     controller: &QuorumController,
     connection: (u64, std::net::SocketAddr),
+    principal: &str,
 ) -> anyhow::Result<Bytes> {
     match protocol::decode_served_request(frame, controller_apis::is_served) {
         Ok(request) => {
             let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
-            let body = controller_apis::handle(controller, named, request, connection).await;
+            let body = controller_apis::handle(controller, named, request, connection, principal).await;
             Ok(protocol::encode_response(api_key, version, correlation_id, &body)?.freeze())
         }
         Err(ProtocolError::UnsupportedVersion { api_key: ApiKey::ApiVersions, correlation_id, .. }) => {

@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::broker::Broker;
+use crate::config::security_protocol;
 use crate::handlers::SecurityProtocol;
 use crate::metrics::{Metrics, Readiness};
 use crate::security::sasl;
@@ -116,12 +117,7 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
                     i += 1;
                     continue;
                 }
-                if tls_acceptors[i].is_some() || sasl_configs[i].is_some() {
-                    anyhow::bail!(
-                        "controller listener {}: a Ketch controller serves PLAINTEXT controller listeners only for now",
-                        listeners[i].0
-                    );
-                }
+                // (The controller half builds its listeners' TLS and SASL itself.)
                 bound.push(listeners.remove(i));
                 tls_acceptors.remove(i);
                 sasl_configs.remove(i);
@@ -170,7 +166,7 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     let names: Vec<Arc<str>> = listeners.iter().map(|(name, _)| Arc::from(name.as_str())).collect();
     let limits = limits::ConnectionLimits::new(
         &names,
-        &inter_broker_listener(&broker.config.properties),
+        &crate::config::inter_broker_listener(&broker.config.properties),
         broker.quotas.window(),
     );
     for ((((name, listener), tls), sasl), named) in
@@ -251,7 +247,7 @@ fn start_membership(
     let manager = Arc::new(crate::replica::manager::ReplicaManager::new(setup, broker.appended_sender()));
     let _ = broker.replicas.set(manager.clone());
     broker.groups.set_cluster_mode(manager.clone());
-    broker.txns.set_cluster_mode(manager.clone(), fetcher.listener.clone());
+    broker.txns.set_cluster_mode(manager.clone(), fetcher.security.clone());
     let weak = Arc::downgrade(broker);
     let apply = Box::new(move |image: &crate::metadata::image::MetadataImage| {
         if let Some(broker) = weak.upgrade() {
@@ -294,32 +290,6 @@ fn start_membership(
     };
     let registration = crate::node::Registration { log_dir_ids: ids, endpoints, epochs };
     crate::node::Membership::start(node, source, &broker.cluster_id, registration, fetcher, replicas)
-}
-
-/// The security protocol of a listener: `listener.security.protocol.map`, else the listener's
-/// own name when it is a protocol's (Kafka's default map), else PLAINTEXT.
-fn security_protocol(properties: &crate::config::Properties, listener: &str) -> SecurityProtocol {
-    let mapped = properties.get("listener.security.protocol.map").and_then(|map| {
-        map.split(',')
-            .filter_map(|pair| pair.split_once(':'))
-            .find(|(l, _)| l.trim() == listener)
-            .map(|(_, p)| p.trim())
-    });
-    match mapped.unwrap_or(listener) {
-        "SSL" => SecurityProtocol::Ssl,
-        "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
-        "SASL_SSL" => SecurityProtocol::SaslSsl,
-        _ => SecurityProtocol::Plaintext,
-    }
-}
-
-/// The inter-broker listener: `inter.broker.listener.name`, else the listener named after
-/// `security.inter.broker.protocol` (PLAINTEXT by default), as Kafka's `interBrokerListenerName`.
-fn inter_broker_listener(properties: &crate::config::Properties) -> String {
-    properties
-        .get("inter.broker.listener.name")
-        .or_else(|| properties.get("security.inter.broker.protocol"))
-        .map_or_else(|| "PLAINTEXT".to_string(), |name| name.trim().to_string())
 }
 
 /// What every accept loop shares.

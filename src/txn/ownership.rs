@@ -25,10 +25,14 @@ impl TxnCoordinator {
     /// this broker leads; markers for partitions led elsewhere go out on `listener`. The
     /// coordinator's writes go through `replicas` as its `Deps` give them; it keeps only their
     /// node id.
-    pub fn set_cluster_mode(&self, replicas: Arc<ReplicaManager>, listener: String) {
+    pub fn set_cluster_mode(
+        &self,
+        replicas: Arc<ReplicaManager>,
+        security: Arc<crate::security::client::ClientSecurity>,
+    ) {
         *self.owned() = Some(BTreeMap::new());
         self.lock().clear();
-        let _ = self.cluster.set(Cluster::new(replicas.node_id(), listener));
+        let _ = self.cluster.set(Cluster::new(replicas.node_id(), security));
     }
 
     pub fn is_cluster(&self) -> bool {

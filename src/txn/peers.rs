@@ -79,13 +79,15 @@ pub struct Cluster {
     pub node_id: i32,
     /// `inter.broker.listener.name`.
     pub listener: String,
+    /// How that listener is reached (TLS, SASL login).
+    security: Arc<crate::security::client::ClientSecurity>,
     /// One connection per broker, each used by one request at a time.
     conns: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
 }
 
 impl Cluster {
-    pub fn new(node_id: i32, listener: String) -> Cluster {
-        Cluster { node_id, listener, conns: Mutex::new(HashMap::new()) }
+    pub fn new(node_id: i32, security: Arc<crate::security::client::ClientSecurity>) -> Cluster {
+        Cluster { node_id, listener: security.listener.clone(), security, conns: Mutex::new(HashMap::new()) }
     }
 
     fn conn(&self, broker: i32) -> Arc<tokio::sync::Mutex<Option<Connection>>> {
@@ -107,7 +109,7 @@ impl Cluster {
         // 9 minutes) is replaced: the broker closes it after its own 10.
         if conn.as_ref().is_none_or(|c| c.addr() != addr || c.idle_for() > PEER_MAX_IDLE) {
             let client_id = format!("broker-{}-txn", self.node_id);
-            *conn = Some(Connection::connect(addr, &client_id, PEER_TIMEOUT).await?);
+            *conn = Some(Connection::connect(addr, &client_id, PEER_TIMEOUT, &self.security).await?);
         }
         let sent = conn.as_mut().expect("connected").send(version, request, PEER_TIMEOUT).await;
         if sent.is_err() {

@@ -1,0 +1,127 @@
+"""A cluster whose own traffic is secured as a production Kafka cluster's is: the controller
+listener is SASL_SSL with PLAIN (`sasl.mechanism.controller.protocol`), the inter-broker listener
+INTERNAL is SASL_SSL with SCRAM-SHA-512 (`sasl.mechanism.inter.broker.protocol`, the credential
+formatted into the controller with `--add-scram`), both with host name verification against a
+CA's certificate for 127.0.0.1. Brokers register, heartbeat and fetch the metadata log over the
+controller listener; followers replicate over INTERNAL (min.insync.replicas=2, so an acks=all
+produce needs them); a transaction's markers go from its coordinator to the leaders of other
+brokers over INTERNAL too. Cases: a Ketch controller with Ketch brokers; Kafka 4.1's controller
+with a Ketch and a Kafka broker; Ketch's controller with a Kafka and a Ketch broker
+(KETCH_COMPAT_TARGET=kafka: Kafka everywhere, the first case). Then a broker whose controller
+login is wrong never joins. Before this, a Ketch broker could only reach PLAINTEXT controller and
+inter-broker listeners, and a Ketch controller served PLAINTEXT only.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import broker_under, create_topic, read_all, wait_for, wait_for_isr
+from conftest import TARGET, free_port
+from test_sasl import pki  # noqa: F401 (the CA and the brokers' certificate for 127.0.0.1)
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+TOPIC = "secured"
+
+
+def controller_login(password: str = "admin-secret") -> dict:
+    """The controller listener's side, on every node: PLAIN users, and this node's own login."""
+    return {
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config":
+            f'{PLAIN_MODULE} required username="admin" password="{password}" user_admin="admin-secret";',
+    }
+
+
+def tls(pki) -> dict:
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"],
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"]}
+
+
+def broker_settings(pki, internal_port: int, password: str = "admin-secret") -> dict:
+    return {
+        **tls(pki),
+        **controller_login(password),
+        "extra_listeners": {"INTERNAL": ("SASL_SSL", internal_port)},
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
+            f'{SCRAM_MODULE} required username="admin" password="admin-secret";',
+        "min.insync.replicas": "2",
+        "default.replication.factor": "2",
+        "offsets.topic.replication.factor": "2",
+        "transaction.state.log.replication.factor": "2",
+        "transaction.state.log.min.isr": "2",
+        "transaction.state.log.num.partitions": "2",
+    }
+
+
+def ports(n: int) -> list[int]:
+    out: list[int] = []
+    while len(out) < n:
+        p = free_port()
+        if p not in out:
+            out.append(p)
+    return out
+
+
+CASES = [("ketch", ("ketch", "ketch")), ("kafka", ("ketch", "kafka")), ("ketch", ("kafka", "ketch"))]
+if TARGET == "kafka":
+    CASES = [("kafka", ("kafka", "kafka"))]
+
+
+@pytest.mark.parametrize("controller,kinds", CASES, ids=lambda v: v if isinstance(v, str) else "+".join(v))
+def test_controller_and_inter_broker_traffic_over_sasl_ssl(start_cluster, pki, tmp_path, controller, kinds):  # noqa: F811
+    internal = ports(2)
+    nodes = {n: (kind, broker_settings(pki, internal[n - 1])) for n, kind in zip((1, 2), kinds)}
+    ctl_overrides = {**tls(pki), **controller_login(), "listener.security.protocol.map": "CONTROLLER:SASL_SSL"}
+    c = start_cluster(nodes, controller_overrides=ctl_overrides, parallel=True, kill=True, controller=controller,
+                      controller_scram=["SCRAM-SHA-512=[name=admin,password=admin-secret]"])
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    c.wait_registered(admin, timeout=90)
+    # Two partitions led by different brokers, each replicated to the other over INTERNAL.
+    create_topic(admin, NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2], [2, 1]]), not_yet=39)
+    wait_for_isr(admin, TOPIC, [1, 2], timeout=60)
+    p = ck.Producer({"bootstrap.servers": c.bootstrap(), "acks": "all", "enable.idempotence": True})
+    failed = []
+    for i in range(200):
+        p.produce(TOPIC, value=b"plain-%d" % i, partition=i % 2,
+                  on_delivery=lambda err, _m: failed.append(err) if err else None)
+    assert p.flush(60) == 0 and not failed, failed[:3]
+    # A transaction across both partitions: its coordinator writes markers to both leaders, one
+    # of them on the other broker (over INTERNAL).
+    tp = ck.Producer({"bootstrap.servers": c.bootstrap(), "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"})
+    tp.init_transactions(60)
+    tp.begin_transaction()
+    for i in range(20):
+        tp.produce(TOPIC, value=b"txn-%d" % i, partition=i % 2)
+    tp.commit_transaction(60)
+    # Past the commit markers: 100 plain + 10 transactional records + 1 marker per partition.
+    got = read_all(c.bootstrap(), TOPIC, {0: 111, 1: 111}, isolation="read_committed", timeout=60)
+    for partition in (0, 1):
+        values = [v for _, v in got[partition]]
+        assert values[:100] == [b"plain-%d" % i for i in range(partition, 200, 2)], partition
+        assert values[100:] == [b"txn-%d" % i for i in range(partition, 20, 2)], partition
+    # Every broker still in the ISR of both partitions: the followers kept fetching.
+    wait_for_isr(admin, TOPIC, [1, 2], timeout=30)
+    # A third broker whose controller login is wrong never joins; its log says why.
+    kind = kinds[0]
+    wrong = broker_under(c.ctl, tmp_path / "wrong", 3, kind, broker_settings(pki, free_port(), password="wrong"))
+    c.brokers[3] = wrong  # stopped (and its log reported) with the cluster
+    try:
+        wrong.start()
+    except Exception:  # noqa: BLE001 (a Kafka broker may give up at its start)
+        pass
+    time.sleep(8)
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2]
+    log = wrong.log_path.read_text(errors="replace")
+    assert "uthentication failed" in log, log[-3000:]
