@@ -8,7 +8,8 @@ produce needs them); a transaction's markers go from its coordinator to the lead
 brokers over INTERNAL too. Cases: a Ketch controller with Ketch brokers; Kafka 4.1's controller
 with a Ketch and a Kafka broker; Ketch's controller with a Kafka and a Ketch broker
 (KETCH_COMPAT_TARGET=kafka: Kafka everywhere, the first case). Then a broker whose controller
-login is wrong never joins. Before this, a Ketch broker could only reach PLAINTEXT controller and
+login is wrong never joins. A combined node (`process.roles=broker,controller`) with the same
+listeners serves its own broker half and a second broker (`mixed`: of the other kind). Before this, a Ketch broker could only reach PLAINTEXT controller and
 inter-broker listeners, and a Ketch controller served PLAINTEXT only.
 """
 
@@ -125,3 +126,61 @@ def test_controller_and_inter_broker_traffic_over_sasl_ssl(start_cluster, pki, t
     assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2]
     log = wrong.log_path.read_text(errors="replace")
     assert "uthentication failed" in log, log[-3000:]
+
+
+@pytest.mark.parametrize("second", [TARGET, "kafka" if TARGET == "ketch" else "ketch"], ids=["same", "mixed"])
+def test_a_combined_node_serves_its_controller_listener_over_sasl_ssl(request, pki, tmp_path, second):  # noqa: F811
+    """A combined node (`process.roles=broker,controller`, the target kind) whose controller and
+    inter-broker listeners are SASL_SSL: its own broker half and a second broker (`mixed`: of the
+    other kind) register through it, and replicate each other over INTERNAL."""
+    from cluster import kafka_storage_format
+    from test_cluster_combined import KafkaCombined, KetchCombined
+
+    internal = ports(2)
+    spec = "SCRAM-SHA-512=[name=admin,password=admin-secret]"
+    settings = broker_settings(pki, internal[0])
+    extra = settings.pop("extra_listeners")
+    (tmp_path / "node1").mkdir()
+    if TARGET == "ketch":
+        node1 = KetchCombined(tmp_path / "node1", settings)
+        node1.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{node1.controller_port},"
+                                        f"INTERNAL://127.0.0.1:{internal[0]}")
+        node1.scram = [spec]
+    else:
+        node1 = KafkaCombined(tmp_path / "node1", settings)
+        node1.extra_listeners = extra
+
+        def format_with_scram():
+            kafka_storage_format(node1.libs, node1.props_path, node1.cluster_id, "--add-scram", spec)
+            node1.formatted = True
+
+        node1._format = format_with_scram
+    node2 = broker_under(node1, tmp_path / "node2", 2, second, broker_settings(pki, internal[1]))
+    request.node._compat_brokers = [node1, node2]
+    try:
+        node1.start()
+        node2.start()
+        servers = f"{node1.bootstrap},{node2.bootstrap}"
+        admin = AdminClient({"bootstrap.servers": servers})
+
+        def registered():
+            try:
+                return sorted(admin.list_topics(timeout=10).brokers) == [1, 2]
+            except ck.KafkaException:
+                return False
+
+        wait_for(registered, "nodes 1 and 2 in the Metadata", timeout=90)
+        create_topic(admin, NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2], [2, 1]]), not_yet=39)
+        wait_for_isr(admin, TOPIC, [1, 2], timeout=60)
+        p = ck.Producer({"bootstrap.servers": servers, "acks": "all"})
+        failed = []
+        for i in range(100):
+            p.produce(TOPIC, value=b"c-%d" % i, partition=i % 2,
+                      on_delivery=lambda err, _m: failed.append(err) if err else None)
+        assert p.flush(60) == 0 and not failed, failed[:3]
+        got = read_all(servers, TOPIC, {0: 50, 1: 50}, timeout=60)
+        for partition in (0, 1):
+            assert [v for _, v in got[partition]] == [b"c-%d" % i for i in range(partition, 100, 2)], partition
+    finally:
+        for node in (node2, node1):
+            node.kill9()
