@@ -128,6 +128,7 @@ impl DynamicConfigs {
                         kept = candidate;
                     }
                     Err((_, why)) => {
+                        let value = shown(&key, &value);
                         tracing::warn!(file = %path.display(), key, value, why, "ignoring stored dynamic broker config")
                     }
                 }
@@ -213,7 +214,10 @@ impl DynamicConfigs {
                 candidate.insert(key.clone(), value.clone());
                 match self.check(scope, &candidate, Check::Loading) {
                     Ok(_) => kept = candidate,
-                    Err((_, why)) => tracing::warn!(?scope, key, value, why, "ignoring a dynamic broker config"),
+                    Err((_, why)) => {
+                        let value = shown(key, value);
+                        tracing::warn!(?scope, key, value, why, "ignoring a dynamic broker config")
+                    }
                 }
             }
             let effective = match self.check(scope, &kept, Check::Loading) {
@@ -433,6 +437,15 @@ impl State {
             Scope::Broker => &mut self.per_broker,
             Scope::ClusterDefault => &mut self.cluster_default,
         }
+    }
+}
+
+/// A config's value as a log line may show it: a password (or a key of no known type, as
+/// DescribeConfigs treats it) is `[hidden]`, as Kafka's log redaction.
+fn shown<'a>(key: &str, value: &'a str) -> &'a str {
+    match defs::config_type(key) {
+        Some(kind) if kind != defs::Type::Password => value,
+        _ => "[hidden]",
     }
 }
 

@@ -54,7 +54,7 @@ pub struct Authz<'a> {
 
 impl<'a> Authz<'a> {
     pub fn new(acls: Option<&'a AclStore>, principal: &'a str, client: IpAddr) -> Authz<'a> {
-        Authz { acls, principal, host: client.to_string() }
+        Authz { acls, principal, host: java_host(client) }
     }
 
     /// Whether an authorizer is configured (else everything is allowed).
@@ -144,6 +144,16 @@ impl<'a> Authz<'a> {
     }
 }
 
+/// An address as Java's `InetAddress.getHostAddress` writes it, which is what Kafka's ACL hosts
+/// are compared with: IPv4 dotted, IPv6 as eight hex groups without zero compression
+/// (`0:0:0:0:0:0:0:1`, where Rust writes `::1`).
+fn java_host(ip: IpAddr) -> String {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => v6.segments().iter().map(|g| format!("{g:x}")).collect::<Vec<_>>().join(":"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +204,9 @@ mod tests {
             allow(GROUP, "g", LITERAL, acl::ALL),
         ]);
         assert!(results.iter().all(|r| r.is_ok()));
+        assert_eq!(java_host("::1".parse().unwrap()), "0:0:0:0:0:0:0:1");
+        assert_eq!(java_host("fe80::a:b0".parse().unwrap()), "fe80:0:0:0:0:0:a:b0");
+        assert_eq!(java_host("::ffff:10.1.2.3".parse().unwrap()), "10.1.2.3");
         let host: IpAddr = "10.1.2.3".parse().unwrap();
         let alice = Authz::new(Some(&store), "User:alice", host);
         assert!(alice.enabled());

@@ -44,6 +44,14 @@ const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginMod
 /// Kafka's `sasl.server.max.receive.size` default: the largest frame before authentication.
 pub const DEFAULT_MAX_RECEIVE: usize = 524288;
 
+/// `connection.failed.authentication.delay.ms` (Kafka's default 100 ms): how long a connection
+/// whose authentication failed (SASL, or the TLS handshake) is held before its failure response
+/// and close, so that a client guessing passwords gets one guess per delay per connection.
+pub fn failed_authentication_delay(props: &Properties) -> Duration {
+    let ms = crate::config::int_property(props, "connection.failed.authentication.delay.ms", 100, 0, i32::MAX as i64);
+    Duration::from_millis(ms.unwrap_or(100) as u64)
+}
+
 /// Error codes of the SASL responses.
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;

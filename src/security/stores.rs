@@ -167,6 +167,16 @@ pub fn private_key(key: &str, text: &str, password: Option<&str>) -> anyhow::Res
     }
 }
 
+/// A rustls cipher suite's IANA name, as Kafka (JSSE) spells it: rustls writes the TLS 1.3
+/// suites `TLS13_AES_128_GCM_SHA256`, IANA and Java `TLS_AES_128_GCM_SHA256`.
+pub fn iana_name(suite: rustls::CipherSuite) -> String {
+    let name = format!("{suite:?}");
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name,
+    }
+}
+
 /// The crypto provider (ring, its cipher suites cut to `ssl.cipher.suites` when set, IANA names)
 /// and the protocol versions (`ssl.enabled.protocols`) of `listener`, for either end.
 pub fn crypto(
@@ -177,7 +187,7 @@ pub fn crypto(
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some((k, suites)) = get("ssl.cipher.suites").filter(|(_, v)| !v.trim().is_empty()) {
         let wanted: Vec<&str> = suites.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        provider.cipher_suites.retain(|s| wanted.iter().any(|w| format!("{:?}", s.suite()) == *w));
+        provider.cipher_suites.retain(|s| wanted.contains(&iana_name(s.suite()).as_str()));
         if provider.cipher_suites.is_empty() {
             bail!("{k}={suites}: none of these cipher suites is available");
         }

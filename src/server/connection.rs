@@ -187,7 +187,11 @@ pub async fn serve(
             let (acceptor, mapper) = tls.current(&broker.dynamic.effective().properties).await;
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
                 Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),
+                Ok(Err(e)) => {
+                    tokio::time::sleep(crate::security::sasl::failed_authentication_delay(&broker.config.properties))
+                        .await;
+                    anyhow::bail!("TLS handshake failed: {e}")
+                }
                 Err(_) => anyhow::bail!("TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT:?}"),
             };
             // (On SASL_SSL the principal is SASL's; the certificate does not name it.)
@@ -288,6 +292,12 @@ async fn run<R: FrameRead, W: FrameWrite>(
                     drain(&mut writer, &mut pending, &metrics).await?;
                     // The limit first: the client's next frame may follow this reply at once.
                     max_frame.store(auth.max_frame(full_frame), Ordering::Release);
+                    if close {
+                        tokio::time::sleep(crate::security::sasl::failed_authentication_delay(
+                            &broker.config.properties,
+                        ))
+                        .await;
+                    }
                     if let Some(principal) = auth.principal() {
                         ctx.principal = principal.to_string();
                     }

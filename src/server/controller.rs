@@ -194,7 +194,8 @@ async fn serve_connection(
     stream.set_nodelay(true)?;
     let sasl = secured.sasl.clone().map(Authenticator::new);
     let principal = tls::ANONYMOUS.to_string();
-    let served = Served { named, controller, max_frame, scram: &secured.scram, connection };
+    let failed_delay = sasl::failed_authentication_delay(&secured.properties);
+    let served = Served { named, controller, max_frame, scram: &secured.scram, connection, failed_delay };
     match &secured.tls {
         None => {
             let (read, write) = stream.into_split();
@@ -204,7 +205,10 @@ async fn serve_connection(
             let (acceptor, mapper) = tls.current(&secured.properties).await;
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => anyhow::bail!("TLS handshake failed: {e}"),
+                Ok(Err(e)) => {
+                    tokio::time::sleep(sasl::failed_authentication_delay(&secured.properties)).await;
+                    anyhow::bail!("TLS handshake failed: {e}")
+                }
                 Err(_) => anyhow::bail!("TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT:?}"),
             };
             // (On SASL_SSL the principal is SASL's.)
@@ -226,6 +230,8 @@ struct Served<'a> {
     max_frame: usize,
     scram: &'a ScramStore,
     connection: (u64, std::net::SocketAddr),
+    /// `connection.failed.authentication.delay.ms`.
+    failed_delay: std::time::Duration,
 }
 
 impl Served<'_> {
@@ -249,6 +255,9 @@ impl Served<'_> {
                     Step::Reply { out, close } => {
                         if let Some(p) = auth.principal() {
                             principal = p.to_string();
+                        }
+                        if close {
+                            tokio::time::sleep(self.failed_delay).await;
                         }
                         write.write_all(&out).await?;
                         write.flush().await?;

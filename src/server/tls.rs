@@ -325,6 +325,18 @@ mod tests {
         refused(&[("ssl.keystore.type", "PKCS12")], "PKCS12");
         refused(&[("listener.name.ssl.ssl.enabled.protocols", "TLSv1.1")], "ssl.enabled.protocols");
         refused(&[("ssl.cipher.suites", "TLS_NOPE")], "cipher");
+        // Kafka's (IANA) names, TLS 1.3 ones included (rustls spells those TLS13_*).
+        let mut suites = inline[..3].to_vec();
+        suites.push(("ssl.cipher.suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384"));
+        let config = server_config(&props(&suites), "SSL").unwrap();
+        let mut names: Vec<String> = config
+            .crypto_provider()
+            .cipher_suites
+            .iter()
+            .map(|s| crate::security::stores::iana_name(s.suite()))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["TLS_AES_256_GCM_SHA384", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"]);
         assert!(server_config(&props(&[]), "SSL").err().unwrap().to_string().contains("ssl.keystore.location"));
     }
 
