@@ -66,15 +66,6 @@ def broker_settings(pki, internal_port: int, password: str = "admin-secret") -> 
     }
 
 
-def ports(n: int) -> list[int]:
-    out: list[int] = []
-    while len(out) < n:
-        p = free_port()
-        if p not in out:
-            out.append(p)
-    return out
-
-
 CASES = [("ketch", ("ketch", "ketch")), ("kafka", ("ketch", "kafka")), ("ketch", ("kafka", "ketch"))]
 if TARGET == "kafka":
     CASES = [("kafka", ("kafka", "kafka"))]
@@ -82,7 +73,7 @@ if TARGET == "kafka":
 
 @pytest.mark.parametrize("controller,kinds", CASES, ids=lambda v: v if isinstance(v, str) else "+".join(v))
 def test_controller_and_inter_broker_traffic_over_sasl_ssl(start_cluster, pki, tmp_path, controller, kinds):  # noqa: F811
-    internal = ports(2)
+    internal = [free_port(), free_port()]  # (never the same port twice)
     nodes = {n: (kind, broker_settings(pki, internal[n - 1])) for n, kind in zip((1, 2), kinds)}
     ctl_overrides = {**tls(pki), **controller_login(), "listener.security.protocol.map": "CONTROLLER:SASL_SSL"}
     c = start_cluster(nodes, controller_overrides=ctl_overrides, parallel=True, kill=True, controller=controller,
@@ -136,7 +127,7 @@ def test_a_combined_node_serves_its_controller_listener_over_sasl_ssl(request, p
     from cluster import kafka_storage_format
     from test_cluster_combined import KafkaCombined, KetchCombined
 
-    internal = ports(2)
+    internal = [free_port(), free_port()]  # (never the same port twice)
     spec = "SCRAM-SHA-512=[name=admin,password=admin-secret]"
     settings = broker_settings(pki, internal[0])
     extra = settings.pop("extra_listeners")

@@ -53,17 +53,8 @@ def lists_topics(conf: dict) -> bool:
         return False
 
 
-def ports(n: int) -> list[int]:
-    out: list[int] = []
-    while len(out) < n:
-        p = free_port()
-        if p not in out:
-            out.append(p)
-    return out
-
-
 def test_enabled_protocols_and_cipher_suites_by_iana_name(start_broker, pki):  # noqa: F811
-    tls12, tls13 = ports(2)
+    tls12, tls13 = free_port(), free_port()  # (never the same port twice)
     start_broker({
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": pki["broker"],
