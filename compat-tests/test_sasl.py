@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, go_build
 from kafka_tools import KafkaTools
 
 ck = pytest.importorskip("confluent_kafka")
@@ -137,6 +137,14 @@ def rdkafka_auth_error(conf: dict, timeout: float = 8) -> str | None:
     return f"not an authentication error: {last} {errors}"
 
 
+def franz_sasl(ports, pki, mechanism, user, password, timeout="40s") -> subprocess.CompletedProcess:
+    """franz-go's round trip (two codecs) over the SASL_SSL listener."""
+    return subprocess.run([str(go_build("roundtrip")), "-brokers", f"127.0.0.1:{ports['SASL_SSL']}",
+                           "-tls-ca", pki["ca"], "-sasl-mechanism", mechanism, "-sasl-user", user,
+                           "-sasl-password", password, "-codecs", "none,zstd", "-records", "50",
+                           "-timeout", timeout], capture_output=True, text=True, timeout=120)
+
+
 def refused_login(conf: dict) -> bool:
     """Whether librdkafka's login with `conf` is refused as an authentication failure (not any
     other failure)."""
@@ -199,6 +207,13 @@ def test_sasl_clients_with_plain_and_scram(start_broker, kafka_libs, pki, tmp_pa
         # 64 KiB in one produce request (lingering 200 ms).
         conf = rdkafka_conf(ports, pki, protocol, "SCRAM-SHA-512", "carol", "carol-secret")
         rdkafka_round_trip(conf, f"rd-{protocol}-large".lower(), count=16, value_size=64 * 1024)
+    # franz-go over SASL_SSL: SCRAM-SHA-512 and PLAIN; a wrong password refused.
+    for mechanism in ("SCRAM-SHA-512", "PLAIN"):
+        user, password = users[mechanism]
+        r = franz_sasl(ports, pki, mechanism, user, password)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = franz_sasl(ports, pki, "SCRAM-SHA-512", "carol", "wrong", timeout="10s")
+    assert r.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
     # Wrong passwords and unknown users: librdkafka's authentication error, the broker serves on.
     for mechanism, (user, _) in users.items():
         err = rdkafka_auth_error(rdkafka_conf(ports, pki, "SASL_PLAINTEXT", mechanism, user, "wrong"))

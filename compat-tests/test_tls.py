@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import subprocess
 import threading
 import time
 import uuid
 
 import pytest
 
-from conftest import TARGET, free_port
+from conftest import TARGET, free_port, go_build
 from kafka_tools import KafkaTools
 
 ck = pytest.importorskip("confluent_kafka")
@@ -181,6 +182,15 @@ def test_ssl_and_mtls_next_to_plaintext(start_broker, kafka_libs, pki, tmp_path)
     assert _refused({**ssl, "ssl.ca.location": pki["other_ca"]})
     assert _refused({"bootstrap.servers": f"127.0.0.1:{ssl_port}"})
     assert broker.is_running()
+
+    # franz-go over mutual TLS (its client certificate), and refused on MTLS without one.
+    franz = [str(go_build("roundtrip")), "-brokers", f"127.0.0.1:{mtls_port}", "-tls-ca", pki["ca"],
+             "-codecs", "none,zstd", "-records", "50", "-timeout", "40s"]
+    r = subprocess.run(franz + ["-tls-cert", pki["client"], "-tls-key", pki["client_key"]], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = subprocess.run(franz[:-2] + ["10s"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout[-2000:]
 
     # The Java client over SSL with a PEM truststore: 20 MB in, 20 MB out.
     props = tmp_path / "java-ssl.properties"

@@ -32,6 +32,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 const partitions = 3
@@ -47,6 +49,11 @@ var (
 	flagAcks    = flag.String("acks", "all", "required acks: all, leader (1) or none (0)")
 	flagTLSCA   = flag.String("tls-ca", "", "connect over TLS, trusting this PEM CA file")
 	flagOAuth   = flag.String("oauth-token-file", "", "authenticate with SASL/OAUTHBEARER, the token read from this file at each login")
+	flagCert    = flag.String("tls-cert", "", "with -tls-ca: present this PEM client certificate (mutual TLS)")
+	flagKey     = flag.String("tls-key", "", "the PEM private key of -tls-cert")
+	flagMech    = flag.String("sasl-mechanism", "", "authenticate with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	flagUser    = flag.String("sasl-user", "", "the -sasl-mechanism user")
+	flagPass    = flag.String("sasl-password", "", "the -sasl-mechanism password")
 )
 
 type fail struct{ msg string }
@@ -122,7 +129,24 @@ func baseOpts() []kgo.Opt {
 		if !pool.AppendCertsFromPEM(pem) {
 			failf("no certificate in %s", *flagTLSCA)
 		}
-		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool}))
+		config := &tls.Config{RootCAs: pool}
+		if *flagCert != "" {
+			cert, err := tls.LoadX509KeyPair(*flagCert, *flagKey)
+			check(err, "load -tls-cert / -tls-key")
+			config.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, kgo.DialTLSConfig(config))
+	}
+	switch *flagMech {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: *flagUser, Pass: *flagPass}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: *flagUser, Pass: *flagPass}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: *flagUser, Pass: *flagPass}.AsSha512Mechanism()))
+	default:
+		failf("-sasl-mechanism %s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", *flagMech)
 	}
 	if *flagOAuth != "" {
 		opts = append(opts, kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) {
