@@ -11,6 +11,8 @@ ACLs with the AdminClient (librdkafka); alice and bob then run identical client 
 describeCluster with includeAuthorizedOperations, an idempotent producer, a consumer group, all
 over mutual TLS) whose outcomes, error and exception names included, are
 collected and compared with one expected table: both brokers must give exactly these results.
+Also host ACLs (bob's WRITE from another host does not count, from 127.0.0.1 it does, a DENY
+from 127.0.0.1 wins) and KIP-430's authorized operations of a group.
 Outcomes that depend on an ACL just created are polled until they change (Kafka applies ACL
 changes to its authorizer asynchronously); refusals are taken before any ACL allows them.
 """
@@ -105,6 +107,21 @@ class Scenario:
                                AclPermissionType.ALLOW) for op in operations]
         for f in self.admin("admin").create_acls(bindings).values():
             f.result(timeout=30)
+
+    def acl(self, principal: str, name: str, operation, host: str, permission) -> None:
+        """One ACL on topic `name` for `principal` from `host`."""
+        binding = AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, f"User:CN={principal}", host,
+                             operation, permission)
+        for f in self.admin("admin").create_acls([binding]).values():
+            f.result(timeout=30)
+
+    def group_operations(self, who: str, group: str) -> list[str] | str:
+        fs = self.admin(who).describe_consumer_groups([group], include_authorized_operations=True)
+        try:
+            ops = fs[group].result(timeout=20).authorized_operations or []
+        except ck.KafkaException as e:
+            return e.args[0].name()
+        return sorted(op.name for op in ops)
 
     def produce(self, who: str, topic: str, **extra) -> str:
         """Outcome of producing one record: OK, the delivery error's name, or `fatal <name>`."""
@@ -316,6 +333,18 @@ def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, java_compa
     got["java as bob"] = java_probe(java_compat_jar, s.bootstrap, java_props(certs, "bob", tmp_path), "orders",
                                     "g-bob", "secret")
 
+    # Host ACLs (the client's address as Java writes it): bob's WRITE from another host does not
+    # count, from 127.0.0.1 it does, and a DENY from 127.0.0.1 wins over it.
+    s.acl("bob", "orders", AclOperation.WRITE, "10.9.9.9", AclPermissionType.ALLOW)
+    got["bob produce, WRITE from 10.9.9.9"] = s.produce("bob", "orders")
+    s.acl("bob", "orders", AclOperation.WRITE, "127.0.0.1", AclPermissionType.ALLOW)
+    got["bob produce, WRITE from 127.0.0.1"] = until(lambda: s.produce("bob", "orders"), lambda r: r == "OK")
+    s.acl("bob", "orders", AclOperation.WRITE, "127.0.0.1", AclPermissionType.DENY)
+    got["bob produce, DENY from 127.0.0.1"] = until(lambda: s.produce("bob", "orders"), lambda r: r != "OK")
+    # KIP-430 for groups: what alice (READ on g1) and admin (super user) may do with g1.
+    got["alice group operations g1"] = s.group_operations("alice", "g1")
+    got["admin group operations g1"] = s.group_operations("admin", "g1")
+
     ops_read_write = ["DESCRIBE", "READ", "WRITE"]
     every_topic_op = sorted(["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ",
                              "WRITE"])
@@ -355,6 +384,11 @@ def test_acls_are_enforced_on_every_request(start_broker, kafka_libs, java_compa
         # librdkafka looks the leader up first: the topic is not in the metadata it may see.
         "alice list offsets secret": "_NOENT",
         "alice delete group g1": "GROUP_AUTHORIZATION_FAILED",
+        "bob produce, WRITE from 10.9.9.9": "TOPIC_AUTHORIZATION_FAILED",
+        "bob produce, WRITE from 127.0.0.1": "OK",
+        "bob produce, DENY from 127.0.0.1": "TOPIC_AUTHORIZATION_FAILED",
+        "alice group operations g1": ["DESCRIBE", "READ"],
+        "admin group operations g1": ["ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"],
         "java as alice": {
             "topic_operations": "DESCRIBE,READ,WRITE",
             "describe_hidden": "TopicAuthorizationException",
