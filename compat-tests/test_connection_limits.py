@@ -7,6 +7,8 @@
 - `connections.max.idle.ms`: a connection idle that long is closed by the broker;
 - the IP quota `connection_creation_rate` (`--entity-type ips`): a connection over the rate is
   held without an answer, then closed; removing the quota lets every connection in again.
+- `max.connection.creation.rate` (broker-wide): a burst over it is accepted at the rate (8 at 2/s:
+  about 3 s on both), none refused.
 
 Each connection is a plain TCP socket sending ApiVersions v0 (the first request of every
 client), so what is observed is the broker's accept path alone. Passes on Ketch and on Apache
@@ -184,3 +186,17 @@ def test_an_ip_over_its_connection_creation_rate_is_throttled(broker, kafka_libs
     configs(kt, broker.bootstrap, "--alter", "--delete-config", "connection_creation_rate", *ip)
     got = until(throttled_burst, lambda got: got == [ANSWERED] * 5)
     assert got == [ANSWERED] * 5, got
+
+
+# The broker-wide rate, over 2 windows of 1 s.
+@pytest.mark.broker_config(**{"quota.window.num": "2", "quota.window.size.seconds": "1",
+                              "max.connection.creation.rate": "2"})
+def test_over_max_connection_creation_rate_accepts_are_paced(broker):
+    time.sleep(2.5)  # the start-up probe's connections are out of the rate's window
+    started = time.monotonic()
+    got = burst(broker, 8)
+    took = time.monotonic() - started
+    print(f"8 connections at max.connection.creation.rate=2: all answered after {took:.1f} s")
+    # Not refused: the acceptor waits until the rate allows the next one (Kafka's throttle).
+    assert got == [ANSWERED] * 8, got
+    assert took >= 1.5, f"8 connections served in {took:.2f} s at 2 per second"
