@@ -127,11 +127,11 @@ def set_quota(kt, bs, key, client_id, value=QUOTA_BYTES_PER_S):
     time.sleep(1)
 
 
-def produce_flat_out(bootstrap: str, topic: str, client_id: str, run_s: float) -> list[tuple[float, int]]:
+def produce_flat_out(bootstrap: str, topic: str, client_id: str, run_s: float, **conf) -> list[tuple[float, int]]:
     """Writes 1 kB records as fast as librdkafka takes them for `run_s`: (seconds since the start,
     bytes) of each acknowledged one."""
     p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": "1",
-                  "queue.buffering.max.kbytes": 4096})
+                  "queue.buffering.max.kbytes": 4096, **conf})
     stamps: list[tuple[float, int]] = []
     t0 = time.monotonic()
     while time.monotonic() - t0 < run_s:
@@ -150,6 +150,29 @@ def test_a_producer_is_held_at_its_quota(broker, kafka_libs, tmp_path):
     kt = KafkaTools(kafka_libs, broker, tmp_path)
     set_quota(kt, broker.bootstrap, "producer_byte_rate", "slow-writer")
     stamps = produce_flat_out(broker.bootstrap, "quota-writes", "slow-writer", RUN_S)
+    steady = rate_between(stamps, MEASURED_FROM_S, RUN_S)
+    assert abs(steady - QUOTA_BYTES_PER_S) <= 0.1 * QUOTA_BYTES_PER_S, \
+        f"{steady:.0f} B/s; kB per second: {per_second(stamps)}"
+
+
+def test_a_user_is_held_at_the_default_user_quota(start_broker, kafka_libs, tmp_path):
+    """`--entity-type users --entity-default`: a SASL user (PLAIN `alice`) with no quota of its own
+    is held at the default users' producer_byte_rate, whatever its client id."""
+    from conftest import free_port
+    port = free_port()
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+    broker = start_broker({**SHORT_WINDOW, "sasl.enabled.mechanisms": "PLAIN",
+                           "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                               f'{plain} required user_alice="alice-secret";'},
+                          extra_listeners={"SASL_PLAINTEXT": ("SASL_PLAINTEXT", port)})
+    kt = KafkaTools(kafka_libs, broker, tmp_path)
+    users = ["--entity-type", "users", "--entity-default"]
+    configs(kt, broker.bootstrap, "--alter", "--add-config", f"producer_byte_rate={QUOTA_BYTES_PER_S}", *users)
+    until(lambda: described(kt, broker.bootstrap, *users), lambda got: bool(got))
+    time.sleep(1)
+    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+            "sasl.password": "alice-secret"}
+    stamps = produce_flat_out(f"127.0.0.1:{port}", "user-quota-writes", "any-client", RUN_S, **sasl)
     steady = rate_between(stamps, MEASURED_FROM_S, RUN_S)
     assert abs(steady - QUOTA_BYTES_PER_S) <= 0.1 * QUOTA_BYTES_PER_S, \
         f"{steady:.0f} B/s; kB per second: {per_second(stamps)}"
