@@ -10,8 +10,9 @@ authenticated over SASL_SSL produces 300 records one batch at a time (acks=all) 
 
 Checked: the authenticated client loses nothing and sees no error; the broker's resident memory
 grows by less than 64 MB during the flood (480 connections: it grows frames as bytes arrive, not
-as a length prefix claims). Printed, not asserted (speed belongs to benchmarks): the client's
-produce latencies (median, max) before and during the flood. Ketch only: the memory of Kafka's
+as a length prefix claims); the client is not held up: its median produce latency during the
+flood stays under ten times the one before (at least 20 ms; measured 0.4 ms both). The latencies
+(median, max) are printed. Ketch only: the memory of Kafka's
 JVM says nothing about its connections.
 """
 
@@ -121,3 +122,7 @@ def test_floods_of_half_open_handshakes_and_large_unauthenticated_frames(start_b
           f"produce latency ms before: median {statistics.median(before):.1f} max {max(before):.1f}; "
           f"during: median {statistics.median(during):.1f} max {max(during):.1f}")
     assert grown < MEMORY_BOUND_MB, f"the broker grew by {grown:.1f} MB under the flood"
+    # A bound on "not delayed", not a speed claim: a flood that held up the async threads (a
+    # handshake or a frame read blocking them) would cost the client whole timeouts.
+    bound = max(20.0, 10 * statistics.median(before))
+    assert statistics.median(during) <= bound, f"median produce latency {statistics.median(during):.1f} ms"
