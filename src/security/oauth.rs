@@ -420,6 +420,12 @@ impl JwksValidator {
     }
 }
 
+/// How many usable keys a JWKS document holds (an error when it is not one): the entry of the
+/// `jwt` fuzz target to the parser every JWKS source uses.
+pub fn jwks_key_count(text: &[u8]) -> Result<usize, String> {
+    super::jwks::parse_jwks(text).map(|keys| keys.len()).map_err(|e| e.to_string())
+}
+
 /// Wall-clock milliseconds since the epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
