@@ -25,6 +25,8 @@ use crate::quota::rate::Window;
 use crate::quota::QuotaStore;
 use crate::security::acl_store::AclStore;
 use crate::security::scram_store::ScramStore;
+use crate::security::token_store::TokenStore;
+use crate::security::tokens::TokenSettings;
 use crate::txn::coordinator::{Deps, TxnConfig, TxnCoordinator};
 use crate::txn::producer_ids::ProducerIds;
 
@@ -46,6 +48,8 @@ pub struct Broker {
     pub acls: Option<AclStore>,
     /// SCRAM credentials (KIP-554), always served.
     pub scram: ScramStore,
+    /// Delegation tokens (on when `delegation.token.secret.key` is set); their logins are SCRAM.
+    pub tokens: Arc<TokenStore>,
     /// Client quotas (`quota::`): set through AlterClientQuotas, enforced by connections.
     pub quotas: QuotaStore,
     pub groups: GroupCoordinator,
@@ -120,6 +124,8 @@ impl Broker {
         let features = Features::open(config.log_dir(), config.node_id)?;
         let acls = AclStore::open(&config.properties, config.log_dir())?;
         let scram = ScramStore::open(config.log_dir())?;
+        let tokens = Arc::new(TokenStore::open(TokenSettings::from_properties(&config.properties), config.log_dir())?);
+        scram.attach_tokens(tokens.clone());
         let quotas = QuotaStore::open(config.log_dir(), Window::from_properties(&config.properties)?)?
             .with_mutation_window(Window::controller_from_properties(&config.properties)?);
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
@@ -154,6 +160,8 @@ impl Broker {
             if in_cluster {
                 let for_scram = weak.clone();
                 scram.read_from_image(Box::new(move || Some(for_scram.upgrade()?.controller.get()?.image())));
+                let for_tokens = weak.clone();
+                tokens.read_from_image(Box::new(move || Some(for_tokens.upgrade()?.controller.get()?.image())));
                 // Client quotas likewise (Kafka's brokers throttle with their ClientQuotasImage).
                 let for_quotas = weak.clone();
                 quotas.read_from_image(Box::new(move || Some(for_quotas.upgrade()?.controller.get()?.image())));
@@ -174,6 +182,7 @@ impl Broker {
                 features,
                 acls,
                 scram,
+                tokens,
                 quotas,
                 groups,
                 txns,
@@ -301,6 +310,20 @@ impl Broker {
                 let _ = tokio::task::spawn_blocking(move || b.flush_overdue()).await;
             }
         });
+        // A single node removes its expired delegation tokens (a cluster's controller does).
+        if self.tokens.settings.enabled() && !self.tokens.is_from_image() {
+            let tokens = self.tokens.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(tokens.settings.check_interval_ms as u64));
+                loop {
+                    tick.tick().await;
+                    let swept = tokens.change(|t| (crate::security::tokens::sweep(t, now_ms()), ()));
+                    if let Err(e) = swept {
+                        tracing::error!(error = %e, "expired delegation tokens not removed");
+                    }
+                }
+            });
+        }
     }
 
     /// Applies a new effective config (dynamic broker configs changed): topics without an

@@ -1,7 +1,8 @@
 //! The APIs a controller-only Ketch node serves on its controller listener (Kafka's
 //! `ControllerApis`): the metadata log's Fetch for brokers (observers), DescribeQuorum,
 //! ApiVersions, the brokers' own requests to the active controller, and the admin requests a
-//! controller serves (topics, elections, config changes, feature levels, SCRAM credentials, ACLs: directly from `--bootstrap-controller`
+//! controller serves (topics, elections, config changes, feature levels, SCRAM credentials, ACLs,
+//! delegation tokens: directly from `--bootstrap-controller`
 //! clients or forwarded by brokers). Thin: each request goes to
 //! `controller::quorum::QuorumController` and the decision functions it writes with.
 //!
@@ -61,6 +62,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateAcls, 2, 3),
     (ApiKey::DeleteAcls, 2, 3),
     (ApiKey::DescribeAcls, 2, 3),
+    (ApiKey::CreateDelegationToken, 1, 3),
+    (ApiKey::RenewDelegationToken, 1, 2),
+    (ApiKey::ExpireDelegationToken, 1, 2),
     // SASL controller listeners (`server::controller`: the authenticator sees these first); as
     // Kafka's ControllerApis, listed on every controller listener.
     (ApiKey::SaslHandshake, 0, 1),
@@ -75,6 +79,7 @@ pub fn is_served(api_key: ApiKey, version: i16) -> bool {
 #[derive(Debug, Clone)]
 pub struct ControllerListener {
     pub name: String,
+    pub protocol: crate::config::SecurityProtocol,
     pub endpoint: LeaderEndpoint,
 }
 
@@ -85,11 +90,11 @@ pub async fn handle(
     listener: &ControllerListener,
     request: DecodedRequest,
     connection: (u64, std::net::SocketAddr),
-    principal: &str,
+    (principal, token_authenticated): (&str, bool),
 ) -> ResponseKind {
     let (id, peer) = connection;
     let client_id = request.header.client_id.as_ref().map(|c| c.as_str().to_string());
-    let caller = Caller { principal: principal.to_string(), client_id, address: peer.ip() };
+    let caller = Caller { principal: principal.to_string(), token_authenticated, client_id, address: peer.ip() };
     match request.body {
         RequestKind::Envelope(envelope) => {
             // Only a broker may forward (Kafka's `handleEnvelopeRequest`).
@@ -144,7 +149,7 @@ async fn forwarded(
     envelope: EnvelopeRequest,
 ) -> EnvelopeResponse {
     let refused = |error: ResponseError| EnvelopeResponse::default().with_error_code(error.code());
-    let principal = match envelope.request_principal.as_deref().map(envelope::decode_principal) {
+    let (principal, token_authenticated) = match envelope.request_principal.as_deref().map(envelope::decode_principal) {
         Some(Ok(principal)) => principal,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "a forwarded request's principal does not decode");
@@ -176,7 +181,7 @@ async fn forwarded(
     };
     let (api_key, version, correlation_id) = (inner.api_key, inner.version, inner.header.correlation_id);
     let client_id = inner.header.client_id.as_ref().map(|c| c.as_str().to_string());
-    let caller = Caller { principal, client_id, address };
+    let caller = Caller { principal, token_authenticated, client_id, address };
     let body = handle_direct(controller, listener, inner, None, &caller).await;
     match protocol::encode_response(api_key, version, correlation_id, &body) {
         // Without the length prefix: the envelope's bytes field has its own length.
@@ -197,6 +202,7 @@ async fn handle_direct(
 ) -> ResponseKind {
     let version = request.version;
     let authz = caller.authz(controller);
+    let arrival = super::controller_tokens::Arrival { protocol: listener.protocol, forwarded: connection.is_none() };
     if let Some(refused) = controller_authz::refused_whole(&authz, &request.body, version) {
         return refused;
     }
@@ -253,6 +259,15 @@ async fn handle_direct(
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(super::controller_acls::create(controller, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(super::controller_acls::delete(controller, r)),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(super::controller_acls::describe(controller, r)),
+        RequestKind::CreateDelegationToken(r) => ResponseKind::CreateDelegationToken(super::controller_tokens::create(
+            controller, caller, arrival, &r, version,
+        )),
+        RequestKind::RenewDelegationToken(r) => {
+            ResponseKind::RenewDelegationToken(super::controller_tokens::renew(controller, caller, arrival, &r))
+        }
+        RequestKind::ExpireDelegationToken(r) => {
+            ResponseKind::ExpireDelegationToken(super::controller_tokens::expire(controller, caller, arrival, &r))
+        }
         RequestKind::AssignReplicasToDirs(r) => {
             ResponseKind::AssignReplicasToDirs(assign_replicas_to_dirs(controller, &r))
         }
@@ -410,6 +425,11 @@ fn assign_replicas_to_dirs(
         Ok(Err(error)) => refused(error),
         Err(e) => written("AssignReplicasToDirs", Err(e), refused),
     }
+}
+
+/// Removes the expired delegation tokens (the controller's periodic sweep); returns how many.
+pub fn sweep_tokens(controller: &QuorumController) -> anyhow::Result<usize> {
+    super::controller_tokens::sweep(controller)
 }
 
 /// The answer of a change, or `failed`'s (UNKNOWN_SERVER_ERROR) when its records could not be

@@ -19,7 +19,11 @@ fn controller(dir: &std::path::Path) -> QuorumController {
 }
 
 fn listener() -> ControllerListener {
-    ControllerListener { name: "CONTROLLER".into(), endpoint: LeaderEndpoint { host: "127.0.0.1".into(), port: 9093 } }
+    ControllerListener {
+        name: "CONTROLLER".into(),
+        protocol: crate::config::SecurityProtocol::Plaintext,
+        endpoint: LeaderEndpoint { host: "127.0.0.1".into(), port: 9093 },
+    }
 }
 
 fn origin(principal: &str) -> Origin {
@@ -27,6 +31,7 @@ fn origin(principal: &str) -> Origin {
         client_id: Some("admin-1".into()),
         correlation_id: 42,
         principal: principal.into(),
+        token_authenticated: false,
         address: "10.0.0.9".parse().unwrap(),
     }
 }

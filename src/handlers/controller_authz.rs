@@ -37,6 +37,8 @@ use crate::security::authorizer::Authz;
 /// Envelope's principal and address, the inner header's client id).
 pub struct Caller {
     pub principal: String,
+    /// Whether the principal logged in with a delegation token.
+    pub token_authenticated: bool,
     pub client_id: Option<String>,
     pub address: IpAddr,
 }

@@ -28,7 +28,12 @@ fn controller(dir: &std::path::Path) -> Arc<QuorumController> {
 }
 
 fn alice() -> Caller {
-    Caller { principal: "User:alice".into(), client_id: None, address: "10.0.0.1".parse().unwrap() }
+    Caller {
+        principal: "User:alice".into(),
+        token_authenticated: false,
+        client_id: None,
+        address: "10.0.0.1".parse().unwrap(),
+    }
 }
 
 /// An ALLOW ACL for alice on a literal resource.

@@ -125,6 +125,9 @@ throttled!(
     AlterClientQuotasResponse,
     kafka_protocol::messages::CreateAclsResponse,
     kafka_protocol::messages::DeleteAclsResponse,
+    kafka_protocol::messages::CreateDelegationTokenResponse,
+    kafka_protocol::messages::RenewDelegationTokenResponse,
+    kafka_protocol::messages::ExpireDelegationTokenResponse,
 );
 
 impl Throttled for kafka_protocol::messages::DescribeQuorumResponse {

@@ -24,6 +24,7 @@ pub(crate) mod controller_features;
 mod controller_quotas;
 mod controller_reassign;
 mod controller_scram;
+mod controller_tokens;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;
@@ -40,6 +41,7 @@ mod offsets;
 pub mod produce;
 mod quotas;
 mod sasl;
+mod tokens;
 mod topic_partitions_image;
 mod txn;
 mod txn_broker;
@@ -71,6 +73,8 @@ pub struct RequestContext {
     /// Who the client is: `User:<name>` once SASL authenticated, `User:<certificate subject>` on
     /// SSL with a client certificate, else `User:ANONYMOUS` (as Kafka's default principal builder).
     pub principal: String,
+    /// Whether `principal` logged in with a delegation token (it may not manage tokens).
+    pub token_authenticated: bool,
     /// The address the client reached us on: advertised when no advertised.listeners is set.
     pub local_addr: SocketAddr,
     pub peer_addr: SocketAddr,
@@ -91,6 +95,7 @@ pub(crate) fn forwarder<'a>(link: &'a ControllerLink, ctx: &RequestContext, head
         client_id: header.client_id.as_ref().map(|s| s.as_str().to_string()),
         correlation_id: header.correlation_id,
         principal: ctx.principal.clone(),
+        token_authenticated: ctx.token_authenticated,
         address: ctx.peer_addr.ip(),
     })
 }
@@ -317,6 +322,18 @@ pub async fn dispatch(
             ),
             None => ResponseKind::AlterUserScramCredentials(sasl::alter(broker, ctx, req)),
         },
+        RequestKind::CreateDelegationToken(req) => {
+            ResponseKind::CreateDelegationToken(tokens::create(broker, ctx, header, req, version).await)
+        }
+        RequestKind::RenewDelegationToken(req) => {
+            ResponseKind::RenewDelegationToken(tokens::renew(broker, ctx, header, req, version).await)
+        }
+        RequestKind::ExpireDelegationToken(req) => {
+            ResponseKind::ExpireDelegationToken(tokens::expire(broker, ctx, header, req, version).await)
+        }
+        RequestKind::DescribeDelegationToken(req) => {
+            ResponseKind::DescribeDelegationToken(tokens::describe(broker, ctx, req, version))
+        }
         // Authentication is the connection's (security::sasl); these arrive only where none is going on.
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake_after_authentication()),
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate_after_authentication()),

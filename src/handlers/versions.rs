@@ -31,6 +31,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // SCRAM credentials (KIP-554).
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    // Delegation tokens (KIP-48, KIP-373; handlers::tokens), at Kafka 4.1's versions.
+    (ApiKey::CreateDelegationToken, 1, 3),
+    (ApiKey::RenewDelegationToken, 1, 2),
+    (ApiKey::ExpireDelegationToken, 1, 2),
+    (ApiKey::DescribeDelegationToken, 1, 3),
     // Client quotas (KIP-546; quota::).
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),

@@ -7,8 +7,8 @@
 //! leader, leader and partition epochs, directories), broker registrations (endpoints, rack, fencing, controlled
 //! shutdown, log directories), configs, the producer-id block, and SCRAM credentials (salt,
 //! stored and server keys, iterations: what a cluster broker authenticates with, as Kafka's
-//! `ScramImage`). Records of other kinds (ACLs, quotas, delegation tokens) are counted, not
-//! kept yet: they come with the security issue.
+//! `ScramImage`), ACLs, client quotas and delegation tokens. Records of other kinds are counted,
+//! not kept.
 //!
 //! Metadata transactions (BeginTransaction ... EndTransaction, KIP-868) are applied as a whole:
 //! `ImageBuilder::published` never shows a half-applied transaction, and AbortTransaction drops
@@ -190,6 +190,9 @@ pub struct MetadataImage {
     /// Client quotas by entity (ClientQuotaRecord), what a cluster broker throttles with
     /// (Kafka's `ClientQuotasImage`).
     pub quotas: crate::quota::entity::Quotas,
+    /// Delegation tokens by id (DelegationTokenRecord and RemoveDelegationTokenRecord, Kafka's
+    /// `DelegationTokenImage`): what a broker's token logins and DescribeDelegationToken read.
+    pub delegation_tokens: crate::security::tokens::Tokens,
     /// Records of kinds the image does not keep yet, by record name.
     pub not_kept: BTreeMap<&'static str, u64>,
 }
@@ -308,6 +311,9 @@ impl MetadataImage {
                 // Kafka's ScramDelta: a removal of a credential the image lacks is no error.
                 self.scram.remove(&(r.name.clone(), r.mechanism));
             }
+            MetadataRecord::DelegationToken(_) | MetadataRecord::RemoveDelegationToken(_) => {
+                crate::security::tokens::apply(&mut self.delegation_tokens, std::slice::from_ref(record));
+            }
             MetadataRecord::AccessControlEntry(r) => {
                 self.acls.insert(r.id, r.clone());
             }
@@ -374,8 +380,6 @@ fn record_name(record: &MetadataRecord) -> &'static str {
         MetadataRecord::UserScramCredential(_) => "UserScramCredentialRecord",
         MetadataRecord::RemoveUserScramCredential(_) => "RemoveUserScramCredentialRecord",
         MetadataRecord::ClientQuota(_) => "ClientQuotaRecord",
-        MetadataRecord::DelegationToken(_) => "DelegationTokenRecord",
-        MetadataRecord::RemoveDelegationToken(_) => "RemoveDelegationTokenRecord",
         MetadataRecord::RegisterController(_) => "RegisterControllerRecord",
         MetadataRecord::ZkMigrationState(_) => "ZkMigrationStateRecord",
         _ => "other",

@@ -29,6 +29,8 @@ pub struct Origin {
     pub correlation_id: i32,
     /// `User:<name>` (a principal type, a colon, a name; as Kafka's `KafkaPrincipal.toString`).
     pub principal: String,
+    /// Whether the client logged in with a delegation token.
+    pub token_authenticated: bool,
     pub address: IpAddr,
 }
 
@@ -36,27 +38,28 @@ pub struct Origin {
 const PRINCIPAL_DATA_VERSION: i16 = 0;
 
 /// Kafka's `DefaultKafkaPrincipalBuilder.serialize` of `principal` (`Type:name`).
-pub fn encode_principal(principal: &str) -> anyhow::Result<Bytes> {
+pub fn encode_principal(principal: &str, token_authenticated: bool) -> anyhow::Result<Bytes> {
     let (kind, name) = principal.split_once(':').unwrap_or(("User", principal));
     let data = DefaultPrincipalData::default()
         .with_type(StrBytes::from_string(kind.to_string()))
         .with_name(StrBytes::from_string(name.to_string()))
-        .with_token_authenticated(false);
+        .with_token_authenticated(token_authenticated);
     let mut out = BytesMut::with_capacity(8 + principal.len());
     out.extend_from_slice(&PRINCIPAL_DATA_VERSION.to_be_bytes());
     data.encode(&mut out, PRINCIPAL_DATA_VERSION)?;
     Ok(out.freeze())
 }
 
-/// Kafka's `DefaultKafkaPrincipalBuilder.deserialize`: the principal as `Type:name`.
-pub fn decode_principal(bytes: &[u8]) -> anyhow::Result<String> {
+/// Kafka's `DefaultKafkaPrincipalBuilder.deserialize`: the principal as `Type:name`, and whether
+/// it logged in with a delegation token.
+pub fn decode_principal(bytes: &[u8]) -> anyhow::Result<(String, bool)> {
     anyhow::ensure!(bytes.len() >= 2, "principal data of {} bytes", bytes.len());
     let version = i16::from_be_bytes([bytes[0], bytes[1]]);
     anyhow::ensure!(version == PRINCIPAL_DATA_VERSION, "principal data version {version}");
     let mut rest = Bytes::copy_from_slice(&bytes[2..]);
     let data = DefaultPrincipalData::decode(&mut rest, version)?;
     anyhow::ensure!(rest.is_empty(), "{} bytes after the principal data", rest.len());
-    Ok(format!("{}:{}", data._type.as_str(), data.name.as_str()))
+    Ok((format!("{}:{}", data._type.as_str(), data.name.as_str()), data.token_authenticated))
 }
 
 /// The client's address from `client_host_address`.
@@ -88,7 +91,7 @@ pub fn wrap<R: Request>(origin: &Origin, version: i16, request: &R) -> anyhow::R
     };
     Ok(EnvelopeRequest::default()
         .with_request_data(inner.freeze())
-        .with_request_principal(Some(encode_principal(&origin.principal)?))
+        .with_request_principal(Some(encode_principal(&origin.principal, origin.token_authenticated)?))
         .with_client_host_address(address))
 }
 

@@ -9,20 +9,26 @@ fn origin() -> Origin {
         client_id: Some("adminclient-1".into()),
         correlation_id: 7,
         principal: "User:alice".into(),
+        token_authenticated: false,
         address: "10.1.2.3".parse().unwrap(),
     }
 }
 
 #[test]
 fn the_principal_is_kafkas_version_prefixed_default_principal_data() {
-    let bytes = encode_principal("User:alice").unwrap();
+    let bytes = encode_principal("User:alice", false).unwrap();
     // i16 version 0; then, flexible v0: compact strings (length + 1) "User", "alice", a false
     // boolean and no tagged fields.
     let expected: &[u8] = &[0, 0, 5, b'U', b's', b'e', b'r', 6, b'a', b'l', b'i', b'c', b'e', 0, 0];
     assert_eq!(&bytes[..], expected);
-    assert_eq!(decode_principal(&bytes).unwrap(), "User:alice");
+    assert_eq!(decode_principal(&bytes).unwrap(), ("User:alice".to_string(), false));
     // A name with colons keeps them (only the first one separates the type).
-    assert_eq!(decode_principal(&encode_principal("User:CN=a:b").unwrap()).unwrap(), "User:CN=a:b");
+    let colons = decode_principal(&encode_principal("User:CN=a:b", false).unwrap()).unwrap();
+    assert_eq!(colons, ("User:CN=a:b".to_string(), false));
+    // A delegation token's login: the boolean is true.
+    let token = encode_principal("User:alice", true).unwrap();
+    assert_eq!(token[13], 1);
+    assert_eq!(decode_principal(&token).unwrap(), ("User:alice".to_string(), true));
 }
 
 #[test]
@@ -47,7 +53,7 @@ fn the_inner_request_is_the_clients_header_and_body() {
     let request = CreateTopicsRequest::default().with_timeout_ms(1234);
     let envelope = wrap(&origin(), 7, &request).unwrap();
     assert_eq!(decode_address(&envelope.client_host_address).unwrap(), origin().address);
-    assert_eq!(decode_principal(envelope.request_principal.as_ref().unwrap()).unwrap(), "User:alice");
+    assert_eq!(decode_principal(envelope.request_principal.as_ref().unwrap()).unwrap().0, "User:alice");
     let mut data = envelope.request_data.clone();
     let header = RequestHeader::decode(&mut data, CreateTopicsRequest::header_version(7)).unwrap();
     assert_eq!(header.request_api_key, ApiKey::CreateTopics as i16);

@@ -35,10 +35,14 @@ pub const CLUSTER_ACTION: i8 = 9;
 pub const DESCRIBE_CONFIGS: i8 = 10;
 pub const ALTER_CONFIGS: i8 = 11;
 pub const IDEMPOTENT_WRITE: i8 = 12;
+pub const CREATE_TOKENS: i8 = 13;
+pub const DESCRIBE_TOKENS: i8 = 14;
 pub const TOPIC: i8 = 2;
 pub const GROUP: i8 = 3;
 pub const CLUSTER: i8 = 4;
 pub const TRANSACTIONAL_ID: i8 = 5;
+pub const DELEGATION_TOKEN: i8 = 6;
+pub const USER: i8 = 7;
 /// The name of the one cluster resource (Kafka's `CLUSTER_NAME`).
 pub const CLUSTER_NAME: &str = "kafka-cluster";
 pub const DENY: i8 = 2;

@@ -5,8 +5,9 @@
 //! PLAIN with users from the JAAS config (`jaas.rs`), SCRAM-SHA-256/512 (`scram.rs`) with
 //! credentials kept by `scram_store.rs`, OAUTHBEARER tokens checked by `oauth.rs` against the keys
 //! of `jwks.rs`) or from TLS client certificates (`server/tls.rs`, with the stores of `keystore.rs`
-//! and the certificate fields of `certificate.rs`).
-//! Both stores keep their files as framed Kafka metadata records (`records_file.rs`).
+//! and the certificate fields of `certificate.rs`). Delegation tokens (`tokens.rs`, kept by
+//! `token_store.rs`) log in through SCRAM as their owner.
+//! The stores keep their files as framed Kafka metadata records (`records_file.rs`).
 
 pub mod acl;
 pub mod acl_store;
@@ -22,3 +23,5 @@ pub mod sasl;
 pub mod scram;
 pub mod scram_store;
 pub mod stores;
+pub mod token_store;
+pub mod tokens;

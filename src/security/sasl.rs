@@ -180,7 +180,7 @@ enum Phase {
 }
 
 /// One token's evaluation: the challenge to send, the user once authenticated, and the
-/// credential's expiry in epoch milliseconds when it has one (OAUTHBEARER).
+/// credential's expiry in epoch milliseconds when it has one (OAUTHBEARER, delegation tokens).
 type Evaluated = (Vec<u8>, Option<String>, Option<i64>);
 
 /// One connection's SASL state.
@@ -188,6 +188,8 @@ pub struct Authenticator {
     config: Arc<ListenerSasl>,
     phase: Phase,
     principal: Option<String>,
+    /// Whether the principal logged in with a delegation token (it may not manage tokens).
+    token_authenticated: bool,
     mechanism: Option<String>,
     reauthenticating: bool,
     supports_reauth: bool,
@@ -220,6 +222,7 @@ impl Authenticator {
             config,
             phase: Phase::Initial,
             principal: None,
+            token_authenticated: false,
             mechanism: None,
             reauthenticating: false,
             supports_reauth: false,
@@ -230,6 +233,11 @@ impl Authenticator {
     /// `User:<name>` once authenticated.
     pub fn principal(&self) -> Option<&str> {
         matches!(self.phase, Phase::Authenticated).then_some(self.principal.as_deref()).flatten()
+    }
+
+    /// Whether the principal logged in with a delegation token (Kafka's `tokenAuthenticated`).
+    pub fn token_authenticated(&self) -> bool {
+        self.token_authenticated
     }
 
     /// The largest frame the connection may read now.
@@ -350,7 +358,9 @@ impl Authenticator {
             Mech::Plain => plain(&self.config, token).map(|user| (Vec::new(), Some(user), None)),
             Mech::Scram(server) => {
                 let m = scram::Mechanism::from_name(&mechanism).expect("a SCRAM mechanism");
-                server.evaluate(token, |user| store.lookup(user, m)).map(|out| (out, server.user.clone(), None))
+                server
+                    .evaluate_with_tokens(token, |user| store.lookup(user, m), |id| store.token_login(id, m))
+                    .map(|out| (out, server.user.clone(), server.token_expiry_ms))
             }
             Mech::OAuth(server) => {
                 let config = self.config.oauth.as_ref().expect("OAUTHBEARER is enabled, so configured");
@@ -398,6 +408,7 @@ impl Authenticator {
                 }
             }
             tracing::debug!(%principal, %mechanism, reauthentication = self.reauthenticating, "SASL authenticated");
+            self.token_authenticated = matches!(mech, Mech::Scram(server) if server.token_expiry_ms.is_some());
             self.principal = Some(principal);
             self.mechanism = Some(mechanism);
             self.reauthenticating = false;

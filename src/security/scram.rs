@@ -7,13 +7,17 @@
 //! password; the client proof is checked in constant time; the combined nonce of the final
 //! message must be exactly the one the server sent; a credential with fewer iterations than the
 //! mechanism's minimum (4096) is refused as Kafka does; extensions other than `tokenauth` are
-//! ignored, and `tokenauth=true` (delegation tokens) never matches: Ketch has none.
+//! ignored. With `tokenauth=true` the user name is a delegation token's id, checked against the
+//! credential derived from the token's HMAC (`token_store.rs`), and the exchange authenticates
+//! the token's owner.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
+
+pub use super::token_store::TokenLogin;
 
 /// A SCRAM mechanism, with Kafka's type codes (`ScramMechanism`: 1 and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -137,7 +141,14 @@ pub enum Failure {
 
 enum State {
     First,
-    Final { client_first_bare: String, server_first: String, nonce: String, credential: Credential, user: String },
+    Final {
+        client_first_bare: String,
+        server_first: String,
+        nonce: String,
+        credential: Credential,
+        user: String,
+        token_expiry_ms: Option<i64>,
+    },
     Done,
 }
 
@@ -146,8 +157,10 @@ pub struct Server {
     mechanism: Mechanism,
     state: State,
     server_nonce: String,
-    /// The authenticated user once complete.
+    /// The authenticated user once complete (a delegation token's owner for a token login).
     pub user: Option<String>,
+    /// For a delegation token login, once complete: the token's expiry (its session's end).
+    pub token_expiry_ms: Option<i64>,
 }
 
 /// A printable nonce of ~130 random bits, as Kafka's `ScramFormatter.secureRandomString`.
@@ -205,7 +218,7 @@ impl Server {
 
     /// With a given server nonce (tests with RFC vectors).
     pub fn with_nonce(mechanism: Mechanism, server_nonce: String) -> Server {
-        Server { mechanism, state: State::First, server_nonce, user: None }
+        Server { mechanism, state: State::First, server_nonce, user: None, token_expiry_ms: None }
     }
 
     pub fn is_complete(&self) -> bool {
@@ -218,17 +231,33 @@ impl Server {
         message: &[u8],
         lookup: impl FnOnce(&str) -> Option<Credential>,
     ) -> Result<Vec<u8>, Failure> {
+        self.evaluate_with_tokens(message, lookup, |_| None)
+    }
+
+    /// `evaluate`, with `token_lookup` finding a delegation token's login by its id.
+    pub fn evaluate_with_tokens(
+        &mut self,
+        message: &[u8],
+        lookup: impl FnOnce(&str) -> Option<Credential>,
+        token_lookup: impl FnOnce(&str) -> Option<TokenLogin>,
+    ) -> Result<Vec<u8>, Failure> {
         let text = std::str::from_utf8(message).map_err(|_| Failure::Generic("message is not UTF-8".into()))?;
         match std::mem::replace(&mut self.state, State::Done) {
-            State::First => self.first(text, lookup),
-            State::Final { client_first_bare, server_first, nonce, credential, user } => {
+            State::First => self.first(text, lookup, token_lookup),
+            State::Final { client_first_bare, server_first, nonce, credential, user, token_expiry_ms } => {
+                self.token_expiry_ms = token_expiry_ms;
                 self.last(text, &client_first_bare, &server_first, &nonce, &credential, user)
             }
             State::Done => Err(Failure::Generic("unexpected message after the exchange ended".into())),
         }
     }
 
-    fn first(&mut self, text: &str, lookup: impl FnOnce(&str) -> Option<Credential>) -> Result<Vec<u8>, Failure> {
+    fn first(
+        &mut self,
+        text: &str,
+        lookup: impl FnOnce(&str) -> Option<Credential>,
+        token_lookup: impl FnOnce(&str) -> Option<TokenLogin>,
+    ) -> Result<Vec<u8>, Failure> {
         let invalid = || Failure::Generic(format!("Invalid SASL/SCRAM client first message format: {text}"));
         // gs2-header: "n," (no channel binding), optional "a=authzid", ","
         let rest = text.strip_prefix("n,").ok_or_else(invalid)?;
@@ -255,10 +284,16 @@ impl Server {
         let extensions = parse_extensions(&parts[2..]).ok_or_else(invalid)?;
         let user = username(saslname).ok_or_else(|| Failure::Generic(format!("Invalid username: {saslname}")))?;
         let token_auth = extensions.iter().any(|(k, v)| k == "tokenauth" && v.eq_ignore_ascii_case("true"));
-        // Delegation tokens: none exist in Ketch, so a token login finds no credential.
-        let credential = if token_auth { None } else { lookup(&user) };
-        let Some(credential) = credential else {
-            return Err(Failure::Generic("Authentication failed: Invalid user credentials".into()));
+        // A token login authenticates the token's owner (Kafka's authorization id) until its expiry.
+        let (credential, authenticated, token_expiry_ms) = match token_auth {
+            true => match token_lookup(&user) {
+                Some(login) => (login.credential, login.owner_name, Some(login.expiry_ms)),
+                None => return Err(Failure::Generic(format!("Token Authentication failed: Invalid tokenId : {user}"))),
+            },
+            false => match lookup(&user) {
+                Some(credential) => (credential, user.clone(), None),
+                None => return Err(Failure::Generic("Authentication failed: Invalid user credentials".into())),
+            },
         };
         if let Some(a) = authzid {
             if a != user {
@@ -279,7 +314,14 @@ impl Server {
         let nonce = format!("{client_nonce}{}", self.server_nonce);
         let server_first = format!("r={nonce},s={},i={}", B64.encode(&credential.salt), credential.iterations);
         let out = server_first.clone().into_bytes();
-        self.state = State::Final { client_first_bare: bare.to_string(), server_first, nonce, credential, user };
+        self.state = State::Final {
+            client_first_bare: bare.to_string(),
+            server_first,
+            nonce,
+            credential,
+            user: authenticated,
+            token_expiry_ms,
+        };
         Ok(out)
     }
 
@@ -426,6 +468,28 @@ mod tests {
     }
 
     #[test]
+    fn a_token_login_authenticates_its_owner_until_its_expiry() {
+        let credential = Credential::from_password(Mechanism::Sha256, "aG1hYw==", b"salt", 4096);
+        let login = TokenLogin { credential: credential.clone(), owner_name: "alice".into(), expiry_ms: 99 };
+        for (password, ok) in [("aG1hYw==", true), ("wrong", false)] {
+            let mut server = Server::new(Mechanism::Sha256);
+            let cf = "n,,n=tok1,r=abcdefgh,tokenauth=true";
+            let users = |_: &str| -> Option<Credential> { panic!("a token login never looks up users") };
+            let sf = server.evaluate_with_tokens(cf.as_bytes(), users, |id| (id == "tok1").then(|| login.clone()));
+            let sf = String::from_utf8(sf.unwrap()).unwrap();
+            let (last, _) = client::last(Mechanism::Sha256, password, cf, &sf);
+            let got = server.evaluate(last.as_bytes(), |_| None);
+            assert_eq!(got.is_ok(), ok, "{password}");
+            if ok {
+                assert_eq!((server.user.as_deref(), server.token_expiry_ms), (Some("alice"), Some(99)));
+            }
+        }
+        let mut s = Server::new(Mechanism::Sha256);
+        let got = s.evaluate_with_tokens(b"n,,n=tok2,r=abc,tokenauth=true", |_| Some(credential.clone()), |_| None);
+        assert!(got.is_err(), "an unknown token, even where a user of that name exists");
+    }
+
+    #[test]
     fn sha512_round_trip_and_refusals() {
         let credential = Credential::from_password(Mechanism::Sha512, "s3cret", b"salty", 8192);
         for (password, ok) in [("s3cret", true), ("wrong", false)] {
@@ -445,7 +509,7 @@ mod tests {
         assert!(matches!(s.evaluate(b"n,,n=bob,r=abc", |_| None), Err(Failure::Generic(_))));
         let mut s = Server::new(Mechanism::Sha512);
         let got = s.evaluate(b"n,,n=alice,r=abc,tokenauth=true", |_| Some(credential.clone()));
-        assert!(got.is_err(), "no delegation tokens");
+        assert!(got.is_err(), "a token login is not a user's");
         let mut s = Server::new(Mechanism::Sha512);
         let got = s.evaluate(b"n,,n=alice,r=abc,foo=bar", |_| Some(credential.clone()));
         assert!(got.is_ok(), "other extensions are ignored");

@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use super::records_file;
 use super::scram::{Credential, Mechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+use super::token_store::{TokenLogin, TokenStore};
 use crate::metadata::image::MetadataImage;
 use crate::metadata::records::{MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 
@@ -33,6 +34,8 @@ pub struct ScramStore {
     credentials: RwLock<Credentials>,
     /// Set on a broker of a cluster: credentials come from the metadata image, not the file.
     image: OnceLock<ImageSource>,
+    /// The delegation tokens whose logins (`tokenauth=true`) are SCRAM too, once attached.
+    tokens: OnceLock<Arc<TokenStore>>,
 }
 
 /// An alteration: a deletion, or an upsertion with the salted password the client computed.
@@ -67,13 +70,18 @@ impl ScramStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Credentials::new(),
             Err(e) => return Err(e.into()),
         };
-        Ok(ScramStore { path, credentials: RwLock::new(credentials), image: OnceLock::new() })
+        Ok(ScramStore { path, credentials: RwLock::new(credentials), image: OnceLock::new(), tokens: OnceLock::new() })
     }
 
     /// A store of the credentials in the images `source` gives, and no file (a controller's own
     /// SASL listeners: its image is the cluster's credentials).
     pub fn of_image(source: ImageSource) -> ScramStore {
-        let store = ScramStore { path: PathBuf::new(), credentials: RwLock::default(), image: OnceLock::new() };
+        let store = ScramStore {
+            path: PathBuf::new(),
+            credentials: RwLock::default(),
+            image: OnceLock::new(),
+            tokens: OnceLock::new(),
+        };
         store.read_from_image(source);
         store
     }
@@ -116,6 +124,16 @@ impl ScramStore {
             }
             None => self.read().get(&(user.to_string(), mechanism)).cloned(),
         }
+    }
+
+    /// Token logins are checked against `tokens` from now on. Set once; later calls are ignored.
+    pub fn attach_tokens(&self, tokens: Arc<TokenStore>) {
+        let _ = self.tokens.set(tokens);
+    }
+
+    /// A delegation token login's credential and owner (none without attached tokens).
+    pub fn token_login(&self, token_id: &str, mechanism: Mechanism) -> Option<TokenLogin> {
+        self.tokens.get()?.login(token_id, mechanism)
     }
 
     /// The credentials as UserScramCredentialRecords (a controller's bootstrap metadata).

@@ -174,6 +174,7 @@ pub async fn serve(
         listener: named.name,
         security_protocol: named.protocol,
         principal: super::tls::ANONYMOUS.to_string(),
+        token_authenticated: false,
         local_addr: canonical(socket.local_addr()?),
         peer_addr: canonical(peer),
     };
@@ -300,6 +301,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
                     }
                     if let Some(principal) = auth.principal() {
                         ctx.principal = principal.to_string();
+                        ctx.token_authenticated = auth.token_authenticated();
                     }
                     write_out(&mut writer, &out, &metrics).await?;
                     if close {

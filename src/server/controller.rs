@@ -31,6 +31,7 @@ use crate::protocol::{self, ProtocolError};
 use crate::raft::leader::LeaderEndpoint;
 use crate::security::sasl::{self, Authenticator, ListenerSasl, Step};
 use crate::security::scram_store::ScramStore;
+use crate::security::token_store::TokenStore;
 
 /// Runs a controller-only node until SIGTERM / ctrl-c.
 pub async fn run(config: BrokerConfig, node: NodeConfig) -> anyhow::Result<()> {
@@ -82,15 +83,27 @@ pub fn serve(
     let mut tasks = Vec::new();
     let weak = Arc::downgrade(controller);
     let scram = Arc::new(ScramStore::of_image(Box::new(move || weak.upgrade().map(|c| c.image()))));
+    // Delegation token logins on the controller's own SASL listeners, from its image.
+    let token_settings = crate::security::tokens::TokenSettings::from_properties(&config.properties);
+    let weak = Arc::downgrade(controller);
+    let tokens = TokenStore::of_image(token_settings.clone(), Box::new(move || weak.upgrade().map(|c| c.image())));
+    scram.attach_tokens(Arc::new(tokens));
     for (name, listener) in bound {
         let addr = listener.local_addr()?;
         tracing::info!(listener = %name, %addr, "controller listening");
-        let named = Arc::new(ControllerListener { name: name.clone(), endpoint: endpoint(config, &name, addr) });
+        let named = Arc::new(ControllerListener {
+            name: name.clone(),
+            protocol: crate::config::security_protocol(&config.properties, &name),
+            endpoint: endpoint(config, &name, addr),
+        });
         let secured = Arc::new(Secured::of(config, &name, scram.clone())?);
         let limits = (config.socket_request_max_bytes, secured);
         tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), limits)));
     }
     tasks.push(tokio::spawn(expire_sessions(controller.clone())));
+    if token_settings.enabled() {
+        tasks.push(tokio::spawn(sweep_tokens(controller.clone(), token_settings.check_interval_ms as u64)));
+    }
     let rebalance =
         config.properties.get("auto.leader.rebalance.enable").is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
     let interval_s: u64 = config
@@ -246,6 +259,7 @@ impl Served<'_> {
         mut principal: String,
     ) -> anyhow::Result<()> {
         let mut spares = Spares::default();
+        let mut token_authenticated = false;
         loop {
             let limit = sasl.as_ref().map_or(self.max_frame, |a| a.max_frame(self.max_frame));
             let Some(frame) = read_frame(&mut reader, || limit, &mut spares).await? else { return Ok(()) };
@@ -255,6 +269,7 @@ impl Served<'_> {
                     Step::Reply { out, close } => {
                         if let Some(p) = auth.principal() {
                             principal = p.to_string();
+                            token_authenticated = auth.token_authenticated();
                         }
                         if close {
                             tokio::time::sleep(self.failed_delay).await;
@@ -269,7 +284,8 @@ impl Served<'_> {
                     Step::Close(why) => anyhow::bail!("closing SASL connection: {why}"),
                 }
             }
-            let out = answer(frame, self.named, self.controller, self.connection, &principal).await?;
+            let who = (principal.as_str(), token_authenticated);
+            let out = answer(frame, self.named, self.controller, self.connection, who).await?;
             write.write_all(&out).await?;
             write.flush().await?;
         }
@@ -282,7 +298,7 @@ async fn answer(
     named: &ControllerListener,
     controller: &QuorumController,
     connection: (u64, std::net::SocketAddr),
-    principal: &str,
+    principal: (&str, bool),
 ) -> anyhow::Result<Bytes> {
     match protocol::decode_served_request(frame, controller_apis::is_served) {
         Ok(request) => {
@@ -310,6 +326,19 @@ async fn expire_sessions(controller: Arc<QuorumController>) {
             Ok(0) => {}
             Ok(n) => tracing::info!(fenced = n, "broker sessions lapsed: fenced"),
             Err(e) => tracing::error!(error = %e, "fencing lapsed brokers not written"),
+        }
+    }
+}
+
+/// Removes expired delegation tokens every `delegation.token.expiry.check.interval.ms`.
+async fn sweep_tokens(controller: Arc<QuorumController>, interval_ms: u64) {
+    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(interval_ms.max(1)));
+    loop {
+        ticks.tick().await;
+        match crate::handlers::controller_apis::sweep_tokens(&controller) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "expired delegation tokens removed"),
+            Err(e) => tracing::error!(error = %e, "expired delegation tokens not removed"),
         }
     }
 }

@@ -54,6 +54,7 @@ var (
 	flagMech    = flag.String("sasl-mechanism", "", "authenticate with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	flagUser    = flag.String("sasl-user", "", "the -sasl-mechanism user")
 	flagPass    = flag.String("sasl-password", "", "the -sasl-mechanism password")
+	flagToken   = flag.Bool("sasl-token", false, "with SCRAM: -sasl-user is a delegation token id and -sasl-password its HMAC (tokenauth=true)")
 )
 
 type fail struct{ msg string }
@@ -142,9 +143,9 @@ func baseOpts() []kgo.Opt {
 	case "PLAIN":
 		opts = append(opts, kgo.SASL(plain.Auth{User: *flagUser, Pass: *flagPass}.AsMechanism()))
 	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: *flagUser, Pass: *flagPass}.AsSha256Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: *flagUser, Pass: *flagPass, IsToken: *flagToken}.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: *flagUser, Pass: *flagPass}.AsSha512Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: *flagUser, Pass: *flagPass, IsToken: *flagToken}.AsSha512Mechanism()))
 	default:
 		failf("-sasl-mechanism %s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", *flagMech)
 	}

@@ -1,0 +1,114 @@
+//! CreateDelegationToken, RenewDelegationToken and ExpireDelegationToken on Ketch's controller
+//! (forwarded by brokers, as Kafka's brokers forward them): checked as Kafka's `ControllerApis`
+//! checks them (never from a token-authenticated principal; PLAINTEXT and certificate-less SSL
+//! refused only when not forwarded; CREATE_TOKENS on the USER for another owner), decided by
+//! `security::tokens` against the tokens of the controller's image with its own
+//! `delegation.token.*` configs, and written as DelegationTokenRecord /
+//! RemoveDelegationTokenRecord. Below metadata.version 3.6-IV2 every change is refused
+//! (UNSUPPORTED_VERSION), as Kafka refuses it.
+//!
+//! Invariants: a refused request writes nothing; a success means the records are durable.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    CreateDelegationTokenRequest, CreateDelegationTokenResponse, ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+};
+
+use super::controller_apis::written;
+use super::controller_authz::Caller;
+use crate::config::SecurityProtocol;
+use crate::controller::quorum::QuorumController;
+use crate::metadata::image::MetadataImage;
+use crate::security::acl;
+use crate::security::tokens::{self, TokenSettings, ERROR_TIMESTAMP_MS, TOKENS_METADATA_VERSION};
+
+/// How a request reached the controller: the listener's protocol, and whether a broker
+/// forwarded it (then the client's own connection was already checked by that broker).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    pub protocol: SecurityProtocol,
+    pub forwarded: bool,
+}
+
+fn settings(controller: &QuorumController) -> TokenSettings {
+    TokenSettings::from_properties(&controller.settings.static_props)
+}
+
+fn supported(image: &MetadataImage) -> bool {
+    image.features.get("metadata.version").is_some_and(|&level| level >= TOKENS_METADATA_VERSION)
+}
+
+fn allowed(caller: &Caller, arrival: Arrival) -> bool {
+    tokens::allow_token_requests(arrival.protocol, &caller.principal, caller.token_authenticated, arrival.forwarded)
+}
+
+pub fn create(
+    controller: &QuorumController,
+    caller: &Caller,
+    arrival: Arrival,
+    req: &CreateDelegationTokenRequest,
+    version: i16,
+) -> CreateDelegationTokenResponse {
+    let requester = caller.principal.as_str();
+    let owner = tokens::owner_of(requester, req);
+    let refused = |error| tokens::create_refused(error, &owner, requester, version);
+    if !allowed(caller, arrival) {
+        return refused(ResponseError::DelegationTokenRequestNotAllowed);
+    }
+    if owner != requester && !caller.authz(controller).allows(acl::CREATE_TOKENS, acl::USER, &owner) {
+        return refused(ResponseError::DelegationTokenAuthorizationFailed);
+    }
+    let settings = settings(controller);
+    let answer =
+        controller.change(|d| tokens::create(&settings, supported(d.image), requester, req, version, d.now_ms));
+    written("CreateDelegationToken", answer, refused)
+}
+
+pub fn renew(
+    controller: &QuorumController,
+    caller: &Caller,
+    arrival: Arrival,
+    req: &RenewDelegationTokenRequest,
+) -> RenewDelegationTokenResponse {
+    let refused = |e: ResponseError| {
+        RenewDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
+    };
+    if !allowed(caller, arrival) {
+        return refused(ResponseError::DelegationTokenRequestNotAllowed);
+    }
+    let settings = settings(controller);
+    let answer = controller.change(|d| {
+        tokens::renew(&settings, supported(d.image), &d.image.delegation_tokens, &caller.principal, req, d.now_ms)
+    });
+    written("RenewDelegationToken", answer, refused)
+}
+
+pub fn expire(
+    controller: &QuorumController,
+    caller: &Caller,
+    arrival: Arrival,
+    req: &ExpireDelegationTokenRequest,
+) -> ExpireDelegationTokenResponse {
+    let refused = |e: ResponseError| {
+        ExpireDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
+    };
+    if !allowed(caller, arrival) {
+        return refused(ResponseError::DelegationTokenRequestNotAllowed);
+    }
+    let settings = settings(controller);
+    let answer = controller.change(|d| {
+        tokens::expire(&settings, supported(d.image), &d.image.delegation_tokens, &caller.principal, req, d.now_ms)
+    });
+    written("ExpireDelegationToken", answer, refused)
+}
+
+/// Removes the expired tokens (Kafka's controller sweeps every
+/// `delegation.token.expiry.check.interval.ms`); returns how many.
+pub fn sweep(controller: &QuorumController) -> anyhow::Result<usize> {
+    controller.change(|d| {
+        let records = tokens::sweep(&d.image.delegation_tokens, d.now_ms);
+        let n = records.len();
+        (records, n)
+    })
+}
