@@ -2,6 +2,8 @@
 //! engine (`PartitionLog`). Today this node is the only voter (issue 14's single-voter
 //! controller): every start elects itself in a new epoch. Issue 15 replaces that self-election
 //! with Vote / BeginQuorumEpoch and replicates the log with Fetch; the files stay the same.
+//! Its consensus is `core.rs`, a side-effect-free state machine checked by a deterministic
+//! simulation (`core_sim.rs`); wiring it to these files and to Kafka's wire messages is next.
 //!
 //! On disk, laid out as Kafka lays it out: `<metadata dir>/__cluster_metadata-0/` holding Kafka
 //! v2 record batches (segments, indexes, `leader-epoch-checkpoint`), and `quorum-state`
@@ -17,6 +19,7 @@
 //! before anything is appended in it, and every batch carries the epoch it was written in;
 //! replay yields the records of data batches in offset order and skips control batches.
 
+pub mod core;
 pub mod leader;
 pub mod observer;
 pub mod snapshot;

@@ -1,0 +1,683 @@
+//! KRaft's consensus as a side-effect-free state machine (KIP-595, with KIP-996 pre-votes): the
+//! roles of one voter (unattached, prospective, candidate, leader, follower, resigned), elections
+//! with pre-votes and votes, BeginQuorumEpoch / EndQuorumEpoch, and the pull replication of the
+//! log with Fetch (a follower fetches from its log end; the leader answers with records, or
+//! with the diverging epoch and end offset the follower truncates to; the high watermark is what
+//! a majority of voters has durably, once an entry of the leader's epoch is among it).
+//!
+//! `RaftCore::step` takes one input (a tick of this node's clock, a message, a disk completion,
+//! a proposal) and returns outputs (messages to send, the election state to persist, log
+//! appends and truncations to make, high watermark changes). Nothing here does I/O, reads a
+//! clock or draws randomness of its own: the driver executes outputs in order, and the
+//! deterministic simulation (`core_sim.rs`) runs many voters against a hostile network and disk.
+//! The wire mapping (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of Kafka 4.1) and the
+//! metadata log's files are the driver's.
+//!
+//! Invariants (asserted where cheap, checked by the simulation after every step): at most one
+//! leader per epoch (a vote is persisted before it is sent, a voter votes once per epoch); the
+//! epoch only grows; a leader never truncates its log and commits only once an entry of its own
+//! epoch is on a majority; a follower appends only records the leader of its epoch sent it at its
+//! log end, and truncates only where that leader says the logs diverge; a fetch offset counts
+//! toward the high watermark only once durable (a follower fetches only when its appends are
+//! durable).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub type NodeId = i32;
+
+/// One log entry: the epoch it was written in, and its value (None: the leader's
+/// LeaderChangeMessage at the start of its epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<V> {
+    pub epoch: i32,
+    pub value: Option<V>,
+}
+
+/// What `quorum-state` keeps: the epoch, the vote cast in it, the leader known in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ElectionState {
+    pub epoch: i32,
+    pub voted_for: Option<NodeId>,
+    pub leader: Option<NodeId>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub id: NodeId,
+    pub voters: Vec<NodeId>,
+    /// `controller.quorum.election.timeout.ms`: the base of a randomized election timeout.
+    pub election_timeout_ms: i64,
+    /// `controller.quorum.fetch.timeout.ms`: a follower that hears nothing from its leader this
+    /// long campaigns; a leader that no majority fetched from for 1.5 times this resigns.
+    pub fetch_timeout_ms: i64,
+    /// `controller.quorum.election.backoff.max.ms`.
+    pub election_backoff_max_ms: i64,
+    /// How long a fetch is waited for before it is sent again.
+    pub request_timeout_ms: i64,
+    /// Entries per fetch response.
+    pub max_fetch_entries: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchResult<V> {
+    /// Entries from the fetch offset on (possibly none), and the leader's high watermark.
+    Records { start: u64, entries: Vec<Entry<V>>, high_watermark: u64 },
+    /// The logs diverge: truncate to at most `end_offset`, the end of `epoch` in the leader's log.
+    Diverging { epoch: i32, end_offset: u64 },
+    /// Not the leader of the fetch's epoch (the response's epoch and leader say who is).
+    NotLeader,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message<V> {
+    Vote {
+        epoch: i32,
+        pre_vote: bool,
+        last_epoch: i32,
+        end_offset: u64,
+    },
+    VoteResponse {
+        epoch: i32,
+        pre_vote: bool,
+        granted: bool,
+        leader: Option<NodeId>,
+    },
+    BeginQuorumEpoch {
+        epoch: i32,
+    },
+    BeginQuorumEpochResponse {
+        epoch: i32,
+    },
+    EndQuorumEpoch {
+        epoch: i32,
+    },
+    /// `id` stands for the request's correlation id: an answer is taken only for the fetch in
+    /// flight (a late or duplicated answer to an earlier one could truncate what is committed).
+    Fetch {
+        epoch: i32,
+        fetch_offset: u64,
+        last_fetched_epoch: i32,
+        id: u64,
+    },
+    FetchResponse {
+        epoch: i32,
+        leader: Option<NodeId>,
+        result: FetchResult<V>,
+        id: u64,
+    },
+}
+
+impl<V> Message<V> {
+    pub fn epoch(&self) -> i32 {
+        match self {
+            Message::Vote { epoch, .. }
+            | Message::VoteResponse { epoch, .. }
+            | Message::BeginQuorumEpoch { epoch }
+            | Message::BeginQuorumEpochResponse { epoch }
+            | Message::EndQuorumEpoch { epoch }
+            | Message::Fetch { epoch, .. }
+            | Message::FetchResponse { epoch, .. } => *epoch,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input<V> {
+    /// This node's clock reads `now_ms`; `random` is a fresh random number (timeouts are
+    /// randomized with it).
+    Tick {
+        now_ms: i64,
+        random: u64,
+    },
+    Message {
+        from: NodeId,
+        message: Message<V>,
+    },
+    /// The log up to `end` (exclusive) is durable.
+    Appended {
+        end: u64,
+    },
+    /// A new value to replicate (only a leader takes it).
+    Propose(V),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output<V> {
+    Send {
+        to: NodeId,
+        message: Message<V>,
+    },
+    /// Make this the durable election state before anything after it.
+    Persist(ElectionState),
+    /// Write `entries` at `start` (= the log end before them); `Appended` follows once durable.
+    Append {
+        start: u64,
+        entries: Vec<Entry<V>>,
+    },
+    /// Remove everything from `end` on (durably, before anything after it).
+    Truncate {
+        end: u64,
+    },
+    /// Everything below this offset is committed.
+    HighWatermark(u64),
+    /// A proposal this node cannot take (not the leader).
+    Refused(V),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    Unattached,
+    Prospective { granted: BTreeSet<NodeId> },
+    Candidate { granted: BTreeSet<NodeId> },
+    Leader { epoch_start: u64, progress: BTreeMap<NodeId, Progress> },
+    Follower { leader: NodeId },
+    Resigned,
+}
+
+/// What the leader knows of a voter: its durable log end, and when it last fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub end: u64,
+    pub last_fetch_ms: i64,
+}
+
+pub struct RaftCore<V> {
+    config: Config,
+    state: ElectionState,
+    role: Role,
+    log: Vec<Entry<V>>,
+    durable_end: u64,
+    high_watermark: u64,
+    now_ms: i64,
+    random: u64,
+    /// Unattached / prospective / candidate / resigned: when to campaign.
+    election_deadline_ms: i64,
+    /// Follower: when to give up on the leader.
+    fetch_deadline_ms: i64,
+    /// Follower: when the fetch in flight (if any) was sent, and its id.
+    fetch_sent: Option<(i64, u64)>,
+    /// The id of the last fetch sent.
+    fetch_id: u64,
+}
+
+impl<V: Clone + std::fmt::Debug> RaftCore<V> {
+    /// A voter restarting with its durable election state and log (everything in `log` is
+    /// durable). It never leads the epoch it restarts in: a leader of it resigns.
+    pub fn restore(config: Config, state: ElectionState, log: Vec<Entry<V>>, now_ms: i64, random: u64) -> Self {
+        assert!(config.voters.contains(&config.id), "a voter is one of the voters");
+        assert!(log.windows(2).all(|w| w[0].epoch <= w[1].epoch), "epochs never decrease along the log");
+        assert!(log.last().is_none_or(|e| e.epoch <= state.epoch), "no entry of a future epoch");
+        let durable_end = log.len() as u64;
+        let role = match state.leader {
+            Some(leader) if leader == config.id => Role::Resigned,
+            Some(leader) => Role::Follower { leader },
+            None => Role::Unattached,
+        };
+        let mut core = RaftCore {
+            config,
+            state,
+            role,
+            log,
+            durable_end,
+            high_watermark: 0,
+            now_ms,
+            random,
+            election_deadline_ms: 0,
+            fetch_deadline_ms: 0,
+            fetch_sent: None,
+            fetch_id: 0,
+        };
+        core.election_deadline_ms = now_ms + core.election_timeout();
+        core.fetch_deadline_ms = now_ms + core.config.fetch_timeout_ms;
+        core
+    }
+
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+    pub fn election_state(&self) -> ElectionState {
+        self.state
+    }
+    pub fn log(&self) -> &[Entry<V>] {
+        &self.log
+    }
+    pub fn durable_end(&self) -> u64 {
+        self.durable_end
+    }
+    pub fn high_watermark(&self) -> u64 {
+        self.high_watermark
+    }
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader { .. })
+    }
+
+    fn majority(&self) -> usize {
+        self.config.voters.len() / 2 + 1
+    }
+    fn others(&self) -> Vec<NodeId> {
+        self.config.voters.iter().copied().filter(|v| *v != self.config.id).collect()
+    }
+    fn is_voter(&self, id: NodeId) -> bool {
+        self.config.voters.contains(&id)
+    }
+    fn last_epoch(&self) -> i32 {
+        self.log.last().map_or(0, |e| e.epoch)
+    }
+    fn end(&self) -> u64 {
+        self.log.len() as u64
+    }
+    /// A random duration in [base, 2 * base).
+    fn jitter(&mut self, base_ms: i64) -> i64 {
+        // splitmix64 over the driver's randomness: deterministic for a deterministic driver.
+        self.random = self.random.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.random;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        base_ms + (z % base_ms.max(1) as u64) as i64
+    }
+    fn election_timeout(&mut self) -> i64 {
+        self.jitter(self.config.election_timeout_ms)
+    }
+
+    /// The end of `epoch` (or of the largest epoch below it) in this log: (that epoch, its end).
+    fn end_of_epoch(&self, epoch: i32) -> (i32, u64) {
+        match self.log.iter().rposition(|e| e.epoch <= epoch) {
+            Some(i) => (self.log[i].epoch, i as u64 + 1),
+            None => (0, 0),
+        }
+    }
+
+    pub fn step(&mut self, input: Input<V>) -> Vec<Output<V>> {
+        let mut out = Vec::new();
+        match input {
+            Input::Tick { now_ms, random } => {
+                self.now_ms = self.now_ms.max(now_ms);
+                self.random ^= random;
+                self.on_tick(&mut out);
+            }
+            Input::Message { from, message } => self.on_message(from, message, &mut out),
+            Input::Appended { end } => self.on_appended(end, &mut out),
+            Input::Propose(value) => match self.role {
+                Role::Leader { .. } => {
+                    self.append(vec![Entry { epoch: self.state.epoch, value: Some(value) }], &mut out)
+                }
+                _ => out.push(Output::Refused(value)),
+            },
+        }
+        out
+    }
+
+    fn persist(&mut self, state: ElectionState, out: &mut Vec<Output<V>>) {
+        assert!(state.epoch >= self.state.epoch, "the epoch never goes back");
+        if state.epoch == self.state.epoch {
+            assert!(self.state.voted_for.is_none() || self.state.voted_for == state.voted_for, "one vote per epoch");
+            assert!(self.state.leader.is_none() || self.state.leader == state.leader, "one leader per epoch");
+        }
+        self.state = state;
+        out.push(Output::Persist(state));
+    }
+
+    fn append(&mut self, entries: Vec<Entry<V>>, out: &mut Vec<Output<V>>) {
+        if entries.is_empty() {
+            return;
+        }
+        out.push(Output::Append { start: self.end(), entries: entries.clone() });
+        self.log.extend(entries);
+    }
+
+    fn on_tick(&mut self, out: &mut Vec<Output<V>>) {
+        let now = self.now_ms;
+        match &self.role {
+            Role::Unattached | Role::Resigned | Role::Prospective { .. } | Role::Candidate { .. } => {
+                if now >= self.election_deadline_ms {
+                    self.become_prospective(out);
+                }
+            }
+            Role::Follower { leader } => {
+                let leader = *leader;
+                if now >= self.fetch_deadline_ms {
+                    self.become_prospective(out);
+                } else if self.fetch_sent.is_none_or(|(sent, _)| now >= sent + self.config.request_timeout_ms) {
+                    self.fetch_sent = None;
+                    self.send_fetch(leader, out);
+                }
+            }
+            Role::Leader { progress, .. } => {
+                // Check quorum: a leader a majority has not fetched from lately resigns.
+                let mut recent: Vec<i64> = progress.values().map(|p| p.last_fetch_ms).collect();
+                recent.push(now);
+                recent.sort_unstable_by(|a, b| b.cmp(a));
+                let horizon = self.config.fetch_timeout_ms * 3 / 2;
+                if self.config.voters.len() > 1 && now - recent[self.majority() - 1] > horizon {
+                    for to in self.others() {
+                        out.push(Output::Send { to, message: Message::EndQuorumEpoch { epoch: self.state.epoch } });
+                    }
+                    self.role = Role::Resigned;
+                    self.election_deadline_ms = now + self.jitter(self.config.election_backoff_max_ms / 2 + 1);
+                }
+            }
+        }
+    }
+
+    /// KIP-996: ask for pre-votes for the next epoch before bumping ours.
+    fn become_prospective(&mut self, out: &mut Vec<Output<V>>) {
+        let mut granted = BTreeSet::new();
+        granted.insert(self.config.id);
+        self.role = Role::Prospective { granted };
+        self.election_deadline_ms = self.now_ms + self.election_timeout();
+        let message = Message::Vote {
+            epoch: self.state.epoch + 1,
+            pre_vote: true,
+            last_epoch: self.last_epoch(),
+            end_offset: self.end(),
+        };
+        for to in self.others() {
+            out.push(Output::Send { to, message: message.clone() });
+        }
+        self.check_election(out);
+    }
+
+    fn become_candidate(&mut self, out: &mut Vec<Output<V>>) {
+        let state = ElectionState { epoch: self.state.epoch + 1, voted_for: Some(self.config.id), leader: None };
+        self.persist(state, out);
+        let mut granted = BTreeSet::new();
+        granted.insert(self.config.id);
+        self.role = Role::Candidate { granted };
+        self.election_deadline_ms = self.now_ms + self.election_timeout();
+        let message = Message::Vote {
+            epoch: state.epoch,
+            pre_vote: false,
+            last_epoch: self.last_epoch(),
+            end_offset: self.end(),
+        };
+        for to in self.others() {
+            out.push(Output::Send { to, message: message.clone() });
+        }
+        self.check_election(out);
+    }
+
+    fn check_election(&mut self, out: &mut Vec<Output<V>>) {
+        match &self.role {
+            Role::Prospective { granted } if granted.len() >= self.majority() => self.become_candidate(out),
+            Role::Candidate { granted } if granted.len() >= self.majority() => self.become_leader(out),
+            _ => {}
+        }
+    }
+
+    fn become_leader(&mut self, out: &mut Vec<Output<V>>) {
+        let state = ElectionState { leader: Some(self.config.id), ..self.state };
+        self.persist(state, out);
+        let epoch_start = self.end();
+        let progress =
+            self.others().into_iter().map(|v| (v, Progress { end: 0, last_fetch_ms: self.now_ms })).collect();
+        self.role = Role::Leader { epoch_start, progress };
+        self.append(vec![Entry { epoch: self.state.epoch, value: None }], out);
+        for to in self.others() {
+            out.push(Output::Send { to, message: Message::BeginQuorumEpoch { epoch: self.state.epoch } });
+        }
+    }
+
+    fn become_follower(&mut self, epoch: i32, leader: NodeId, out: &mut Vec<Output<V>>) {
+        let voted_for = if epoch == self.state.epoch { self.state.voted_for } else { None };
+        self.persist(ElectionState { epoch, voted_for, leader: Some(leader) }, out);
+        self.role = Role::Follower { leader };
+        self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
+        self.fetch_sent = None;
+        self.send_fetch(leader, out);
+    }
+
+    fn become_unattached(&mut self, epoch: i32, out: &mut Vec<Output<V>>) {
+        self.persist(ElectionState { epoch, voted_for: None, leader: None }, out);
+        self.role = Role::Unattached;
+        self.election_deadline_ms = self.now_ms + self.election_timeout();
+    }
+
+    fn send_fetch(&mut self, leader: NodeId, out: &mut Vec<Output<V>>) {
+        // Only from a durable log end: what the leader counts toward the high watermark.
+        if self.fetch_sent.is_some() || self.durable_end < self.end() {
+            return;
+        }
+        self.fetch_id += 1;
+        self.fetch_sent = Some((self.now_ms, self.fetch_id));
+        let message = Message::Fetch {
+            epoch: self.state.epoch,
+            fetch_offset: self.end(),
+            last_fetched_epoch: self.last_epoch(),
+            id: self.fetch_id,
+        };
+        out.push(Output::Send { to: leader, message });
+    }
+
+    fn on_appended(&mut self, end: u64, out: &mut Vec<Output<V>>) {
+        // A completion for entries since truncated away is ignored (it covers no more than the log).
+        self.durable_end = self.durable_end.max(end.min(self.end()));
+        match &self.role {
+            Role::Leader { .. } => self.advance_high_watermark(out),
+            Role::Follower { leader } => {
+                let leader = *leader;
+                self.send_fetch(leader, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn advance_high_watermark(&mut self, out: &mut Vec<Output<V>>) {
+        let Role::Leader { epoch_start, progress } = &self.role else { return };
+        let mut ends: Vec<u64> = progress.iter().filter(|(id, _)| self.is_voter(**id)).map(|(_, p)| p.end).collect();
+        ends.push(self.durable_end);
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        let candidate = ends[self.majority() - 1];
+        // Only once an entry of this epoch (its first at epoch_start) is on a majority.
+        if candidate > *epoch_start && candidate > self.high_watermark {
+            self.high_watermark = candidate;
+            out.push(Output::HighWatermark(candidate));
+        }
+    }
+
+    fn on_message(&mut self, from: NodeId, message: Message<V>, out: &mut Vec<Output<V>>) {
+        let epoch = message.epoch();
+        let pre_vote =
+            matches!(message, Message::Vote { pre_vote: true, .. } | Message::VoteResponse { pre_vote: true, .. });
+        // A higher epoch: this node moves to it (a pre-vote's epoch is only a proposal).
+        if epoch > self.state.epoch && !pre_vote {
+            let leader = match &message {
+                Message::BeginQuorumEpoch { .. } => Some(from),
+                Message::FetchResponse { leader, .. } | Message::VoteResponse { leader, .. } => *leader,
+                _ => None,
+            };
+            match leader {
+                Some(leader) if leader != self.config.id => self.become_follower(epoch, leader, out),
+                _ => self.become_unattached(epoch, out),
+            }
+        }
+        // This epoch's leader named by an answer, while none is known: follow it.
+        if epoch == self.state.epoch && self.state.leader.is_none() {
+            let named = match &message {
+                Message::FetchResponse { leader, .. } | Message::VoteResponse { pre_vote: false, leader, .. } => {
+                    *leader
+                }
+                _ => None,
+            };
+            if let Some(leader) = named.filter(|l| *l != self.config.id) {
+                self.become_follower(epoch, leader, out);
+            }
+        }
+        match message {
+            Message::Vote { epoch, pre_vote, last_epoch, end_offset } => {
+                self.on_vote(from, epoch, pre_vote, (last_epoch, end_offset), out)
+            }
+            Message::VoteResponse { epoch, pre_vote, granted, leader } => {
+                self.on_vote_response(from, epoch, pre_vote, granted, leader, out)
+            }
+            Message::BeginQuorumEpoch { epoch } => {
+                // (A second leader named in one epoch is ignored: it cannot be, and the first stays.)
+                if epoch == self.state.epoch && self.state.leader.is_none() && from != self.config.id {
+                    self.become_follower(epoch, from, out);
+                }
+                out.push(Output::Send {
+                    to: from,
+                    message: Message::BeginQuorumEpochResponse { epoch: self.state.epoch },
+                });
+            }
+            Message::BeginQuorumEpochResponse { .. } => {}
+            Message::EndQuorumEpoch { epoch } => {
+                // The leader resigned: campaign soon rather than after the fetch timeout.
+                if epoch == self.state.epoch && matches!(self.role, Role::Follower { leader } if leader == from) {
+                    self.fetch_deadline_ms = self.now_ms + self.jitter(self.config.election_backoff_max_ms / 4 + 1);
+                }
+            }
+            Message::Fetch { epoch, fetch_offset, last_fetched_epoch, id } => {
+                self.on_fetch(from, epoch, (fetch_offset, last_fetched_epoch), id, out)
+            }
+            Message::FetchResponse { epoch, leader, result, id } => {
+                self.on_fetch_response(from, epoch, leader, result, id, out)
+            }
+        }
+    }
+
+    fn on_vote(&mut self, from: NodeId, epoch: i32, pre_vote: bool, last: (i32, u64), out: &mut Vec<Output<V>>) {
+        let up_to_date = last >= (self.last_epoch(), self.end());
+        let granted = if !self.is_voter(from) {
+            false
+        } else if pre_vote {
+            // Granted to a better-or-equal log for a future epoch, unless this node still follows
+            // (or is) a live leader.
+            let live_leader = match self.role {
+                Role::Leader { .. } => true,
+                Role::Follower { .. } => self.now_ms < self.fetch_deadline_ms,
+                _ => false,
+            };
+            epoch > self.state.epoch && up_to_date && !live_leader
+        } else {
+            let free = self.state.voted_for.is_none_or(|v| v == from) && self.state.leader.is_none();
+            let grant = epoch == self.state.epoch && free && up_to_date;
+            if grant && self.state.voted_for.is_none() {
+                self.persist(ElectionState { voted_for: Some(from), ..self.state }, out);
+                self.election_deadline_ms = self.now_ms + self.election_timeout();
+            }
+            grant
+        };
+        // A granted pre-vote answers in the epoch asked for; otherwise this node's epoch and leader
+        // (a voter behind catches up with them).
+        let epoch = if pre_vote && granted { epoch } else { self.state.epoch };
+        let message = Message::VoteResponse { epoch, pre_vote, granted, leader: self.state.leader };
+        out.push(Output::Send { to: from, message });
+    }
+
+    fn on_vote_response(
+        &mut self,
+        from: NodeId,
+        epoch: i32,
+        pre_vote: bool,
+        granted: bool,
+        leader: Option<NodeId>,
+        out: &mut Vec<Output<V>>,
+    ) {
+        if pre_vote && !granted && epoch > self.state.epoch {
+            // Behind: follow the leader it names, else wait in its epoch.
+            match leader {
+                Some(l) if l != self.config.id => self.become_follower(epoch, l, out),
+                _ => self.become_unattached(epoch, out),
+            }
+            return;
+        }
+        if !granted {
+            return;
+        }
+        let current = self.state.epoch;
+        match &mut self.role {
+            Role::Prospective { granted } if pre_vote && epoch == current + 1 => {
+                granted.insert(from);
+            }
+            Role::Candidate { granted } if !pre_vote && epoch == current => {
+                granted.insert(from);
+            }
+            _ => return,
+        }
+        self.check_election(out);
+    }
+
+    fn on_fetch(&mut self, from: NodeId, epoch: i32, position: (u64, i32), id: u64, out: &mut Vec<Output<V>>) {
+        let (fetch_offset, last_fetched_epoch) = position;
+        let (my_epoch, leader) = (self.state.epoch, self.state.leader);
+        let reply = move |result| Message::FetchResponse { epoch: my_epoch, leader, result, id };
+        if !self.is_leader() || epoch != self.state.epoch {
+            out.push(Output::Send { to: from, message: reply(FetchResult::NotLeader) });
+            return;
+        }
+        if fetch_offset > 0 {
+            let (found, end) = self.end_of_epoch(last_fetched_epoch);
+            if found != last_fetched_epoch || end < fetch_offset {
+                let result = FetchResult::Diverging { epoch: found, end_offset: end };
+                out.push(Output::Send { to: from, message: reply(result) });
+                return;
+            }
+        }
+        let now = self.now_ms;
+        if let Role::Leader { progress, .. } = &mut self.role {
+            if let Some(p) = progress.get_mut(&from) {
+                p.end = p.end.max(fetch_offset);
+                p.last_fetch_ms = now;
+            }
+        }
+        self.advance_high_watermark(out);
+        let upto = (fetch_offset as usize + self.config.max_fetch_entries).min(self.log.len());
+        let entries = self.log[fetch_offset as usize..upto].to_vec();
+        let result = FetchResult::Records { start: fetch_offset, entries, high_watermark: self.high_watermark };
+        out.push(Output::Send { to: from, message: reply(result) });
+    }
+
+    fn on_fetch_response(
+        &mut self,
+        from: NodeId,
+        epoch: i32,
+        leader: Option<NodeId>,
+        result: FetchResult<V>,
+        id: u64,
+        out: &mut Vec<Output<V>>,
+    ) {
+        let Role::Follower { leader: following } = self.role else { return };
+        if self.fetch_sent.is_none_or(|(_, in_flight)| in_flight != id) {
+            return; // not the answer to the fetch in flight
+        }
+        if from != following || epoch != self.state.epoch {
+            // Another epoch's answer (or a stale one): a newer leader it names is followed.
+            if epoch == self.state.epoch && leader.is_some_and(|l| l != following) {
+                tracing::debug!(?leader, following, "a fetch answer names another leader in this epoch");
+            }
+            return;
+        }
+        self.fetch_sent = None;
+        match result {
+            FetchResult::NotLeader => {}
+            FetchResult::Diverging { epoch: diverging, end_offset } => {
+                self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
+                let (_, own_end) = self.end_of_epoch(diverging);
+                let end = end_offset.min(own_end);
+                if end < self.end() {
+                    self.log.truncate(end as usize);
+                    self.durable_end = self.durable_end.min(end);
+                    out.push(Output::Truncate { end });
+                }
+                self.send_fetch(following, out);
+            }
+            FetchResult::Records { start, entries, high_watermark } => {
+                self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
+                if start == self.end() {
+                    self.append(entries, out);
+                }
+                let high_watermark = high_watermark.min(self.end());
+                if high_watermark > self.high_watermark {
+                    self.high_watermark = high_watermark;
+                    out.push(Output::HighWatermark(high_watermark));
+                }
+                self.send_fetch(following, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "core_sim.rs"]
+mod sim;

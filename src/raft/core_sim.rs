@@ -1,0 +1,470 @@
+//! Deterministic simulation of `RaftCore` voters (TigerBeetle's VOPR in spirit): seeded runs of
+//! 3 and 5 voters on a network that delays, reorders, drops and duplicates messages and is
+//! partitioned at times, disks whose unsynced writes a crash may lose (a torn tail of any
+//! length), crashes and restarts, and clocks that run at different rates. After every step:
+//! at most one leader per epoch; every entry below any voter's high watermark is the one
+//! committed at that offset (committed entries never change or disappear); every new leader
+//! holds every committed entry. At the end the faults stop and a new proposal must commit
+//! (liveness). A failing run prints its seed and how to replay it:
+//! `RAFT_SIM_SEED=<seed> RAFT_SIM_VOTERS=<n> cargo test --lib raft::core::sim -- --nocapture`
+//! (`RAFT_SIM_RUNS` sets how many seeds the default test runs).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::*;
+
+/// A small deterministic generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo).max(1) as u64) as i64
+    }
+}
+
+struct Node {
+    core: Option<RaftCore<u64>>,
+    /// The durable election state (`quorum-state`).
+    persisted: ElectionState,
+    /// What the disk holds (written), of which `synced` entries are durable.
+    disk: Vec<Entry<u64>>,
+    synced: usize,
+    /// Sync completions in flight: (global time, end).
+    syncs: VecDeque<(i64, u64)>,
+    /// Clock rate (per mille of the global clock) and offset.
+    rate: i64,
+    offset_ms: i64,
+    restart_at: Option<i64>,
+    /// Offsets below this were checked against the committed entries.
+    checked: u64,
+    was_leader: bool,
+}
+
+struct Sim {
+    rng: Rng,
+    voters: Vec<NodeId>,
+    nodes: BTreeMap<NodeId, Node>,
+    /// Messages in flight: (delivery time, sequence) -> (from, to, message).
+    net: BTreeMap<(i64, u64), (NodeId, NodeId, Message<u64>)>,
+    seq: u64,
+    /// Directed links that drop everything.
+    cut: BTreeSet<(NodeId, NodeId)>,
+    heal_at: i64,
+    now: i64,
+    next_value: u64,
+    faults: bool,
+    leaders: BTreeMap<i32, NodeId>,
+    committed: Vec<Entry<u64>>,
+    profile: Profile,
+}
+
+/// How hostile a run is (drawn from its seed): some runs crash often, some lose many messages,
+/// some fetch one entry at a time (which exposes commit rules that only whole batches hide).
+#[derive(Debug, Clone, Copy)]
+struct Profile {
+    max_fetch_entries: usize,
+    crash_per_mille: u64,
+    partition_per_mille: u64,
+    loss_per_mille: u64,
+    duplicate_per_mille: u64,
+    max_delay_ms: i64,
+}
+
+fn config(id: NodeId, voters: &[NodeId], max_fetch_entries: usize) -> Config {
+    Config {
+        id,
+        voters: voters.to_vec(),
+        election_timeout_ms: 1000,
+        fetch_timeout_ms: 2000,
+        election_backoff_max_ms: 1000,
+        request_timeout_ms: 300,
+        max_fetch_entries,
+    }
+}
+
+impl Sim {
+    fn new(seed: u64, n: usize) -> Sim {
+        let mut rng = Rng(seed);
+        let profile = Profile {
+            max_fetch_entries: 1 + rng.below(8) as usize,
+            crash_per_mille: 1 + rng.below(6),
+            partition_per_mille: 1 + rng.below(6),
+            loss_per_mille: rng.below(150),
+            duplicate_per_mille: rng.below(50),
+            max_delay_ms: rng.range(5, 200),
+        };
+        let voters: Vec<NodeId> = (1..=n as NodeId).collect();
+        let mut nodes = BTreeMap::new();
+        for &id in &voters {
+            let config = config(id, &voters, profile.max_fetch_entries);
+            let core = RaftCore::restore(config, ElectionState::default(), Vec::new(), 0, rng.next());
+            let node = Node {
+                core: Some(core),
+                persisted: ElectionState::default(),
+                disk: Vec::new(),
+                synced: 0,
+                syncs: VecDeque::new(),
+                rate: rng.range(850, 1150),
+                offset_ms: rng.range(0, 100_000),
+                restart_at: None,
+                checked: 0,
+                was_leader: false,
+            };
+            nodes.insert(id, node);
+        }
+        Sim {
+            rng,
+            voters,
+            nodes,
+            net: BTreeMap::new(),
+            seq: 0,
+            cut: BTreeSet::new(),
+            heal_at: 0,
+            now: 0,
+            next_value: 1,
+            faults: true,
+            leaders: BTreeMap::new(),
+            committed: Vec::new(),
+            profile,
+        }
+    }
+
+    fn local_now(&self, id: NodeId) -> i64 {
+        let n = &self.nodes[&id];
+        n.offset_ms + self.now * n.rate / 1000
+    }
+
+    /// Feeds `input` to node `id` and carries out what it asks, in order.
+    fn deliver(&mut self, id: NodeId, input: Input<u64>) -> Result<(), String> {
+        let Some(core) = self.nodes.get_mut(&id).and_then(|n| n.core.as_mut()) else { return Ok(()) };
+        let trace = std::env::var("RAFT_SIM_TRACE").is_ok_and(|t| t == "all" || t == id.to_string());
+        let shown = if trace { format!("{input:?}") } else { String::new() };
+        let outputs = core.step(input);
+        if trace && !shown.starts_with("Tick") {
+            println!(
+                "t={} node {id} {:?} hw={} end={} <- {shown}\n    -> {outputs:?}",
+                self.now,
+                core.role(),
+                core.high_watermark(),
+                core.log().len()
+            );
+        }
+        for output in outputs {
+            match output {
+                Output::Send { to, message } => {
+                    if self.faults && self.rng.chance(self.profile.loss_per_mille) {
+                        continue; // lost
+                    }
+                    let copies = if self.faults && self.rng.chance(self.profile.duplicate_per_mille) { 2 } else { 1 };
+                    for _ in 0..copies {
+                        let at = self.now + self.rng.range(1, if self.faults { self.profile.max_delay_ms } else { 10 });
+                        self.seq += 1;
+                        self.net.insert((at, self.seq), (id, to, message.clone()));
+                    }
+                }
+                Output::Persist(state) => self.nodes.get_mut(&id).expect("node").persisted = state,
+                Output::Append { start, entries } => {
+                    let delay = self.rng.range(1, 30);
+                    let node = self.nodes.get_mut(&id).expect("node");
+                    assert_eq!(start as usize, node.disk.len().min(start as usize), "appends at the end");
+                    node.disk.truncate(start as usize);
+                    node.disk.extend(entries);
+                    let end = node.disk.len() as u64;
+                    node.syncs.push_back((self.now + delay, end));
+                }
+                Output::Truncate { end } => {
+                    let node = self.nodes.get_mut(&id).expect("node");
+                    node.disk.truncate(end as usize);
+                    node.synced = node.synced.min(end as usize);
+                    for s in node.syncs.iter_mut() {
+                        s.1 = s.1.min(end);
+                    }
+                    node.checked = node.checked.min(end);
+                }
+                Output::HighWatermark(_) | Output::Refused(_) => {}
+            }
+        }
+        self.check(id)
+    }
+
+    /// The safety checks on node `id` after a step.
+    fn check(&mut self, id: NodeId) -> Result<(), String> {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let Some(core) = node.core.as_ref() else { return Ok(()) };
+        let epoch = core.election_state().epoch;
+        if core.is_leader() {
+            match self.leaders.get(&epoch) {
+                Some(&other) if other != id => return Err(format!("two leaders in epoch {epoch}: {other} and {id}")),
+                _ => {
+                    self.leaders.insert(epoch, id);
+                }
+            }
+            if !node.was_leader {
+                // Leader completeness: every committed entry is in the new leader's log.
+                let log = core.log();
+                for (offset, entry) in self.committed.iter().enumerate() {
+                    if log.get(offset) != Some(entry) {
+                        return Err(format!("leader {id} of epoch {epoch} lacks committed offset {offset}"));
+                    }
+                }
+            }
+        }
+        node.was_leader = core.is_leader();
+        let hw = core.high_watermark();
+        let log = core.log();
+        for offset in node.checked..hw {
+            let Some(entry) = log.get(offset as usize) else {
+                return Err(format!("node {id}: high watermark {hw} past its log end {}", log.len()));
+            };
+            match self.committed.get(offset as usize) {
+                Some(c) if c != entry => {
+                    return Err(format!("node {id}: committed offset {offset} is {entry:?}, was {c:?}"));
+                }
+                Some(_) => {}
+                None if offset as usize == self.committed.len() => self.committed.push(entry.clone()),
+                None => return Err(format!("node {id}: committed offset {offset} beyond the committed end")),
+            }
+        }
+        node.checked = node.checked.max(hw);
+        Ok(())
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let restart = self.now + self.rng.range(100, 2000);
+        let keep_extra = self.rng.next();
+        let node = self.nodes.get_mut(&id).expect("node");
+        node.core = None;
+        // A torn tail: any prefix of the unsynced writes survives.
+        let unsynced = node.disk.len() - node.synced;
+        let kept = node.synced + (keep_extra % (unsynced as u64 + 1)) as usize;
+        node.disk.truncate(kept);
+        node.synced = kept;
+        node.syncs.clear();
+        node.restart_at = Some(restart);
+        node.was_leader = false;
+    }
+
+    fn restart(&mut self, id: NodeId) {
+        let random = self.rng.next();
+        let now = self.local_now(id);
+        let voters = self.voters.clone();
+        let node = self.nodes.get_mut(&id).expect("node");
+        let config = config(id, &voters, self.profile.max_fetch_entries);
+        let core = RaftCore::restore(config, node.persisted, node.disk.clone(), now, random);
+        node.core = Some(core);
+        node.restart_at = None;
+        node.checked = 0;
+    }
+
+    fn inject_faults(&mut self) {
+        if self.now >= self.heal_at && !self.cut.is_empty() {
+            self.cut.clear();
+        }
+        if self.rng.chance(self.profile.partition_per_mille) && self.cut.is_empty() {
+            // Isolate one node, or split the voters in two.
+            let ids = self.voters.clone();
+            let isolated: Vec<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(400)).collect();
+            let one_way = self.rng.chance(300);
+            for &a in &isolated {
+                for &b in &ids {
+                    if !isolated.contains(&b) {
+                        self.cut.insert((a, b));
+                        if !one_way {
+                            self.cut.insert((b, a));
+                        }
+                    }
+                }
+            }
+            self.heal_at = self.now + self.rng.range(300, 4000);
+        }
+        let live = self.nodes.values().filter(|n| n.core.is_some()).count();
+        if self.rng.chance(self.profile.crash_per_mille) && live > 1 {
+            let id = self.voters[self.rng.below(self.voters.len() as u64) as usize];
+            if self.nodes[&id].core.is_some() {
+                self.crash(id);
+            }
+        }
+    }
+
+    fn tick(&mut self) -> Result<(), String> {
+        self.now += 10;
+        if self.faults {
+            self.inject_faults();
+        }
+        // Restarts, disk completions, messages due by now.
+        let ids = self.voters.clone();
+        for &id in &ids {
+            if self.nodes[&id].restart_at.is_some_and(|at| at <= self.now) {
+                self.restart(id);
+            }
+            while let Some(&(at, end)) = self.nodes[&id].syncs.front() {
+                if at > self.now {
+                    break;
+                }
+                let node = self.nodes.get_mut(&id).expect("node");
+                node.syncs.pop_front();
+                node.synced = node.synced.max((end as usize).min(node.disk.len()));
+                self.deliver(id, Input::Appended { end })?;
+            }
+        }
+        while let Some((&key, _)) = self.net.first_key_value() {
+            if key.0 > self.now {
+                break;
+            }
+            let (from, to, message) = self.net.remove(&key).expect("first");
+            if self.cut.contains(&(from, to)) {
+                continue;
+            }
+            self.deliver(to, Input::Message { from, message })?;
+        }
+        for &id in &ids {
+            let (now_ms, random) = (self.local_now(id), self.rng.next());
+            self.deliver(id, Input::Tick { now_ms, random })?;
+        }
+        if self.now % 50 == 0 {
+            let id = self.voters[self.rng.below(self.voters.len() as u64) as usize];
+            let value = self.next_value;
+            self.next_value += 1;
+            self.deliver(id, Input::Propose(value))?;
+        }
+        Ok(())
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.nodes.iter().find(|(_, n)| n.core.as_ref().is_some_and(|c| c.is_leader())).map(|(id, _)| *id)
+    }
+
+    /// Faults for `fault_ms`, then none: a value proposed then must commit within `settle_ms`.
+    fn run(&mut self, fault_ms: i64, settle_ms: i64) -> Result<(), String> {
+        while self.now < fault_ms {
+            self.tick()?;
+        }
+        self.faults = false;
+        self.cut.clear();
+        let ids = self.voters.clone();
+        for id in ids {
+            if self.nodes[&id].core.is_none() {
+                self.restart(id);
+            }
+        }
+        let deadline = self.now + settle_ms;
+        let probe = u64::MAX;
+        // (Proposed again to each new leader: an uncommitted proposal may go with its leader.)
+        let mut proposed_to = None;
+        while self.now < deadline {
+            self.tick()?;
+            if let Some(leader) = self.leader() {
+                let epoch = self.nodes[&leader].core.as_ref().map(|c| c.election_state().epoch);
+                if proposed_to != Some((leader, epoch)) {
+                    self.deliver(leader, Input::Propose(probe))?;
+                    proposed_to = Some((leader, epoch));
+                }
+            }
+            if self.committed.iter().any(|e| e.value == Some(probe)) {
+                return Ok(());
+            }
+        }
+        Err(format!("no progress {settle_ms} ms after the faults stopped (leader: {:?})", self.leader()))
+    }
+}
+
+fn run_seed(seed: u64, voters: usize) -> Result<(usize, usize), String> {
+    let mut sim = Sim::new(seed, voters);
+    sim.run(20_000, 15_000)?;
+    Ok((sim.leaders.len(), sim.committed.len()))
+}
+
+fn check_seeds(voters: usize, first: u64, runs: u64) {
+    let mut elections = 0;
+    let mut committed = 0;
+    for seed in first..first + runs {
+        match run_seed(seed, voters) {
+            Ok((e, c)) => {
+                elections += e;
+                committed += c;
+            }
+            Err(why) => panic!(
+                "seed {seed} with {voters} voters: {why}\nreplay: RAFT_SIM_SEED={seed} RAFT_SIM_VOTERS={voters} \
+                 cargo test --lib raft::core::sim -- --nocapture"
+            ),
+        }
+    }
+    // The runs are worth something only if they elect and commit under the faults.
+    assert!(elections as u64 >= runs, "{elections} elections in {runs} runs");
+    assert!(committed as u64 >= runs * 50, "{committed} entries committed in {runs} runs");
+    println!("{voters} voters, {runs} seeds from {first}: {elections} elections, {committed} entries committed");
+}
+
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn three_voters_stay_safe_under_faults() {
+    if let Some(seed) = env("RAFT_SIM_SEED") {
+        return check_seeds(env("RAFT_SIM_VOTERS").unwrap_or(3) as usize, seed, 1);
+    }
+    check_seeds(3, 1_000, env("RAFT_SIM_RUNS").unwrap_or(2_500));
+}
+
+#[test]
+fn five_voters_stay_safe_under_faults() {
+    if env("RAFT_SIM_SEED").is_some() {
+        return;
+    }
+    check_seeds(5, 2_000, env("RAFT_SIM_RUNS").unwrap_or(1_000));
+}
+
+#[test]
+fn one_voter_leads_at_once_and_commits_alone() {
+    let voters = [1];
+    let mut core: RaftCore<u64> = RaftCore::restore(config(1, &voters, 8), ElectionState::default(), Vec::new(), 0, 7);
+    let out = core.step(Input::Tick { now_ms: 5_000, random: 1 });
+    assert!(core.is_leader(), "{out:?}");
+    assert_eq!(core.election_state(), ElectionState { epoch: 1, voted_for: Some(1), leader: Some(1) });
+    let out = core.step(Input::Propose(42));
+    assert_eq!(out, vec![Output::Append { start: 1, entries: vec![Entry { epoch: 1, value: Some(42) }] }]);
+    assert_eq!(core.step(Input::Appended { end: 2 }), vec![Output::HighWatermark(2)]);
+}
+
+#[test]
+fn a_follower_truncates_where_the_leader_says_the_logs_diverge() {
+    let voters = [1, 2, 3];
+    let e = |epoch, value| Entry { epoch, value: Some(value) };
+    // Node 2 has entries of epoch 2 the leader (epoch 3) never had.
+    let state = ElectionState { epoch: 3, voted_for: None, leader: Some(1) };
+    let mut f = RaftCore::restore(config(2, &voters, 8), state, vec![e(1, 1), e(2, 2), e(2, 3)], 0, 1);
+    let diverging = FetchResult::Diverging { epoch: 1, end_offset: 1 };
+    let message = Message::FetchResponse { epoch: 3, leader: Some(1), result: diverging, id: 1 };
+    // (It sends its first fetch on a tick past its request timeout.)
+    let _ = f.step(Input::Tick { now_ms: 400, random: 0 });
+    let out = f.step(Input::Message { from: 1, message });
+    assert_eq!(out[0], Output::Truncate { end: 1 });
+    assert!(matches!(
+        &out[1],
+        Output::Send { to: 1, message: Message::Fetch { fetch_offset: 1, last_fetched_epoch: 1, id: 2, .. } }
+    ));
+    // A late copy of that answer is not taken again.
+    let stale = Message::FetchResponse {
+        epoch: 3,
+        leader: Some(1),
+        result: FetchResult::Diverging { epoch: 0, end_offset: 0 },
+        id: 1,
+    };
+    assert!(f.step(Input::Message { from: 1, message: stale }).is_empty());
+    assert_eq!(f.log(), &[e(1, 1)]);
+    assert_eq!(f.log(), &[e(1, 1)]);
+}
