@@ -4,7 +4,8 @@
 //! `ketch --health-check HOST:PORT` only checks that a broker accepts connections there (for a
 //! container HEALTHCHECK, where there is no shell). `ketch format -t CLUSTER_ID [-c FILE]` and
 //! `ketch random-uuid` do what `kafka-storage format` and `kafka-storage random-uuid` do
-//! (`metadata::format`).
+//! (`metadata::format`); with `CLUSTER_ID` in the environment a node of a controller quorum
+//! formats itself at start, as Apache Kafka's container image does.
 //!
 //! Start-up order: logging (level from `KETCH_LOG`, else `ketch.log.level`, else `info`), the
 //! metrics endpoint if `ketch.metrics.listener` is set (before recovery, so `/ready` answers 503
@@ -113,6 +114,7 @@ fn main() -> anyhow::Result<()> {
     }
     let metrics_listener = metrics::listener_from_properties(&props)?;
     let config = BrokerConfig::from_properties(props)?;
+    format_from_environment(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let metrics = Arc::new(Metrics::new());
@@ -130,6 +132,21 @@ fn main() -> anyhow::Result<()> {
         let broker = tokio::task::spawn_blocking(move || ketch::broker::Broker::open(config)).await??;
         ketch::server::run(broker, metrics).await
     })
+}
+
+/// As Apache Kafka's container image does with `CLUSTER_ID`: a node of a controller quorum
+/// (`process.roles` set) formats its log directories for that cluster at start when they are
+/// not formatted yet (`kafka-storage format --ignore-formatted`), so a container needs no
+/// separate format step. Without `CLUSTER_ID`, or on a single node, nothing happens.
+fn format_from_environment(config: &BrokerConfig) -> anyhow::Result<()> {
+    let Some(cluster_id) = std::env::var("CLUSTER_ID").ok().filter(|v| !v.trim().is_empty()) else { return Ok(()) };
+    if !config.properties.contains_key("process.roles") {
+        return Ok(());
+    }
+    for line in ketch::metadata::format::format(config, cluster_id.trim(), true, &[], &[])? {
+        tracing::info!("{line}");
+    }
+    Ok(())
 }
 
 /// `KETCH_LOG` (an `EnvFilter` directive such as `debug` or `ketch=debug,info`) wins over the

@@ -48,6 +48,10 @@ fn format_writes_kafkas_meta_properties_and_refuses_to_format_twice() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(meta(&c).contains(&format!("cluster.id={id}\n")));
     assert_eq!(meta(&b), mb);
+    // Everything formatted: Kafka's formatter says so and succeeds with --ignore-formatted.
+    let out = ketch(&["format", "-t", &id, "--override", &three, "--override", "node.id=3", "--ignore-formatted"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("All of the log directories are already formatted."));
 
     let bad =
         ketch(&["format", "-t", "not-a-uuid", "--override", &format!("log.dirs={}", root.path().join("d").display())]);

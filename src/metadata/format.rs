@@ -99,7 +99,9 @@ pub fn format(
         todo.push((i, dir));
     }
     if todo.is_empty() {
-        anyhow::bail!("All of the log directories are already formatted.");
+        // (Only with --ignore-formatted: without it the first formatted directory is refused.)
+        // Kafka's formatter says so and succeeds.
+        return Ok(vec!["All of the log directories are already formatted.".to_string()]);
     }
     let mut lines = Vec::new();
     for (i, dir) in todo {
