@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import subprocess
+from pathlib import Path
 import threading
 import time
 import uuid
@@ -217,6 +218,26 @@ def test_ssl_and_mtls_next_to_plaintext(start_broker, kafka_libs, pki, tmp_path)
             got += 1
     c.close()
     assert got == COUNT
+
+    # The Java client over mutual TLS (a PEM keystore: its key and certificate in one file), and
+    # refused there without one.
+    keystore = tmp_path / "java-client.pem"
+    keystore.write_text(Path(pki["client_key"]).read_text() + Path(pki["client"]).read_text())
+    mtls_props = tmp_path / "java-mtls.properties"
+    mtls_props.write_text(props.read_text() + f"ssl.keystore.type=PEM\nssl.keystore.location={keystore}\n")
+    mtls_bootstrap = f"127.0.0.1:{mtls_port}"
+    r = kt.run("org.apache.kafka.tools.ProducerPerformance", "--topic", "java-mtls", "--num-records", 100,
+               "--record-size", 1000, "--throughput", "-1", "--producer.config", mtls_props, "--producer-props",
+               f"bootstrap.servers={mtls_bootstrap}", "acks=all", timeout=120)
+    assert "100 records sent" in r.out, r.out
+    r = kt.run("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", mtls_bootstrap, "--topic",
+               "java-mtls", "--messages", 100, "--consumer.config", mtls_props, "--timeout", "30000", timeout=120)
+    data = [line for line in r.stdout.splitlines() if line[:1].isdigit()]
+    assert data and int(data[-1].split(",")[4].strip()) >= 100, r.out
+    r = kt.run("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", mtls_bootstrap, "--topic",
+               "java-mtls", "--messages", 100, "--consumer.config", props, "--timeout", "10000", timeout=120,
+               check=False)
+    assert "SslAuthenticationException" in r.out or r.returncode != 0, r.out
 
 
 def _stores(pki, tmp_path) -> dict:
