@@ -169,6 +169,11 @@ def test_tokens_with_the_tool_franz_go_and_the_java_producer(start_broker, kafka
     r = franz(ports["SASL_PLAINTEXT"], token, timeout="10s")
     assert r.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
     assert described(alice, "User:dave") == [for_dave["id"]]
+    # Neither the key nor a token's HMAC (its password) is in the broker's log.
+    log = "\n".join(line for line in broker.log_path.read_text(errors="replace").splitlines()
+                    if not line.startswith("===== [compat-harness"))
+    for secret in (SECRET["delegation.token.secret.key"], token["hmac"], for_dave["hmac"]):
+        assert secret not in log, secret
 
 
 def test_tokens_are_off_without_a_secret_key(start_broker, kafka_libs, pki, tmp_path):  # noqa: F811

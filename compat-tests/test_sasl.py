@@ -338,11 +338,11 @@ def test_reauthentication_within_connections_max_reauth_ms(start_broker, kafka_l
 
 
 def test_secrets_stay_out_of_describe_configs_and_logs(start_broker, kafka_libs, pki, tmp_path):
-    """Passwords in the configuration (the JAAS lines' `user_*` entries, a keystore password an
-    alteration tries to set) are `sensitive` with a null value in `kafka-configs --describe --all`
+    """Passwords in the configuration (the JAAS lines' `user_*` entries, the delegation token key, a
+    keystore password an alteration tries to set) are `sensitive` with a null value in `kafka-configs --describe --all`
     and appear in no line of the broker's own log, after a good and a bad login and a refused
     alteration (the harness's own start lines, which carry the command, are not the broker's)."""
-    broker, ports = start(start_broker, pki)
+    broker, ports = start(start_broker, pki, {"delegation.token.secret.key": "token-key-secret"})
     kt = KafkaTools(kafka_libs, broker, tmp_path)
     assert rdkafka_auth_error(rdkafka_conf(ports, pki, "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")) is None
     assert refused_login(rdkafka_conf(ports, pki, "SASL_PLAINTEXT", "PLAIN", "alice", "wrong-guess-1"))
@@ -352,12 +352,12 @@ def test_secrets_stay_out_of_describe_configs_and_logs(start_broker, kafka_libs,
                "listener.name.sasl_ssl.ssl.keystore.password=dyn-secret-1", *entity, check=False)
     assert r.returncode != 0, r.out
     out = configs(kt, broker.bootstrap, "--describe", *entity, "--all")
-    for listener in ("sasl_plaintext", "sasl_ssl"):
-        key = f"listener.name.{listener}.plain.sasl.jaas.config"
+    for key in ("listener.name.sasl_plaintext.plain.sasl.jaas.config", "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                "delegation.token.secret.key"):
         assert re.search(rf"\b{re.escape(key)}=null sensitive=true", out), out
     log = "\n".join(line for line in broker.log_path.read_text(errors="replace").splitlines()
                     if not line.startswith("===== [compat-harness"))
-    for secret in ("alice-secret", "bob-secret", "admin-secret", "wrong-guess-1", "dyn-secret-1"):
+    for secret in ("alice-secret", "bob-secret", "admin-secret", "wrong-guess-1", "dyn-secret-1", "token-key-secret"):
         assert secret not in out, secret
         # (Kafka 4.1 itself logs a refused alteration's values, passwords included, in
         # ConfigAdminManager's failure line; Ketch does not.)
