@@ -200,3 +200,19 @@ def test_over_max_connection_creation_rate_accepts_are_paced(broker):
     # Not refused: the acceptor waits until the rate allows the next one (Kafka's throttle).
     assert got == [ANSWERED] * 8, got
     assert took >= 1.5, f"8 connections served in {took:.2f} s at 2 per second"
+
+
+def test_a_controller_listener_has_the_limits_too(start_cluster):
+    """A controller-only node (of the target's kind, no broker) with `max.connections.per.ip=3`:
+    the fourth connection from one address is closed, as on a broker listener."""
+    from types import SimpleNamespace
+
+    from conftest import TARGET
+
+    c = start_cluster({}, controller_overrides={"max.connections.per.ip": "3"}, controller=TARGET)
+    listener = SimpleNamespace(host="127.0.0.1", port=c.ctl.port)
+    # (Kafka's controller holds one connection from 127.0.0.1 itself: its registration with the
+    # active controller, itself, KIP-919. Ketch's registers no controller.)
+    expected = 3 if TARGET == "ketch" else 2
+    got = until(lambda: answered_before_refusal(listener, 6), lambda n: n == expected)
+    assert got == expected, f"{got} connections to the controller answered with max.connections.per.ip=3"

@@ -6,7 +6,9 @@
 //! `security::sasl`); SCRAM logins are checked against the credentials in the controller's own
 //! image. The principal (SASL's, else the client certificate's, else `User:ANONYMOUS`) is what
 //! the controller authorizes. Each connection has an id; when one closes, the controller is told
-//! (a broker whose heartbeats came on it is fenced unless it heartbeats again soon).
+//! (a broker whose heartbeats came on it is fenced unless it heartbeats again soon). New
+//! connections pass Kafka's connection limits as a broker's do (`limits.rs`: `max.connections`,
+//! per listener, `max.connections.per.ip` and its overrides, the creation rates).
 //!
 //! Invariants: as the broker's connections (`connection.rs`): a frame over
 //! `socket.request.max.bytes` or one the guard refuses closes that connection only, and memory
@@ -88,6 +90,12 @@ pub fn serve(
     let weak = Arc::downgrade(controller);
     let tokens = TokenStore::of_image(token_settings.clone(), Box::new(move || weak.upgrade().map(|c| c.image())));
     scram.attach_tokens(Arc::new(tokens));
+    // Kafka's ConnectionQuotas on the controller's listeners too (max.connections, per
+    // listener, per IP and its overrides, the creation rates); no listener of a controller is
+    // protected.
+    let names: Vec<Arc<str>> = bound.iter().map(|(name, _)| Arc::from(name.as_str())).collect();
+    let window = crate::quota::rate::Window::from_properties(&config.properties)?;
+    let limits = super::limits::ConnectionLimits::new(&names, "", window);
     for (name, listener) in bound {
         let addr = listener.local_addr()?;
         tracing::info!(listener = %name, %addr, "controller listening");
@@ -97,8 +105,9 @@ pub fn serve(
             endpoint: endpoint(config, &name, addr),
         });
         let secured = Arc::new(Secured::of(config, &name, scram.clone())?);
-        let limits = (config.socket_request_max_bytes, secured);
-        tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), limits)));
+        let served = (config.socket_request_max_bytes, secured);
+        let admission = (limits.clone(), Arc::new(config.properties.clone()));
+        tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), served, admission)));
     }
     tasks.push(tokio::spawn(expire_sessions(controller.clone())));
     if token_settings.enabled() {
@@ -170,10 +179,24 @@ async fn accept_loop(
     named: Arc<ControllerListener>,
     controller: Arc<QuorumController>,
     (max_frame, secured): (usize, Arc<Secured>),
+    (limits, properties): (Arc<super::limits::ConnectionLimits>, Arc<crate::config::Properties>),
 ) {
+    let listener_name: Arc<str> = Arc::from(named.name.as_str());
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let settings_now = || limits.settings(&properties, &listener_name);
+                let slot = match limits.admit(&listener_name, peer.ip(), settings_now, None).await {
+                    super::limits::Admission::Accepted(slot) => slot,
+                    super::limits::Admission::Refused { max } => {
+                        tracing::info!(
+                            "Rejected connection from {}, address already has the configured maximum of {max} connections.",
+                            peer.ip().to_canonical()
+                        );
+                        continue;
+                    }
+                    super::limits::Admission::Throttled(_) => continue, // (no IP rate quota here)
+                };
                 let (named, controller, secured) = (named.clone(), controller.clone(), secured.clone());
                 let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
@@ -184,6 +207,7 @@ async fn accept_loop(
                     }
                     // However it ended (EOF, error): a broker that heartbeated on it may be gone.
                     controller.connection_closed(connection);
+                    drop(slot);
                 });
             }
             Err(e) => {
