@@ -72,16 +72,12 @@ pub fn place(
     Ok(placed)
 }
 
-/// splitmix64: a small seeded generator, enough to shuffle (not for anything secret).
-struct Rng(u64);
+/// A seeded generator, enough to shuffle.
+struct Rng(crate::raft::core::SplitMix64);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `0..n` (`n > 0`).
@@ -163,7 +159,7 @@ struct RackList {
 
 impl RackList {
     fn new(brokers: &[PlacementBroker], seed: u64) -> RackList {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(crate::raft::core::SplitMix64(seed));
         let mut racks: Vec<(Option<String>, Rack)> = Vec::new();
         let mut unfenced_count = 0;
         for b in brokers {

@@ -20,8 +20,9 @@ use super::controller_authz::Caller;
 use crate::config::SecurityProtocol;
 use crate::controller::quorum::QuorumController;
 use crate::metadata::image::MetadataImage;
+use crate::metadata::records::MetadataRecord;
 use crate::security::acl;
-use crate::security::tokens::{self, TokenSettings, ERROR_TIMESTAMP_MS, TOKENS_METADATA_VERSION};
+use crate::security::tokens::{self, TokenSettings, Tokens, ERROR_TIMESTAMP_MS, TOKENS_METADATA_VERSION};
 
 /// How a request reached the controller: the listener's protocol, and whether a broker
 /// forwarded it (then the client's own connection was already checked by that broker).
@@ -74,14 +75,8 @@ pub fn renew(
     let refused = |e: ResponseError| {
         RenewDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
     };
-    if !allowed(caller, arrival) {
-        return refused(ResponseError::DelegationTokenRequestNotAllowed);
-    }
-    let settings = settings(controller);
-    let answer = controller.change(|d| {
-        tokens::renew(&settings, supported(d.image), &d.image.delegation_tokens, &caller.principal, req, d.now_ms)
-    });
-    written("RenewDelegationToken", answer, refused)
+    let decide = |s: &_, ok, t: &_, now| tokens::renew(s, ok, t, &caller.principal, req, now);
+    change_by_hmac("RenewDelegationToken", controller, caller, arrival, refused, decide)
 }
 
 pub fn expire(
@@ -93,14 +88,26 @@ pub fn expire(
     let refused = |e: ResponseError| {
         ExpireDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
     };
+    let decide = |s: &_, ok, t: &_, now| tokens::expire(s, ok, t, &caller.principal, req, now);
+    change_by_hmac("ExpireDelegationToken", controller, caller, arrival, refused, decide)
+}
+
+/// A renewal or expiry: refused where token requests are not allowed, else decided against the
+/// image's tokens (whether its metadata.version has tokens, the clock) and written.
+fn change_by_hmac<T>(
+    what: &str,
+    controller: &QuorumController,
+    caller: &Caller,
+    arrival: Arrival,
+    refused: impl Fn(ResponseError) -> T,
+    decide: impl FnOnce(&TokenSettings, bool, &Tokens, i64) -> (Vec<MetadataRecord>, T),
+) -> T {
     if !allowed(caller, arrival) {
         return refused(ResponseError::DelegationTokenRequestNotAllowed);
     }
     let settings = settings(controller);
-    let answer = controller.change(|d| {
-        tokens::expire(&settings, supported(d.image), &d.image.delegation_tokens, &caller.principal, req, d.now_ms)
-    });
-    written("ExpireDelegationToken", answer, refused)
+    let answer = controller.change(|d| decide(&settings, supported(d.image), &d.image.delegation_tokens, d.now_ms));
+    written(what, answer, refused)
 }
 
 /// Removes the expired tokens (Kafka's controller sweeps every

@@ -21,12 +21,15 @@ use kafka_protocol::messages::{
     RenewDelegationTokenRequest, RenewDelegationTokenResponse, RequestHeader,
 };
 
-use super::forward::forward_whole;
+use kafka_protocol::protocol::Request;
+
+use super::forward::{forward_whole, Throttled};
 use super::{forwarder, str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::log::now_ms;
+use crate::metadata::records::MetadataRecord;
 use crate::security::acl;
-use crate::security::tokens::{self, split_principal, ERROR_TIMESTAMP_MS};
+use crate::security::tokens::{self, split_principal, TokenSettings, Tokens, ERROR_TIMESTAMP_MS};
 
 fn allowed(ctx: &RequestContext) -> bool {
     tokens::allow_token_requests(ctx.security_protocol, &ctx.principal, ctx.token_authenticated, false)
@@ -76,16 +79,8 @@ pub async fn renew(
     let refused = |e: ResponseError| {
         RenewDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
     };
-    if !allowed(ctx) {
-        return refused(ResponseError::DelegationTokenRequestNotAllowed);
-    }
-    if let Some(link) = broker.controller.get() {
-        return forward_whole(&forwarder(link, ctx, header), version, &req, refused).await;
-    }
-    let store = &broker.tokens;
-    store
-        .change(|t| tokens::renew(&store.settings, true, t, &ctx.principal, &req, now_ms()))
-        .unwrap_or_else(|e| refused(storage_failed(e)))
+    let decide = |settings: &_, t: &_, req: &_| tokens::renew(settings, true, t, &ctx.principal, req, now_ms());
+    change_by_hmac(broker, ctx, header, (req, version), refused, decide).await
 }
 
 pub async fn expire(
@@ -98,6 +93,23 @@ pub async fn expire(
     let refused = |e: ResponseError| {
         ExpireDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
     };
+    let decide = |settings: &_, t: &_, req: &_| tokens::expire(settings, true, t, &ctx.principal, req, now_ms());
+    change_by_hmac(broker, ctx, header, (req, version), refused, decide).await
+}
+
+/// A renewal or expiry: refused where token requests are not allowed, forwarded by a cluster
+/// broker, else `decide`d here and stored.
+async fn change_by_hmac<R: Request>(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    (req, version): (R, i16),
+    refused: impl Fn(ResponseError) -> R::Response,
+    decide: impl FnOnce(&TokenSettings, &Tokens, &R) -> (Vec<MetadataRecord>, R::Response),
+) -> R::Response
+where
+    R::Response: Throttled,
+{
     if !allowed(ctx) {
         return refused(ResponseError::DelegationTokenRequestNotAllowed);
     }
@@ -105,9 +117,7 @@ pub async fn expire(
         return forward_whole(&forwarder(link, ctx, header), version, &req, refused).await;
     }
     let store = &broker.tokens;
-    store
-        .change(|t| tokens::expire(&store.settings, true, t, &ctx.principal, &req, now_ms()))
-        .unwrap_or_else(|e| refused(storage_failed(e)))
+    store.change(|t| decide(&store.settings, t, &req)).unwrap_or_else(|e| refused(storage_failed(e)))
 }
 
 pub fn describe(

@@ -25,6 +25,21 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub type NodeId = i32;
 
+/// splitmix64: a small seeded generator (timeouts here, shuffles and simulations elsewhere; not
+/// for anything secret).
+#[derive(Debug, Clone, Copy)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
 /// One log entry: the epoch it was written in, and its value (None: the leader's
 /// LeaderChangeMessage at the start of its epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,11 +284,9 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
     /// A random duration in [base, 2 * base).
     fn jitter(&mut self, base_ms: i64) -> i64 {
         // splitmix64 over the driver's randomness: deterministic for a deterministic driver.
-        self.random = self.random.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.random;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let mut rng = SplitMix64(self.random);
+        let z = rng.next_u64();
+        self.random = rng.0;
         base_ms + (z % base_ms.max(1) as u64) as i64
     }
     fn election_timeout(&mut self) -> i64 {

@@ -13,16 +13,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::*;
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
+/// The run's deterministic generator.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
@@ -97,7 +93,7 @@ fn config(id: NodeId, voters: &[NodeId], max_fetch_entries: usize) -> Config {
 
 impl Sim {
     fn new(seed: u64, n: usize) -> Sim {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64(seed));
         let profile = Profile {
             max_fetch_entries: 1 + rng.below(8) as usize,
             crash_per_mille: 1 + rng.below(6),
