@@ -363,6 +363,7 @@ fn through_the_quorum_controller_durably() {
         delete_topic_enable: true,
         static_config_keys: Default::default(),
         static_props: Properties::new(),
+        tokens: crate::security::tokens::TokenSettings::from_properties(&Properties::new()),
     };
     let controller = QuorumController::open(dir.path(), settings.clone()).unwrap();
     let topic = TopicRecord { name: "t".to_string(), topic_id: uuid::Uuid::from_u128(7), ..Default::default() };

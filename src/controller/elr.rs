@@ -32,8 +32,7 @@ const MIN_ISR: &str = "min.insync.replicas";
 
 /// Whether the controller tracks ELR (Kafka's `ReplicationControlManager.isElrEnabled`).
 pub fn enabled(image: &MetadataImage) -> bool {
-    image.features.get(ELR_FEATURE).is_some_and(|l| *l >= 1)
-        && image.features.get("metadata.version").is_some_and(|l| *l >= ELR_METADATA_VERSION)
+    image.features.get(ELR_FEATURE).is_some_and(|l| *l >= 1) && image.metadata_version_at_least(ELR_METADATA_VERSION)
 }
 
 /// Kafka's `getTopicEffectiveMinIsr`: the topic's min ISR, at most its replication factor.

@@ -45,6 +45,8 @@ pub struct ControllerSettings {
     /// This node's static configuration (`server.properties`, overrides): what DescribeConfigs
     /// reports as STATIC_BROKER_CONFIG.
     pub static_props: crate::config::Properties,
+    /// The `delegation.token.*` configs delegation token changes are decided with.
+    pub tokens: crate::security::tokens::TokenSettings,
 }
 
 impl ControllerSettings {
@@ -74,6 +76,7 @@ impl ControllerSettings {
                 .map(|(key, _)| key.to_string())
                 .collect(),
             static_props: config.properties.clone(),
+            tokens: crate::security::tokens::TokenSettings::from_properties(&config.properties),
         }
     }
 }

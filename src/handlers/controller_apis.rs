@@ -427,11 +427,6 @@ fn assign_replicas_to_dirs(
     }
 }
 
-/// Removes the expired delegation tokens (the controller's periodic sweep); returns how many.
-pub fn sweep_tokens(controller: &QuorumController) -> anyhow::Result<usize> {
-    super::controller_tokens::sweep(controller)
-}
-
 /// The answer of a change, or `failed`'s (UNKNOWN_SERVER_ERROR) when its records could not be
 /// written (the metadata log's directory failed). Every controller handler answers that case
 /// through this.

@@ -39,7 +39,7 @@ pub fn alter_user_scram_credentials(
 pub fn alter_credentials(image: &MetadataImage, alterations: Vec<Alteration>) -> (Vec<MetadataRecord>, Vec<Outcome>) {
     let Decided { accepted, mut errors } =
         decide(alterations, |user, m| image.scram.contains_key(&(user.to_string(), m.type_code())));
-    let supported = image.features.get("metadata.version").is_some_and(|&level| level >= SCRAM_METADATA_VERSION);
+    let supported = image.metadata_version_at_least(SCRAM_METADATA_VERSION);
     let accepted = match supported {
         true => accepted,
         false => {

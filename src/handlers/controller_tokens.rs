@@ -22,7 +22,7 @@ use crate::controller::quorum::QuorumController;
 use crate::metadata::image::MetadataImage;
 use crate::metadata::records::MetadataRecord;
 use crate::security::acl;
-use crate::security::tokens::{self, TokenSettings, Tokens, ERROR_TIMESTAMP_MS, TOKENS_METADATA_VERSION};
+use crate::security::tokens::{self, TokenSettings, Tokens, TOKENS_METADATA_VERSION};
 
 /// How a request reached the controller: the listener's protocol, and whether a broker
 /// forwarded it (then the client's own connection was already checked by that broker).
@@ -32,12 +32,8 @@ pub struct Arrival {
     pub forwarded: bool,
 }
 
-fn settings(controller: &QuorumController) -> TokenSettings {
-    TokenSettings::from_properties(&controller.settings.static_props)
-}
-
 fn supported(image: &MetadataImage) -> bool {
-    image.features.get("metadata.version").is_some_and(|&level| level >= TOKENS_METADATA_VERSION)
+    image.metadata_version_at_least(TOKENS_METADATA_VERSION)
 }
 
 fn allowed(caller: &Caller, arrival: Arrival) -> bool {
@@ -60,9 +56,8 @@ pub fn create(
     if owner != requester && !caller.authz(controller).allows(acl::CREATE_TOKENS, acl::USER, &owner) {
         return refused(ResponseError::DelegationTokenAuthorizationFailed);
     }
-    let settings = settings(controller);
-    let answer =
-        controller.change(|d| tokens::create(&settings, supported(d.image), requester, req, version, d.now_ms));
+    let settings = &controller.settings.tokens;
+    let answer = controller.change(|d| tokens::create(settings, supported(d.image), requester, req, version, d.now_ms));
     written("CreateDelegationToken", answer, refused)
 }
 
@@ -72,11 +67,8 @@ pub fn renew(
     arrival: Arrival,
     req: &RenewDelegationTokenRequest,
 ) -> RenewDelegationTokenResponse {
-    let refused = |e: ResponseError| {
-        RenewDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
-    };
     let decide = |s: &_, ok, t: &_, now| tokens::renew(s, ok, t, &caller.principal, req, now);
-    change_by_hmac("RenewDelegationToken", controller, caller, arrival, refused, decide)
+    change_by_hmac("RenewDelegationToken", controller, caller, arrival, tokens::renew_refused, decide)
 }
 
 pub fn expire(
@@ -85,11 +77,8 @@ pub fn expire(
     arrival: Arrival,
     req: &ExpireDelegationTokenRequest,
 ) -> ExpireDelegationTokenResponse {
-    let refused = |e: ResponseError| {
-        ExpireDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
-    };
     let decide = |s: &_, ok, t: &_, now| tokens::expire(s, ok, t, &caller.principal, req, now);
-    change_by_hmac("ExpireDelegationToken", controller, caller, arrival, refused, decide)
+    change_by_hmac("ExpireDelegationToken", controller, caller, arrival, tokens::expire_refused, decide)
 }
 
 /// A renewal or expiry: refused where token requests are not allowed, else decided against the
@@ -105,8 +94,8 @@ fn change_by_hmac<T>(
     if !allowed(caller, arrival) {
         return refused(ResponseError::DelegationTokenRequestNotAllowed);
     }
-    let settings = settings(controller);
-    let answer = controller.change(|d| decide(&settings, supported(d.image), &d.image.delegation_tokens, d.now_ms));
+    let settings = &controller.settings.tokens;
+    let answer = controller.change(|d| decide(settings, supported(d.image), &d.image.delegation_tokens, d.now_ms));
     written(what, answer, refused)
 }
 

@@ -24,7 +24,7 @@ pub(crate) mod controller_features;
 mod controller_quotas;
 mod controller_reassign;
 mod controller_scram;
-mod controller_tokens;
+pub(crate) mod controller_tokens;
 mod controller_topics;
 mod create_topics;
 mod delete_topics;

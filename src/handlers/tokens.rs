@@ -29,7 +29,7 @@ use crate::broker::Broker;
 use crate::log::now_ms;
 use crate::metadata::records::MetadataRecord;
 use crate::security::acl;
-use crate::security::tokens::{self, split_principal, TokenSettings, Tokens, ERROR_TIMESTAMP_MS};
+use crate::security::tokens::{self, split_principal, TokenSettings, Tokens};
 
 fn allowed(ctx: &RequestContext) -> bool {
     tokens::allow_token_requests(ctx.security_protocol, &ctx.principal, ctx.token_authenticated, false)
@@ -76,11 +76,8 @@ pub async fn renew(
     req: RenewDelegationTokenRequest,
     version: i16,
 ) -> RenewDelegationTokenResponse {
-    let refused = |e: ResponseError| {
-        RenewDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
-    };
     let decide = |settings: &_, t: &_, req: &_| tokens::renew(settings, true, t, &ctx.principal, req, now_ms());
-    change_by_hmac(broker, ctx, header, (req, version), refused, decide).await
+    change_by_hmac(broker, ctx, header, (req, version), tokens::renew_refused, decide).await
 }
 
 pub async fn expire(
@@ -90,11 +87,8 @@ pub async fn expire(
     req: ExpireDelegationTokenRequest,
     version: i16,
 ) -> ExpireDelegationTokenResponse {
-    let refused = |e: ResponseError| {
-        ExpireDelegationTokenResponse::default().with_error_code(e.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
-    };
     let decide = |settings: &_, t: &_, req: &_| tokens::expire(settings, true, t, &ctx.principal, req, now_ms());
-    change_by_hmac(broker, ctx, header, (req, version), refused, decide).await
+    change_by_hmac(broker, ctx, header, (req, version), tokens::expire_refused, decide).await
 }
 
 /// A renewal or expiry: refused where token requests are not allowed, forwarded by a cluster

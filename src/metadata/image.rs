@@ -202,6 +202,11 @@ impl MetadataImage {
         MetadataImage { offset: -1, ..Default::default() }
     }
 
+    /// Whether the finalized `metadata.version` is at least `level` (what a record kind needs).
+    pub fn metadata_version_at_least(&self, level: i16) -> bool {
+        self.features.get("metadata.version").is_some_and(|&l| l >= level)
+    }
+
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
         self.topic_ids.get(name).and_then(|id| self.topics.get(id))
     }

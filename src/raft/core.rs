@@ -363,9 +363,7 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
                 recent.sort_unstable_by(|a, b| b.cmp(a));
                 let horizon = self.config.fetch_timeout_ms * 3 / 2;
                 if self.config.voters.len() > 1 && now - recent[self.majority() - 1] > horizon {
-                    for to in self.others() {
-                        out.push(Output::Send { to, message: Message::EndQuorumEpoch { epoch: self.state.epoch } });
-                    }
+                    self.broadcast(Message::EndQuorumEpoch { epoch: self.state.epoch }, out);
                     self.role = Role::Resigned;
                     self.election_deadline_ms = now + self.jitter(self.config.election_backoff_max_ms / 2 + 1);
                 }
@@ -375,39 +373,30 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
 
     /// KIP-996: ask for pre-votes for the next epoch before bumping ours.
     fn become_prospective(&mut self, out: &mut Vec<Output<V>>) {
-        let mut granted = BTreeSet::new();
-        granted.insert(self.config.id);
-        self.role = Role::Prospective { granted };
-        self.election_deadline_ms = self.now_ms + self.election_timeout();
-        let message = Message::Vote {
-            epoch: self.state.epoch + 1,
-            pre_vote: true,
-            last_epoch: self.last_epoch(),
-            end_offset: self.end(),
-        };
-        for to in self.others() {
-            out.push(Output::Send { to, message: message.clone() });
-        }
-        self.check_election(out);
+        self.role = Role::Prospective { granted: BTreeSet::from([self.config.id]) };
+        self.campaign(self.state.epoch + 1, true, out);
     }
 
     fn become_candidate(&mut self, out: &mut Vec<Output<V>>) {
         let state = ElectionState { epoch: self.state.epoch + 1, voted_for: Some(self.config.id), leader: None };
         self.persist(state, out);
-        let mut granted = BTreeSet::new();
-        granted.insert(self.config.id);
-        self.role = Role::Candidate { granted };
+        self.role = Role::Candidate { granted: BTreeSet::from([self.config.id]) };
+        self.campaign(state.epoch, false, out);
+    }
+
+    /// Asks every other voter for its (pre-)vote in `epoch`; decides at once if this node's own
+    /// is enough (a single voter).
+    fn campaign(&mut self, epoch: i32, pre_vote: bool, out: &mut Vec<Output<V>>) {
         self.election_deadline_ms = self.now_ms + self.election_timeout();
-        let message = Message::Vote {
-            epoch: state.epoch,
-            pre_vote: false,
-            last_epoch: self.last_epoch(),
-            end_offset: self.end(),
-        };
+        let (last_epoch, end_offset) = (self.last_epoch(), self.end());
+        self.broadcast(Message::Vote { epoch, pre_vote, last_epoch, end_offset }, out);
+        self.check_election(out);
+    }
+
+    fn broadcast(&self, message: Message<V>, out: &mut Vec<Output<V>>) {
         for to in self.others() {
             out.push(Output::Send { to, message: message.clone() });
         }
-        self.check_election(out);
     }
 
     fn check_election(&mut self, out: &mut Vec<Output<V>>) {
@@ -426,9 +415,7 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
             self.others().into_iter().map(|v| (v, Progress { end: 0, last_fetch_ms: self.now_ms })).collect();
         self.role = Role::Leader { epoch_start, progress };
         self.append(vec![Entry { epoch: self.state.epoch, value: None }], out);
-        for to in self.others() {
-            out.push(Output::Send { to, message: Message::BeginQuorumEpoch { epoch: self.state.epoch } });
-        }
+        self.broadcast(Message::BeginQuorumEpoch { epoch: self.state.epoch }, out);
     }
 
     fn become_follower(&mut self, epoch: i32, leader: NodeId, out: &mut Vec<Output<V>>) {

@@ -245,8 +245,9 @@ impl Server {
         match std::mem::replace(&mut self.state, State::Done) {
             State::First => self.first(text, lookup, token_lookup),
             State::Final { client_first_bare, server_first, nonce, credential, user, token_expiry_ms } => {
-                self.token_expiry_ms = token_expiry_ms;
-                self.last(text, &client_first_bare, &server_first, &nonce, &credential, user)
+                let out = self.last(text, &client_first_bare, &server_first, &nonce, &credential, user)?;
+                self.token_expiry_ms = token_expiry_ms; // (only once the proof is right)
+                Ok(out)
             }
             State::Done => Err(Failure::Generic("unexpected message after the exchange ended".into())),
         }

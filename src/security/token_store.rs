@@ -20,7 +20,7 @@ use super::records_file;
 use super::scram::{Credential, Mechanism, MIN_ITERATIONS};
 use super::tokens::{self, TokenSettings, Tokens};
 use crate::metadata::image::MetadataImage;
-use crate::metadata::records::MetadataRecord;
+use crate::metadata::records::{DelegationTokenRecord, MetadataRecord};
 
 /// A current metadata image (None before there is one: no tokens then).
 pub type ImageSource = Box<dyn Fn() -> Option<Arc<MetadataImage>> + Send + Sync>;
@@ -95,6 +95,14 @@ impl TokenStore {
         }
     }
 
+    /// One token in force (without copying the others).
+    fn token(&self, token_id: &str) -> Option<DelegationTokenRecord> {
+        match self.image.get() {
+            Some(source) => source()?.delegation_tokens.get(token_id).cloned(),
+            None => self.tokens.read().unwrap_or_else(|p| p.into_inner()).get(token_id).cloned(),
+        }
+    }
+
     /// A single node's change: `decide` on the tokens in force, its records applied and stored
     /// (all at once, durable on return), then its answer; `Err` when they could not be stored.
     pub fn change<T>(&self, decide: impl FnOnce(&Tokens) -> (Vec<MetadataRecord>, T)) -> std::io::Result<T> {
@@ -117,7 +125,7 @@ impl TokenStore {
     /// `DelegationTokenCredentialCallback`). None when tokens are off or the token is unknown.
     pub fn login(&self, token_id: &str, mechanism: Mechanism) -> Option<TokenLogin> {
         let hmac = self.settings.hmac_of(token_id)?;
-        let token = self.current().remove(token_id)?;
+        let token = self.token(token_id)?;
         let (_, owner_name) = tokens::split_principal(&token.owner);
         let mut cache = self.credentials.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() > 1024 {
@@ -138,7 +146,7 @@ impl TokenStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata::records::{DelegationTokenRecord, RemoveDelegationTokenRecord};
+    use crate::metadata::records::RemoveDelegationTokenRecord;
 
     fn settings() -> TokenSettings {
         TokenSettings {

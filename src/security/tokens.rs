@@ -168,6 +168,16 @@ pub fn create_refused(
     response
 }
 
+/// A RenewDelegationToken refused before a decision (Kafka's `ErrorTimestamp` as the expiry).
+pub fn renew_refused(error: ResponseError) -> RenewDelegationTokenResponse {
+    RenewDelegationTokenResponse::default().with_error_code(error.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
+}
+
+/// An ExpireDelegationToken refused before a decision.
+pub fn expire_refused(error: ResponseError) -> ExpireDelegationTokenResponse {
+    ExpireDelegationTokenResponse::default().with_error_code(error.code()).with_expiry_timestamp_ms(ERROR_TIMESTAMP_MS)
+}
+
 /// CreateDelegationToken (Kafka's `createDelegationToken`), once the request is allowed:
 /// `requester` asks for a token of the owner the request names (itself by default).
 pub fn create(

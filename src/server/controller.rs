@@ -86,7 +86,7 @@ pub fn serve(
     let weak = Arc::downgrade(controller);
     let scram = Arc::new(ScramStore::of_image(Box::new(move || weak.upgrade().map(|c| c.image()))));
     // Delegation token logins on the controller's own SASL listeners, from its image.
-    let token_settings = crate::security::tokens::TokenSettings::from_properties(&config.properties);
+    let token_settings = controller.settings.tokens.clone();
     let weak = Arc::downgrade(controller);
     let tokens = TokenStore::of_image(token_settings.clone(), Box::new(move || weak.upgrade().map(|c| c.image())));
     scram.attach_tokens(Arc::new(tokens));
@@ -359,7 +359,7 @@ async fn sweep_tokens(controller: Arc<QuorumController>, interval_ms: u64) {
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(interval_ms.max(1)));
     loop {
         ticks.tick().await;
-        match crate::handlers::controller_apis::sweep_tokens(&controller) {
+        match crate::handlers::controller_tokens::sweep(&controller) {
             Ok(0) => {}
             Ok(n) => tracing::info!(removed = n, "expired delegation tokens removed"),
             Err(e) => tracing::error!(error = %e, "expired delegation tokens not removed"),
