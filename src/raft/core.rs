@@ -23,6 +23,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use super::entries::{Entries, Entry, Records};
+
 pub type NodeId = i32;
 
 /// splitmix64: a small seeded generator (timeouts here, shuffles and simulations elsewhere; not
@@ -38,14 +40,6 @@ impl SplitMix64 {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-}
-
-/// One log entry: the epoch it was written in, and its value (None: the leader's
-/// LeaderChangeMessage at the start of its epoch).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry<V> {
-    pub epoch: i32,
-    pub value: Option<V>,
 }
 
 /// What `quorum-state` keeps: the epoch, the vote cast in it, the leader known in it.
@@ -200,7 +194,7 @@ pub struct RaftCore<V> {
     config: Config,
     state: ElectionState,
     role: Role,
-    log: Vec<Entry<V>>,
+    log: Entries<V>,
     durable_end: u64,
     high_watermark: u64,
     now_ms: i64,
@@ -215,14 +209,14 @@ pub struct RaftCore<V> {
     fetch_id: u64,
 }
 
-impl<V: Clone + std::fmt::Debug> RaftCore<V> {
+impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     /// A voter restarting with its durable election state and log (everything in `log` is
     /// durable). It never leads the epoch it restarts in: a leader of it resigns.
     pub fn restore(config: Config, state: ElectionState, log: Vec<Entry<V>>, now_ms: i64, random: u64) -> Self {
         assert!(config.voters.contains(&config.id), "a voter is one of the voters");
-        assert!(log.windows(2).all(|w| w[0].epoch <= w[1].epoch), "epochs never decrease along the log");
         assert!(log.last().is_none_or(|e| e.epoch <= state.epoch), "no entry of a future epoch");
-        let durable_end = log.len() as u64;
+        let log = Entries::new(log);
+        let durable_end = log.end();
         let role = match state.leader {
             Some(leader) if leader == config.id => Role::Resigned,
             Some(leader) => Role::Follower { leader },
@@ -253,7 +247,7 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
     pub fn election_state(&self) -> ElectionState {
         self.state
     }
-    pub fn log(&self) -> &[Entry<V>] {
+    pub fn log(&self) -> &Entries<V> {
         &self.log
     }
     pub fn durable_end(&self) -> u64 {
@@ -276,10 +270,10 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
         self.config.voters.contains(&id)
     }
     fn last_epoch(&self) -> i32 {
-        self.log.last().map_or(0, |e| e.epoch)
+        self.log.last_epoch()
     }
     fn end(&self) -> u64 {
-        self.log.len() as u64
+        self.log.end()
     }
     /// A random duration in [base, 2 * base).
     fn jitter(&mut self, base_ms: i64) -> i64 {
@@ -295,10 +289,7 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
 
     /// The end of `epoch` (or of the largest epoch below it) in this log: (that epoch, its end).
     fn end_of_epoch(&self, epoch: i32) -> (i32, u64) {
-        match self.log.iter().rposition(|e| e.epoch <= epoch) {
-            Some(i) => (self.log[i].epoch, i as u64 + 1),
-            None => (0, 0),
-        }
+        self.log.end_of_epoch(epoch)
     }
 
     pub fn step(&mut self, input: Input<V>) -> Vec<Output<V>> {
@@ -622,9 +613,8 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
             }
         }
         self.advance_high_watermark(out);
-        let upto = (fetch_offset as usize + self.config.max_fetch_entries).min(self.log.len());
-        let entries = self.log[fetch_offset as usize..upto].to_vec();
-        let result = FetchResult::Records { start: fetch_offset, entries, high_watermark: self.high_watermark };
+        let (start, entries) = self.log.read(fetch_offset, self.config.max_fetch_entries);
+        let result = FetchResult::Records { start, entries, high_watermark: self.high_watermark };
         out.push(Output::Send { to: from, message: reply(result) });
     }
 
@@ -656,7 +646,7 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
                 let (_, own_end) = self.end_of_epoch(diverging);
                 let end = end_offset.min(own_end);
                 if end < self.end() {
-                    self.log.truncate(end as usize);
+                    let end = self.log.truncate(end);
                     self.durable_end = self.durable_end.min(end);
                     out.push(Output::Truncate { end });
                 }
@@ -668,6 +658,7 @@ impl<V: Clone + std::fmt::Debug> RaftCore<V> {
                     self.append(entries, out);
                 }
                 let high_watermark = high_watermark.min(self.end());
+                debug_assert!(self.log.is_boundary(high_watermark), "a high watermark ends a batch");
                 if high_watermark > self.high_watermark {
                     self.high_watermark = high_watermark;
                     out.push(Output::HighWatermark(high_watermark));

@@ -35,9 +35,9 @@ struct Node {
     core: Option<RaftCore<u64>>,
     /// The durable election state (`quorum-state`).
     persisted: ElectionState,
-    /// What the disk holds (written), of which `synced` entries are durable.
-    disk: Vec<Entry<u64>>,
-    synced: usize,
+    /// What the disk holds (written), durable below offset `synced`.
+    disk: Entries<u64>,
+    synced: u64,
     /// Sync completions in flight: (global time, end).
     syncs: VecDeque<(i64, u64)>,
     /// Clock rate (per mille of the global clock) and offset.
@@ -63,7 +63,7 @@ struct Sim {
     next_value: u64,
     faults: bool,
     leaders: BTreeMap<i32, NodeId>,
-    committed: Vec<Entry<u64>>,
+    committed: Entries<u64>,
     profile: Profile,
 }
 
@@ -110,7 +110,7 @@ impl Sim {
             let node = Node {
                 core: Some(core),
                 persisted: ElectionState::default(),
-                disk: Vec::new(),
+                disk: Entries::new(Vec::new()),
                 synced: 0,
                 syncs: VecDeque::new(),
                 rate: rng.range(850, 1150),
@@ -133,7 +133,7 @@ impl Sim {
             next_value: 1,
             faults: true,
             leaders: BTreeMap::new(),
-            committed: Vec::new(),
+            committed: Entries::new(Vec::new()),
             profile,
         }
     }
@@ -155,7 +155,7 @@ impl Sim {
                 self.now,
                 core.role(),
                 core.high_watermark(),
-                core.log().len()
+                core.log().end()
             );
         }
         for output in outputs {
@@ -175,16 +175,16 @@ impl Sim {
                 Output::Append { start, entries } => {
                     let delay = self.rng.range(1, 30);
                     let node = self.nodes.get_mut(&id).expect("node");
-                    assert_eq!(start as usize, node.disk.len().min(start as usize), "appends at the end");
-                    node.disk.truncate(start as usize);
+                    assert!(start <= node.disk.end(), "appends at the end");
+                    assert_eq!(node.disk.truncate(start), start, "appends at an entry boundary");
                     node.disk.extend(entries);
-                    let end = node.disk.len() as u64;
+                    let end = node.disk.end();
                     node.syncs.push_back((self.now + delay, end));
                 }
                 Output::Truncate { end } => {
                     let node = self.nodes.get_mut(&id).expect("node");
-                    node.disk.truncate(end as usize);
-                    node.synced = node.synced.min(end as usize);
+                    let end = node.disk.truncate(end);
+                    node.synced = node.synced.min(end);
                     for s in node.syncs.iter_mut() {
                         s.1 = s.1.min(end);
                     }
@@ -211,8 +211,9 @@ impl Sim {
             if !node.was_leader {
                 // Leader completeness: every committed entry is in the new leader's log.
                 let log = core.log();
-                for (offset, entry) in self.committed.iter().enumerate() {
-                    if log.get(offset) != Some(entry) {
+                for (i, entry) in self.committed.entries().iter().enumerate() {
+                    let offset = self.committed.start_of(i);
+                    if log.at(offset) != Some(entry) {
                         return Err(format!("leader {id} of epoch {epoch} lacks committed offset {offset}"));
                     }
                 }
@@ -221,18 +222,21 @@ impl Sim {
         node.was_leader = core.is_leader();
         let hw = core.high_watermark();
         let log = core.log();
-        for offset in node.checked..hw {
-            let Some(entry) = log.get(offset as usize) else {
-                return Err(format!("node {id}: high watermark {hw} past its log end {}", log.len()));
-            };
-            match self.committed.get(offset as usize) {
+        if hw > log.end() || !log.is_boundary(hw) {
+            return Err(format!("node {id}: high watermark {hw} past its log end {} or inside an entry", log.end()));
+        }
+        let mut i = log.index_of(node.checked);
+        while i < log.len() && log.start_of(i) < hw {
+            let (offset, entry) = (log.start_of(i), &log.entries()[i]);
+            match self.committed.at(offset) {
                 Some(c) if c != entry => {
                     return Err(format!("node {id}: committed offset {offset} is {entry:?}, was {c:?}"));
                 }
                 Some(_) => {}
-                None if offset as usize == self.committed.len() => self.committed.push(entry.clone()),
-                None => return Err(format!("node {id}: committed offset {offset} beyond the committed end")),
+                None if offset == self.committed.end() => self.committed.extend(vec![entry.clone()]),
+                None => return Err(format!("node {id}: committed offset {offset} not where a committed entry starts")),
             }
+            i += 1;
         }
         node.checked = node.checked.max(hw);
         Ok(())
@@ -244,8 +248,10 @@ impl Sim {
         let node = self.nodes.get_mut(&id).expect("node");
         node.core = None;
         // A torn tail: any prefix of the unsynced writes survives.
-        let unsynced = node.disk.len() - node.synced;
-        let kept = node.synced + (keep_extra % (unsynced as u64 + 1)) as usize;
+        let first_unsynced = node.disk.index_of(node.synced);
+        let unsynced = node.disk.len() - first_unsynced;
+        let kept = first_unsynced + (keep_extra % (unsynced as u64 + 1)) as usize;
+        let kept = if kept < node.disk.len() { node.disk.start_of(kept) } else { node.disk.end() };
         node.disk.truncate(kept);
         node.synced = kept;
         node.syncs.clear();
@@ -259,7 +265,7 @@ impl Sim {
         let voters = self.voters.clone();
         let node = self.nodes.get_mut(&id).expect("node");
         let config = config(id, &voters, self.profile.max_fetch_entries);
-        let core = RaftCore::restore(config, node.persisted, node.disk.clone(), now, random);
+        let core = RaftCore::restore(config, node.persisted, node.disk.entries().to_vec(), now, random);
         node.core = Some(core);
         node.restart_at = None;
         node.checked = 0;
@@ -312,7 +318,7 @@ impl Sim {
                 }
                 let node = self.nodes.get_mut(&id).expect("node");
                 node.syncs.pop_front();
-                node.synced = node.synced.max((end as usize).min(node.disk.len()));
+                node.synced = node.synced.max(end.min(node.disk.end()));
                 self.deliver(id, Input::Appended { end })?;
             }
         }
@@ -369,7 +375,7 @@ impl Sim {
                     proposed_to = Some((leader, epoch));
                 }
             }
-            if self.committed.iter().any(|e| e.value == Some(probe)) {
+            if self.committed.entries().iter().any(|e| e.value == Some(probe)) {
                 return Ok(());
             }
         }
@@ -439,10 +445,11 @@ fn one_voter_leads_at_once_and_commits_alone() {
 #[test]
 fn a_follower_truncates_where_the_leader_says_the_logs_diverge() {
     let voters = [1, 2, 3];
+    // (Values that are multiples of 3 weigh one record each.)
     let e = |epoch, value| Entry { epoch, value: Some(value) };
     // Node 2 has entries of epoch 2 the leader (epoch 3) never had.
     let state = ElectionState { epoch: 3, voted_for: None, leader: Some(1) };
-    let mut f = RaftCore::restore(config(2, &voters, 8), state, vec![e(1, 1), e(2, 2), e(2, 3)], 0, 1);
+    let mut f = RaftCore::restore(config(2, &voters, 8), state, vec![e(1, 3), e(2, 6), e(2, 9)], 0, 1);
     let diverging = FetchResult::Diverging { epoch: 1, end_offset: 1 };
     let message = Message::FetchResponse { epoch: 3, leader: Some(1), result: diverging, id: 1 };
     // (It sends its first fetch on a tick past its request timeout.)
@@ -461,6 +468,5 @@ fn a_follower_truncates_where_the_leader_says_the_logs_diverge() {
         id: 1,
     };
     assert!(f.step(Input::Message { from: 1, message: stale }).is_empty());
-    assert_eq!(f.log(), &[e(1, 1)]);
-    assert_eq!(f.log(), &[e(1, 1)]);
+    assert_eq!(f.log().entries(), &[e(1, 3)]);
 }

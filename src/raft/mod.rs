@@ -3,7 +3,9 @@
 //! controller): every start elects itself in a new epoch. Issue 15 replaces that self-election
 //! with Vote / BeginQuorumEpoch and replicates the log with Fetch; the files stay the same.
 //! Its consensus is `core.rs`, a side-effect-free state machine checked by a deterministic
-//! simulation (`core_sim.rs`); wiring it to these files and to Kafka's wire messages is next.
+//! simulation (`core_sim.rs`); `voter.rs` drives it over these files (`voter_log.rs`) and Kafka
+//! 4.1's Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch (`voter_wire.rs`). Putting the
+//! controller on top of that driver (a quorum of several Ketch voters) is next.
 //!
 //! On disk, laid out as Kafka lays it out: `<metadata dir>/__cluster_metadata-0/` holding Kafka
 //! v2 record batches (segments, indexes, `leader-epoch-checkpoint`), and `quorum-state`
@@ -20,9 +22,13 @@
 //! replay yields the records of data batches in offset order and skips control batches.
 
 pub mod core;
+pub mod entries;
 pub mod leader;
 pub mod observer;
 pub mod snapshot;
+pub mod voter;
+pub mod voter_log;
+pub mod voter_wire;
 
 use std::path::{Path, PathBuf};
 
@@ -236,22 +242,8 @@ impl MetadataLog {
         if records.is_empty() {
             return Ok(self.end_offset() - 1);
         }
-        let mut encoded = Vec::with_capacity(records.len());
-        for (i, record) in records.iter().enumerate() {
-            let value = ApiMessageAndVersion { record: record.clone(), version: record.highest_version() }
-                .encode()
-                .map_err(|e| anyhow::anyhow!("metadata record {} cannot be encoded: {e:?}", record.name()))?;
-            encoded.push(data_record(i as i64, Bytes::from(value), now_ms));
-        }
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            encoded.iter(),
-            &RecordEncodeOptions { version: 2, compression: Compression::None },
-        )
-        .map_err(|e| anyhow::anyhow!("metadata batch cannot be encoded: {e:?}"))?;
-        anyhow::ensure!(buf.len() <= MAX_BATCH_BYTES, "metadata batch of {} bytes is too large", buf.len());
-        self.append_batch(buf.to_vec())
+        let batch = encode_batch(records, now_ms)?;
+        self.append_batch(batch)
     }
 
     fn append_batch(&mut self, batch: Vec<u8>) -> anyhow::Result<i64> {
@@ -302,6 +294,26 @@ fn log_config() -> anyhow::Result<crate::config::TopicConfig> {
     props.insert("log.flush.interval.messages".into(), i64::MAX.to_string());
     props.insert("message.max.bytes".into(), MAX_BATCH_BYTES.to_string());
     Ok(BrokerConfig::from_properties(props)?.topic_defaults)
+}
+
+/// `records` as one data batch (base offset 0: the append gives it its offset and epoch).
+pub fn encode_batch(records: &[MetadataRecord], now_ms: i64) -> anyhow::Result<Vec<u8>> {
+    let mut encoded = Vec::with_capacity(records.len());
+    for (i, record) in records.iter().enumerate() {
+        let value = ApiMessageAndVersion { record: record.clone(), version: record.highest_version() }
+            .encode()
+            .map_err(|e| anyhow::anyhow!("metadata record {} cannot be encoded: {e:?}", record.name()))?;
+        encoded.push(data_record(i as i64, Bytes::from(value), now_ms));
+    }
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        encoded.iter(),
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .map_err(|e| anyhow::anyhow!("metadata batch cannot be encoded: {e:?}"))?;
+    anyhow::ensure!(buf.len() <= MAX_BATCH_BYTES, "metadata batch of {} bytes is too large", buf.len());
+    Ok(buf.to_vec())
 }
 
 /// Reads every batch from the start; data batches' records go to `apply`.
@@ -378,12 +390,18 @@ fn data_record(offset: i64, value: Bytes, now_ms: i64) -> Record {
 
 /// A control batch announcing `node_id` as leader (voters and granting voters: itself).
 fn leader_change_batch(node_id: i32, now_ms: i64) -> Vec<u8> {
-    let voter = Voter::default().with_voter_id(node_id);
+    leader_change_batch_of(node_id, &[node_id], now_ms)
+}
+
+/// A control batch announcing `leader` as leader of a quorum of `voters` (Kafka lists the
+/// voters in both fields).
+fn leader_change_batch_of(leader: i32, voters: &[i32], now_ms: i64) -> Vec<u8> {
+    let voters: Vec<Voter> = voters.iter().map(|v| Voter::default().with_voter_id(*v)).collect();
     let message = LeaderChangeMessage::default()
         .with_version(0)
-        .with_leader_id(node_id.into())
-        .with_voters(vec![voter.clone()])
-        .with_granting_voters(vec![voter]);
+        .with_leader_id(leader.into())
+        .with_voters(voters.clone())
+        .with_granting_voters(voters);
     let mut value = BytesMut::new();
     message.encode(&mut value, 0).expect("a leader change message always encodes");
     let mut key = Vec::with_capacity(4);

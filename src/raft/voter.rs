@@ -1,0 +1,600 @@
+//! The driver of one voter of a multi-voter KRaft quorum (Kafka's `KafkaRaftClient` around the
+//! pure `core::RaftCore`): it owns the core and the metadata log's files (`voter_log.rs`), runs
+//! on a thread of its own (appends are fsynced in place), and talks to the other voters with
+//! Kafka 4.1's messages (`voter_wire.rs`) over connections of its own, two per voter (one for
+//! Fetch, which the leader may hold, one for everything else). Incoming requests (from the
+//! controller listener: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of voters and observers)
+//! come through `VoterHandle` and are answered with what the core says; a Fetch with nothing new
+//! is held (up to its max_wait_ms) until the log or the high watermark moves.
+//!
+//! The driver executes the core's outputs in order: the election state is in `quorum-state`
+//! before any message after it is sent; appends are written and fsynced before the core hears
+//! they are durable; a truncation is durable before anything after it. Committed records reach
+//! `on_commit` in offset order, each batch once, before a proposal waiting for them is answered.
+//!
+//! Invariants: only the leader's own proposals are appended as its own (stamped with its epoch
+//! at the core's offset); a proposal is answered once committed, or refused (not the leader, or
+//! leadership lost before it committed: it may still commit under the next leader, as in Kafka);
+//! a failed write stops the voter (Kafka halts on a metadata log I/O error).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest,
+    FetchResponse, VoteRequest, VoteResponse,
+};
+use tokio::sync::{oneshot, watch};
+
+use super::core::{Config, FetchResult, Input, Message, NodeId, Output, RaftCore, Role};
+use super::voter_log::Batch;
+use super::voter_wire::{self as wire, Endpoint, Outgoing};
+use super::MetadataLog;
+use crate::metadata::records::MetadataRecord;
+use crate::node::client::Connection;
+use crate::security::client::ClientSecurity;
+
+/// How often the core's clock ticks.
+const TICK: Duration = Duration::from_millis(10);
+/// How long a follower's fetch may be held by the leader.
+const FETCH_MAX_WAIT_MS: i32 = 500;
+/// Batches per fetch answer.
+const MAX_FETCH_ENTRIES: usize = 64;
+
+#[derive(Debug, Clone)]
+pub struct VoterSettings {
+    pub node_id: NodeId,
+    /// Every voter: id and controller listener (`controller.quorum.voters`).
+    pub voters: BTreeMap<NodeId, Endpoint>,
+    pub cluster_id: String,
+    pub election_timeout_ms: i64,
+    pub fetch_timeout_ms: i64,
+    pub election_backoff_max_ms: i64,
+    pub request_timeout_ms: i64,
+    pub security: Arc<ClientSecurity>,
+}
+
+/// What the voter knows, published after every step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    pub epoch: i32,
+    pub leader: Option<NodeId>,
+    /// Leading, and everything before its epoch is committed: it may take proposals.
+    pub active: bool,
+    pub high_watermark: u64,
+    pub end: u64,
+}
+
+/// Applies committed batches: called with the log and the range [from, to) newly committed.
+pub type OnCommit = Box<dyn FnMut(&MetadataLog, u64, u64) + Send>;
+
+enum Event {
+    Request { from: NodeId, message: Message<Batch>, max_wait_ms: i32, reply: oneshot::Sender<Reply> },
+    Answer { from: NodeId, message: Message<Batch>, batches: Vec<Bytes> },
+    Propose { records: Vec<MetadataRecord>, reply: oneshot::Sender<anyhow::Result<u64>> },
+    Stop,
+}
+
+/// The core's answer to a request, with the bytes a fetch answer carries.
+struct Reply {
+    message: Option<Message<Batch>>,
+    records: Bytes,
+    epoch: i32,
+    leader: Option<NodeId>,
+}
+
+struct Parked {
+    from: NodeId,
+    message: Message<Batch>,
+    deadline: Instant,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// How handlers and the controller reach the voter.
+#[derive(Clone)]
+pub struct VoterHandle {
+    events: mpsc::Sender<Event>,
+    pub status: watch::Receiver<Status>,
+    settings: Arc<VoterSettings>,
+}
+
+impl VoterHandle {
+    async fn ask(&self, from: NodeId, message: Message<Batch>, max_wait_ms: i32) -> Option<Reply> {
+        let (reply, answer) = oneshot::channel();
+        self.events.send(Event::Request { from, message, max_wait_ms, reply }).ok()?;
+        answer.await.ok()
+    }
+
+    fn own_endpoint(&self) -> Option<(NodeId, &Endpoint)> {
+        let leader = self.status.borrow().leader?;
+        self.settings.voters.get(&leader).map(|e| (leader, e))
+    }
+
+    pub async fn vote(&self, request: &VoteRequest) -> VoteResponse {
+        match wire::vote_in(request, &self.settings.cluster_id) {
+            Err(error) => wire::vote_out(None, 0, Some(error)),
+            Ok((from, message)) => match self.ask(from, message, 0).await {
+                Some(reply) => wire::vote_out(reply.message.as_ref(), reply.epoch, None),
+                None => wire::vote_out(None, 0, Some(ResponseError::UnknownServerError)),
+            },
+        }
+    }
+
+    pub async fn begin_quorum_epoch(&self, request: &BeginQuorumEpochRequest) -> BeginQuorumEpochResponse {
+        match wire::begin_in(request, &self.settings.cluster_id) {
+            Err(error) => wire::begin_out(0, None, Some(error)),
+            Ok((from, message)) => match self.ask(from, message, 0).await {
+                Some(reply) => wire::begin_out(reply.epoch, reply.leader, None),
+                None => wire::begin_out(0, None, Some(ResponseError::UnknownServerError)),
+            },
+        }
+    }
+
+    pub async fn end_quorum_epoch(&self, request: &EndQuorumEpochRequest) -> EndQuorumEpochResponse {
+        use kafka_protocol::messages::end_quorum_epoch_response as r;
+        let answer = match wire::end_in(request, &self.settings.cluster_id) {
+            Err(error) => return EndQuorumEpochResponse::default().with_error_code(error.code()),
+            Ok((from, message)) => self.ask(from, message, 0).await,
+        };
+        let Some(reply) = answer else {
+            return EndQuorumEpochResponse::default().with_error_code(ResponseError::UnknownServerError.code());
+        };
+        let partition = r::PartitionData::default()
+            .with_leader_id(reply.leader.unwrap_or(-1).into())
+            .with_leader_epoch(reply.epoch);
+        let topic = r::TopicData::default()
+            .with_topic_name(kafka_protocol::messages::TopicName(super::METADATA_TOPIC_NAME.into()))
+            .with_partitions(vec![partition]);
+        EndQuorumEpochResponse::default().with_topics(vec![topic])
+    }
+
+    /// A Fetch of the metadata log by a voter or an observer.
+    pub async fn fetch(&self, request: &FetchRequest) -> FetchResponse {
+        match wire::fetch_in(request, &self.settings.cluster_id) {
+            Err(error) => wire::fetch_out(Err(error), Bytes::new(), 0, None),
+            Ok((from, message, max_wait_ms)) => {
+                let asked = message.epoch();
+                match self.ask(from, message, max_wait_ms.clamp(0, 60_000)).await {
+                    Some(Reply { message: Some(m), records, .. }) => {
+                        wire::fetch_out(Ok(&m), records, asked, self.own_endpoint())
+                    }
+                    _ => wire::fetch_out(Err(ResponseError::UnknownServerError), Bytes::new(), asked, None),
+                }
+            }
+        }
+    }
+
+    /// Stops the driver (its log is closed; requests after this get no answer).
+    pub fn stop(&self) {
+        let _ = self.events.send(Event::Stop);
+    }
+
+    /// Appends `records` as one batch once this voter leads and is caught up; returns the end
+    /// offset of the batch once it is committed (and applied by `on_commit`).
+    pub async fn propose(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
+        let (reply, answer) = oneshot::channel();
+        self.events
+            .send(Event::Propose { records, reply })
+            .map_err(|_| anyhow::anyhow!("the metadata log's voter has stopped"))?;
+        answer.await.map_err(|_| anyhow::anyhow!("the metadata log's voter has stopped"))?
+    }
+}
+
+struct Driver {
+    settings: Arc<VoterSettings>,
+    core: RaftCore<Batch>,
+    log: MetadataLog,
+    events: mpsc::Receiver<Event>,
+    /// The sender side, for the peers' tasks.
+    answers: mpsc::Sender<Event>,
+    peers: HashMap<NodeId, Peer>,
+    /// Bytes of entries proposed or fetched, by the id their `Batch` carries, until written.
+    pending: HashMap<u64, Bytes>,
+    next_id: u64,
+    /// Proposals waiting for the high watermark: (end offset, answer).
+    waiting: Vec<(u64, oneshot::Sender<anyhow::Result<u64>>)>,
+    parked: Vec<Parked>,
+    status: watch::Sender<Status>,
+    on_commit: OnCommit,
+    committed: u64,
+    started: Instant,
+    seed: u64,
+}
+
+struct Peer {
+    control: tokio::sync::mpsc::UnboundedSender<Message<Batch>>,
+    fetch: tokio::sync::mpsc::UnboundedSender<Message<Batch>>,
+}
+
+/// Opens the voter's log in `metadata_dir` and starts its driver thread (peers' connections
+/// on the current tokio runtime).
+pub fn start(
+    metadata_dir: &std::path::Path,
+    settings: VoterSettings,
+    on_commit: OnCommit,
+) -> anyhow::Result<VoterHandle> {
+    anyhow::ensure!(settings.voters.contains_key(&settings.node_id), "a voter is one of controller.quorum.voters");
+    let (log, state, entries) = MetadataLog::open_voter(metadata_dir, settings.node_id, crate::log::now_ms())?;
+    let config = Config {
+        id: settings.node_id,
+        voters: settings.voters.keys().copied().collect(),
+        election_timeout_ms: settings.election_timeout_ms,
+        fetch_timeout_ms: settings.fetch_timeout_ms,
+        election_backoff_max_ms: settings.election_backoff_max_ms,
+        request_timeout_ms: settings.request_timeout_ms + FETCH_MAX_WAIT_MS as i64,
+        max_fetch_entries: MAX_FETCH_ENTRIES,
+    };
+    let seed = rand::random::<u64>();
+    let core = RaftCore::restore(config, state, entries, 0, seed);
+    tracing::info!(
+        node = settings.node_id,
+        epoch = state.epoch,
+        end = core.log().end(),
+        voters = ?settings.voters.keys().collect::<Vec<_>>(),
+        "metadata log voter open"
+    );
+    let settings = Arc::new(settings);
+    let (events_tx, events) = mpsc::channel();
+    let (status, status_rx) = watch::channel(Status::default());
+    let runtime = tokio::runtime::Handle::current();
+    let mut peers = HashMap::new();
+    for (&id, endpoint) in settings.voters.iter().filter(|(id, _)| **id != settings.node_id) {
+        let addr = format!("{}:{}", endpoint.host, endpoint.port);
+        let control = spawn_peer(&runtime, &settings, id, addr.clone(), events_tx.clone());
+        let fetch = spawn_peer(&runtime, &settings, id, addr, events_tx.clone());
+        peers.insert(id, Peer { control, fetch });
+    }
+    let mut driver = Driver {
+        settings: settings.clone(),
+        core,
+        log,
+        events,
+        answers: events_tx.clone(),
+        peers,
+        pending: HashMap::new(),
+        next_id: 1,
+        waiting: Vec::new(),
+        parked: Vec::new(),
+        status,
+        on_commit,
+        committed: 0,
+        started: Instant::now(),
+        seed,
+    };
+    std::thread::Builder::new().name(format!("raft-voter-{}", settings.node_id)).spawn(move || {
+        if let Err(e) = driver.run() {
+            tracing::error!(error = %e, "the metadata log's voter stopped");
+        }
+        let _ = driver.log.close();
+    })?;
+    Ok(VoterHandle { events: events_tx, status: status_rx, settings })
+}
+
+/// A task sending one kind of message to voter `to` over a connection of its own.
+fn spawn_peer(
+    runtime: &tokio::runtime::Handle,
+    settings: &Arc<VoterSettings>,
+    to: NodeId,
+    addr: String,
+    answers: mpsc::Sender<Event>,
+) -> tokio::sync::mpsc::UnboundedSender<Message<Batch>> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Message<Batch>>();
+    let settings = settings.clone();
+    runtime.spawn(async move {
+        let mut connection: Option<Connection> = None;
+        let timeout = Duration::from_millis(settings.request_timeout_ms.max(1) as u64);
+        let own = settings.voters[&settings.node_id].clone();
+        while let Some(message) = rx.recv().await {
+            let Some(request) =
+                wire::request(&settings.cluster_id, settings.node_id, to, &message, &own, FETCH_MAX_WAIT_MS)
+            else {
+                continue;
+            };
+            if connection.is_none() {
+                match Connection::connect(&addr, "raft-client", timeout, &settings.security).await {
+                    Ok(c) => connection = Some(c),
+                    Err(e) => {
+                        tracing::debug!(to, error = %e, "connecting to a voter");
+                        continue;
+                    }
+                }
+            }
+            let conn = connection.as_mut().expect("connected");
+            let answer = match (request, &message) {
+                (Outgoing::Vote(r), Message::Vote { pre_vote, epoch, .. }) => conn
+                    .send(wire::VOTE_VERSION, &r, Duration::ZERO)
+                    .await
+                    .map(|a| wire::vote_answer(&a, *pre_vote, *epoch).map(|m| (m, Vec::new()))),
+                (Outgoing::Begin(r), _) => conn
+                    .send(wire::BEGIN_QUORUM_EPOCH_VERSION, &r, Duration::ZERO)
+                    .await
+                    .map(|a| wire::begin_answer(&a).map(|m| (m, Vec::new()))),
+                (Outgoing::End(r), _) => {
+                    conn.send(wire::END_QUORUM_EPOCH_VERSION, &r, Duration::ZERO).await.map(|_| None)
+                }
+                (Outgoing::Fetch(r), Message::Fetch { fetch_offset, id, .. }) => conn
+                    .send(wire::FETCH_VERSION, &r, Duration::from_millis(FETCH_MAX_WAIT_MS as u64))
+                    .await
+                    .map(|a| wire::fetch_answer(&a, *fetch_offset, *id)),
+                _ => Ok(None),
+            };
+            match answer {
+                Ok(Some((message, batches))) => {
+                    if answers.send(Event::Answer { from: to, message, batches }).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(to, error = %e, "a request to a voter failed");
+                    connection = None;
+                }
+            }
+        }
+    });
+    tx
+}
+
+impl Driver {
+    fn now_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
+    }
+
+    fn run(&mut self) -> anyhow::Result<()> {
+        let mut next_tick = Instant::now();
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(wait) {
+                Ok(Event::Stop) => return Ok(()),
+                Ok(event) => self.on_event(event)?,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+            if Instant::now() >= next_tick {
+                next_tick = Instant::now() + TICK;
+                self.seed = super::core::SplitMix64(self.seed).next_u64();
+                let tick = Input::Tick { now_ms: self.now_ms(), random: self.seed };
+                self.step(tick, None)?;
+                self.release_parked(false)?;
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: Event) -> anyhow::Result<()> {
+        match event {
+            Event::Request { from, message, max_wait_ms, reply } => {
+                if matches!(message, Message::EndQuorumEpoch { .. }) {
+                    self.step(Input::Message { from, message }, None)?;
+                    let _ = reply.send(self.reply(None));
+                    return Ok(());
+                }
+                let deadline = Instant::now() + Duration::from_millis(max_wait_ms.max(0) as u64);
+                self.answer(Parked { from, message, deadline, reply })?;
+            }
+            Event::Answer { from, mut message, batches } => {
+                // Fetched batches: their bytes wait (by id) for the core's append.
+                if let Message::FetchResponse { result: FetchResult::Records { entries, .. }, .. } = &mut message {
+                    for (entry, bytes) in entries.iter_mut().zip(batches) {
+                        let id = self.next_id;
+                        self.next_id += 1;
+                        self.pending.insert(id, bytes);
+                        if let Some(batch) = entry.value.as_mut() {
+                            batch.id = id;
+                        }
+                    }
+                }
+                self.step(Input::Message { from, message }, None)?;
+                self.pending.clear();
+            }
+            Event::Propose { records, reply } => {
+                if !self.status.borrow().active {
+                    let _ = reply.send(Err(not_leader()));
+                    return Ok(());
+                }
+                let bytes = match super::encode_batch(&records, crate::log::now_ms()) {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return Ok(());
+                    }
+                };
+                let id = self.next_id;
+                self.next_id += 1;
+                self.pending.insert(id, Bytes::from(bytes));
+                let end = self.core.log().end() + records.len() as u64;
+                self.waiting.push((end, reply));
+                self.step(Input::Propose(Batch { records: records.len() as u64, id }), None)?;
+            }
+            Event::Stop => {}
+        }
+        Ok(())
+    }
+
+    /// Answers a request now, or holds a fetch with nothing new until its deadline.
+    fn answer(&mut self, request: Parked) -> anyhow::Result<()> {
+        let Parked { from, message, deadline, reply } = request;
+        let hw_before = self.core.high_watermark();
+        let answered = self.step(Input::Message { from, message: message.clone() }, Some(from))?;
+        // (A fetch that moved the high watermark is answered at once: the fetcher learns it.)
+        let empty = self.core.high_watermark() == hw_before
+            && matches!(
+                &answered,
+                Some(Message::FetchResponse { result: FetchResult::Records { entries, .. }, .. }) if entries.is_empty()
+            );
+        if empty && Instant::now() < deadline {
+            self.parked.push(Parked { from, message, deadline, reply });
+            return Ok(());
+        }
+        let reply_value = self.reply(answered);
+        let _ = reply.send(reply_value);
+        Ok(())
+    }
+
+    fn reply(&self, message: Option<Message<Batch>>) -> Reply {
+        let records = match &message {
+            Some(Message::FetchResponse { result: FetchResult::Records { start, entries, .. }, .. }) => {
+                let end = start + entries.iter().map(|e| e.records()).sum::<u64>();
+                self.log.read_batches(*start, end).unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "reading the metadata log for a fetch");
+                    Bytes::new()
+                })
+            }
+            _ => Bytes::new(),
+        };
+        let state = self.core.election_state();
+        Reply { message, records, epoch: state.epoch, leader: state.leader }
+    }
+
+    /// Steps held fetches again (all when the log or high watermark moved, else the expired).
+    fn release_parked(&mut self, moved: bool) -> anyhow::Result<()> {
+        let now = Instant::now();
+        let (due, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.parked).into_iter().partition(|p| moved || p.deadline <= now);
+        self.parked = kept;
+        for parked in due {
+            self.answer(parked)?;
+        }
+        Ok(())
+    }
+
+    /// Feeds `input` to the core and carries out its outputs; returns the answer to `reply_to`'s
+    /// request when the core gave one.
+    fn step(&mut self, input: Input<Batch>, reply_to: Option<NodeId>) -> anyhow::Result<Option<Message<Batch>>> {
+        let mut queue = VecDeque::from([input]);
+        let mut reply = None;
+        let mut moved = false;
+        let asked = match queue.front() {
+            Some(Input::Message { message, .. }) => Some(std::mem::discriminant(message)),
+            _ => None,
+        };
+        while let Some(input) = queue.pop_front() {
+            for output in self.core.step(input) {
+                match output {
+                    Output::Send { to, message } => {
+                        let answers = asked.is_some_and(|a| answers_kind(a, &message));
+                        if reply.is_none() && reply_to == Some(to) && answers {
+                            reply = Some(message);
+                        } else {
+                            self.send(to, message);
+                        }
+                    }
+                    Output::Persist(state) => {
+                        let voters: Vec<NodeId> = self.settings.voters.keys().copied().collect();
+                        self.log.persist_election(state, &voters)?;
+                    }
+                    Output::Append { start, entries } => {
+                        let mut at = start;
+                        for entry in entries {
+                            let bytes = match entry.value {
+                                None => {
+                                    let voters: Vec<NodeId> = self.settings.voters.keys().copied().collect();
+                                    Bytes::from(MetadataLog::leader_change(
+                                        self.settings.node_id,
+                                        &voters,
+                                        crate::log::now_ms(),
+                                    ))
+                                }
+                                Some(batch) => self
+                                    .pending
+                                    .remove(&batch.id)
+                                    .ok_or_else(|| anyhow::anyhow!("no bytes for the entry at {at}"))?,
+                            };
+                            self.log.write_at(at, entry.epoch, &bytes)?;
+                            at += entry.records();
+                        }
+                        self.log.sync_voter()?;
+                        queue.push_back(Input::Appended { end: at });
+                        moved = true;
+                    }
+                    Output::Truncate { end } => {
+                        tracing::info!(end, "metadata log truncated where it diverged from the leader's");
+                        self.log.truncate_voter(end)?;
+                    }
+                    Output::HighWatermark(hw) => {
+                        self.commit(hw);
+                        moved = true;
+                    }
+                    Output::Refused(batch) => {
+                        self.pending.remove(&batch.id);
+                    }
+                }
+            }
+        }
+        self.publish();
+        if moved {
+            self.release_parked(true)?;
+        }
+        Ok(reply)
+    }
+
+    fn send(&self, to: NodeId, message: Message<Batch>) {
+        let Some(peer) = self.peers.get(&to) else { return };
+        let _ = match message {
+            Message::Fetch { .. } => peer.fetch.send(message),
+            _ => peer.control.send(message),
+        };
+    }
+
+    fn commit(&mut self, hw: u64) {
+        if hw > self.committed {
+            (self.on_commit)(&self.log, self.committed, hw);
+            self.committed = hw;
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.waiting).into_iter().partition(|(end, _)| *end <= hw);
+        self.waiting = waiting;
+        for (end, reply) in done {
+            let _ = reply.send(Ok(end));
+        }
+    }
+
+    fn publish(&mut self) {
+        let state = self.core.election_state();
+        let hw = self.core.high_watermark();
+        let active = match self.core.role() {
+            Role::Leader { epoch_start, .. } => hw > *epoch_start,
+            _ => false,
+        };
+        if !self.core.is_leader() {
+            // Leadership lost: proposals not committed yet are refused (they may still commit).
+            for (_, reply) in self.waiting.drain(..) {
+                let _ = reply.send(Err(not_leader()));
+            }
+        }
+        let status =
+            Status { epoch: state.epoch, leader: state.leader, active, high_watermark: hw, end: self.core.log().end() };
+        self.status.send_if_modified(|s| {
+            let changed = *s != status;
+            if changed && (s.leader != status.leader || s.epoch != status.epoch) {
+                tracing::info!(epoch = status.epoch, leader = ?status.leader, "metadata quorum leader");
+            }
+            *s = status.clone();
+            changed
+        });
+        let _ = &self.answers;
+    }
+}
+
+/// Whether `message` answers a request of kind `asked`.
+fn answers_kind(asked: std::mem::Discriminant<Message<Batch>>, message: &Message<Batch>) -> bool {
+    let request_of = match message {
+        Message::VoteResponse { .. } => Message::Vote { epoch: 0, pre_vote: false, last_epoch: 0, end_offset: 0 },
+        Message::BeginQuorumEpochResponse { .. } => Message::BeginQuorumEpoch { epoch: 0 },
+        Message::FetchResponse { .. } => Message::Fetch { epoch: 0, fetch_offset: 0, last_fetched_epoch: 0, id: 0 },
+        _ => return false,
+    };
+    std::mem::discriminant(&request_of) == asked
+}
+
+/// The error a proposal to a voter that does not lead gets (the controller answers NOT_CONTROLLER).
+pub fn not_leader() -> anyhow::Error {
+    anyhow::anyhow!("not the active controller")
+}
+
+#[cfg(test)]
+#[path = "voter_tests.rs"]
+mod tests;

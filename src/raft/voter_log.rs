@@ -1,0 +1,202 @@
+//! The metadata log as one voter of a multi-voter quorum keeps it (`voter.rs` drives it): the
+//! same files as the single voter's (`mod.rs`), written only as the Raft core says: batches at
+//! the log end (the leader's own, stamped with its epoch, or the leader's as fetched), truncation
+//! where the logs diverge, fsync before the core hears that an append is durable, and
+//! `quorum-state` (Kafka's JSON, data version 0, with `votedId`) before anything after a change
+//! of election state.
+//!
+//! Invariants: batches are appended only at the log end and keep the offsets and epochs the core
+//! gave them; `quorum-state` is replaced atomically (written, synced, renamed); nothing is read
+//! past the log end.
+
+use std::path::Path;
+
+use bytes::Bytes;
+
+use super::core::{ElectionState, Entry, Records};
+use super::{leader_change_batch_of, MetadataLog, METADATA_LOG_DIR_NAME, QUORUM_STATE};
+use crate::log::batch::{self, Header};
+use crate::log::partition_log::{write_atomically, PartitionLog};
+
+/// A Raft entry as the core sees a record batch: how many offsets it takes, and an id the
+/// driver finds its bytes by when it is appended (0: already on disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub records: u64,
+    pub id: u64,
+}
+
+impl Records for Batch {
+    fn records(&self) -> u64 {
+        self.records
+    }
+}
+
+impl MetadataLog {
+    /// Opens (recovering a torn tail) or creates the metadata log of voter `node_id`: the log,
+    /// the election state in `quorum-state`, and one entry per batch.
+    pub fn open_voter(
+        metadata_dir: &Path,
+        node_id: i32,
+        now_ms: i64,
+    ) -> anyhow::Result<(MetadataLog, ElectionState, Vec<Entry<Batch>>)> {
+        let dir = metadata_dir.join(METADATA_LOG_DIR_NAME);
+        std::fs::create_dir_all(&dir)?;
+        let log = PartitionLog::open(&dir, super::log_config()?, now_ms)?;
+        let state = read_election_state(&dir)?;
+        let mut entries = Vec::new();
+        scan(&log, &mut |header| {
+            let records = (header.last_offset() - header.base_offset() + 1) as u64;
+            entries.push(Entry { epoch: header.leader_epoch(), value: Some(Batch { records, id: 0 }) });
+        })?;
+        let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        let state = ElectionState { epoch: state.epoch.max(epoch), ..state };
+        Ok((MetadataLog { log, node_id, epoch }, state, entries))
+    }
+
+    /// Appends `bytes` (one record batch) at `start`, the log end, in `epoch`; not synced.
+    pub fn write_at(&mut self, start: u64, epoch: i32, bytes: &[u8]) -> anyhow::Result<()> {
+        let end = self.end_offset();
+        anyhow::ensure!(start as i64 == end, "a batch for offset {start} but the log ends at {end}");
+        let (bytes, summary) = batch::validate_internal(bytes.to_vec(), self.log.config(), crate::log::now_ms())?;
+        let info = self.log.append(bytes, &summary, epoch, crate::log::now_ms())?;
+        assert_eq!(info.base_offset, start as i64, "batches keep the offsets the core gave them");
+        self.epoch = epoch;
+        Ok(())
+    }
+
+    /// The control batch a leader of `epoch` starts it with (LeaderChangeMessage).
+    pub fn leader_change(leader: i32, voters: &[i32], now_ms: i64) -> Vec<u8> {
+        leader_change_batch_of(leader, voters, now_ms)
+    }
+
+    /// Makes everything written durable.
+    pub fn sync_voter(&mut self) -> anyhow::Result<()> {
+        self.sync()
+    }
+
+    /// Removes everything from `end` on (durably).
+    pub fn truncate_voter(&mut self, end: u64) -> anyhow::Result<()> {
+        let now = self.log.truncate_to(end as i64)?;
+        anyhow::ensure!(now == end as i64, "truncated to {now}, not {end}");
+        self.epoch = self.log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        self.sync()
+    }
+
+    /// The bytes of the batches in [start, end).
+    pub fn read_batches(&self, start: u64, end: u64) -> anyhow::Result<Bytes> {
+        if start >= end {
+            return Ok(Bytes::new());
+        }
+        let bytes = self.log.read(start as i64, end as i64, usize::MAX >> 1, true)?;
+        Ok(Bytes::from(bytes))
+    }
+
+    /// Every data record in [from, to) (whole batches), in offset order: what becomes the image.
+    pub fn records_between(
+        &self,
+        from: i64,
+        to: i64,
+        apply: &mut impl FnMut(i64, crate::metadata::records::MetadataRecord) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let chunk = self.log.read(from, to, usize::MAX >> 1, true)?;
+        let mut at = 0;
+        while at < chunk.len() {
+            let len = batch::check_batch(&chunk[at..])?;
+            let bytes = &chunk[at..at + len];
+            at += len;
+            let header = Header::new(bytes);
+            if header.base_offset() >= from && header.last_offset() < to && !header.is_control() {
+                super::decode_records(bytes, apply)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `quorum-state` with `state` (voters: the static quorum's).
+    pub fn persist_election(&self, state: ElectionState, voters: &[i32]) -> anyhow::Result<()> {
+        let voters: Vec<String> = voters.iter().map(|v| format!("{{\"voterId\":{v}}}")).collect();
+        let text = format!(
+            "{{\"clusterId\":\"\",\"leaderId\":{},\"leaderEpoch\":{},\"votedId\":{},\"appliedOffset\":0,\
+             \"currentVoters\":[{}],\"data_version\":0}}\n",
+            state.leader.unwrap_or(-1),
+            state.epoch,
+            state.voted_for.unwrap_or(-1),
+            voters.join(",")
+        );
+        write_atomically(&self.dir().join(QUORUM_STATE), text.as_bytes())?;
+        Ok(())
+    }
+}
+
+/// Every batch header from the log start on.
+fn scan(log: &PartitionLog, each: &mut impl FnMut(&Header)) -> anyhow::Result<()> {
+    let (mut offset, end) = (log.log_start_offset(), log.log_end_offset());
+    while offset < end {
+        let chunk = log.read(offset, end, super::REPLAY_CHUNK_BYTES, true)?;
+        anyhow::ensure!(!chunk.is_empty(), "metadata log: nothing readable at offset {offset} (end {end})");
+        let mut at = 0;
+        while at < chunk.len() {
+            let Ok(len) = batch::check_batch(&chunk[at..]) else { break };
+            let header = Header::new(&chunk[at..at + len]);
+            at += len;
+            if header.last_offset() >= offset {
+                each(&header);
+                offset = header.last_offset() + 1;
+            }
+        }
+        anyhow::ensure!(at > 0, "metadata log: a batch at offset {offset} is larger than a read step");
+    }
+    Ok(())
+}
+
+/// `quorum-state`'s leaderEpoch, votedId and leaderId (none: epoch 0, no vote, no leader).
+fn read_election_state(dir: &Path) -> anyhow::Result<ElectionState> {
+    let text = match std::fs::read_to_string(dir.join(QUORUM_STATE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ElectionState::default()),
+        Err(e) => return Err(e.into()),
+    };
+    let field = |name: &str| -> anyhow::Result<Option<i32>> {
+        let key = format!("\"{name}\":");
+        let Some(at) = text.find(&key) else { return Ok(None) };
+        let digits: String =
+            text[at + key.len()..].trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        digits.parse().map(Some).map_err(|_| anyhow::anyhow!("{}: bad {name} in {text:?}", dir.display()))
+    };
+    let epoch = field("leaderEpoch")?.unwrap_or(0).max(0);
+    Ok(ElectionState {
+        epoch,
+        voted_for: field("votedId")?.filter(|v| *v >= 0),
+        leader: field("leaderId")?.filter(|v| *v >= 0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_voter_log_reopens_with_its_entries_and_election_state() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut log, state, entries) = MetadataLog::open_voter(dir.path(), 2, 0).expect("open");
+        assert_eq!(state, ElectionState::default());
+        assert!(entries.is_empty());
+        let state = ElectionState { epoch: 3, voted_for: Some(1), leader: Some(1) };
+        log.persist_election(state, &[1, 2, 3]).expect("persist");
+        log.write_at(0, 3, &MetadataLog::leader_change(1, &[1, 2, 3], 0)).expect("write");
+        log.sync_voter().expect("sync");
+        let end = log.end_offset() as u64;
+        assert_eq!(end, 1);
+        assert!(!log.read_batches(0, end).expect("read").is_empty());
+        assert!(log.write_at(5, 3, &MetadataLog::leader_change(1, &[1, 2, 3], 0)).is_err(), "only at the end");
+        log.close().expect("close");
+        let (log, reopened, entries) = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
+        assert_eq!(reopened, state);
+        assert_eq!(entries, vec![Entry { epoch: 3, value: Some(Batch { records: 1, id: 0 }) }]);
+        assert_eq!(log.end_offset(), 1);
+    }
+}

@@ -1,0 +1,174 @@
+//! Three voters on loopback, each behind a listener of its own speaking Kafka's framing: they
+//! elect a leader, commit what it proposes on all of them, elect another when it stops, and the
+//! stopped one catches up when it is back.
+
+use std::sync::Mutex;
+
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::metadata::records::MetadataRecord;
+
+type Applied = Arc<Mutex<Vec<i64>>>;
+
+/// Answers Kafka frames on `listener` through `voter` until the task is aborted.
+async fn serve(listener: TcpListener, voter: VoterHandle) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { return };
+        let voter = voter.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut len = [0u8; 4];
+                if stream.read_exact(&mut len).await.is_err() {
+                    return;
+                }
+                let mut frame = vec![0u8; i32::from_be_bytes(len) as usize];
+                if stream.read_exact(&mut frame).await.is_err() {
+                    return;
+                }
+                let Ok(request) = crate::protocol::decode_served_request(Bytes::from(frame), |_, _| true) else {
+                    return;
+                };
+                let body = match request.body {
+                    RequestKind::Vote(r) => ResponseKind::Vote(voter.vote(&r).await),
+                    RequestKind::BeginQuorumEpoch(r) => {
+                        ResponseKind::BeginQuorumEpoch(voter.begin_quorum_epoch(&r).await)
+                    }
+                    RequestKind::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(voter.end_quorum_epoch(&r).await),
+                    RequestKind::Fetch(r) => ResponseKind::Fetch(voter.fetch(&r).await),
+                    _ => return,
+                };
+                let out = crate::protocol::encode_response(
+                    request.api_key,
+                    request.version,
+                    request.header.correlation_id,
+                    &body,
+                )
+                .expect("encodes");
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                let _ = ApiKey::Vote;
+            }
+        });
+    }
+}
+
+struct Node {
+    handle: VoterHandle,
+    server: tokio::task::JoinHandle<()>,
+    applied: Applied,
+}
+
+async fn start_node(dir: &std::path::Path, id: NodeId, voters: &BTreeMap<NodeId, Endpoint>) -> Node {
+    let listener = TcpListener::bind(("127.0.0.1", voters[&id].port)).await.expect("bind");
+    let settings = VoterSettings {
+        node_id: id,
+        voters: voters.clone(),
+        cluster_id: "test-cluster".into(),
+        election_timeout_ms: 300,
+        fetch_timeout_ms: 600,
+        election_backoff_max_ms: 300,
+        request_timeout_ms: 1000,
+        security: ClientSecurity::plaintext(),
+    };
+    let applied: Applied = Arc::default();
+    let sink = applied.clone();
+    let on_commit: OnCommit = Box::new(move |log, from, to| {
+        log.records_between(from as i64, to as i64, &mut |offset, _| {
+            sink.lock().unwrap().push(offset);
+            Ok(())
+        })
+        .expect("committed records read back");
+    });
+    let handle = start(dir, settings, on_commit).expect("voter starts");
+    let server = tokio::spawn(serve(listener, handle.clone()));
+    Node { handle, server, applied }
+}
+
+async fn active(nodes: &BTreeMap<NodeId, Node>, not: Option<NodeId>) -> NodeId {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        for (id, node) in nodes {
+            if Some(*id) != not && node.handle.status.borrow().active {
+                return *id;
+            }
+        }
+        if Instant::now() >= deadline {
+            let states: Vec<_> = nodes.iter().map(|(id, n)| (*id, n.handle.status.borrow().clone())).collect();
+            panic!("no active leader within 20 s: {states:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn record(i: i16) -> Vec<MetadataRecord> {
+    use crate::metadata::records::FeatureLevelRecord;
+    let level = FeatureLevelRecord { name: "test.feature".into(), feature_level: i, ..Default::default() };
+    vec![MetadataRecord::FeatureLevel(level.clone()), MetadataRecord::FeatureLevel(level)]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_voters_elect_replicate_and_fail_over() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let mut voters = BTreeMap::new();
+    for id in 1..=3 {
+        // An ephemeral port, released for the voter to bind again.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        voters.insert(id, Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.1".into(), port });
+    }
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start_node(dirs[id as usize - 1].path(), id, &voters).await);
+    }
+    let first = active(&nodes, None).await;
+    let mut ends = Vec::new();
+    for i in 0..10 {
+        ends.push(nodes[&first].handle.propose(record(i)).await.expect("committed"));
+    }
+    assert!(ends.windows(2).all(|w| w[1] == w[0] + 2), "two records per batch: {ends:?}");
+    // A follower refuses proposals.
+    let follower = *nodes.keys().find(|id| **id != first).unwrap();
+    assert!(nodes[&follower].handle.propose(record(99)).await.is_err());
+
+    // The leader stops: another is elected and commits on its own epoch.
+    let old = nodes.remove(&first).unwrap();
+    old.handle.stop();
+    old.server.abort();
+    let second = active(&nodes, Some(first)).await;
+    assert_ne!(second, first);
+    let last = nodes[&second].handle.propose(record(11)).await.expect("committed after failover");
+    assert!(last > *ends.last().unwrap());
+    // Everything committed before is there, on every live voter, exactly once, in order.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for node in nodes.values() {
+        while node.applied.lock().unwrap().len() < 22 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let applied = node.applied.lock().unwrap().clone();
+        assert_eq!(applied.len(), 22, "{applied:?}");
+        assert!(applied.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    // Back with its log: it follows and catches up.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let back = start_node(dirs[first as usize - 1].path(), first, &voters).await;
+    nodes.insert(first, back);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let hw = nodes[&second].handle.status.borrow().high_watermark;
+        let caught_up = nodes[&first].handle.status.borrow().high_watermark >= hw;
+        if caught_up && nodes[&first].applied.lock().unwrap().len() == 22 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the restarted voter did not catch up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(nodes[&first].handle.status.borrow().leader, Some(second));
+    for node in nodes.values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
