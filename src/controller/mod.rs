@@ -23,6 +23,7 @@ pub mod placement;
 pub mod producer_ids;
 pub mod quorum;
 pub mod reassignment;
+pub mod registration;
 pub mod topic_changes;
 
 use uuid::Uuid;

@@ -26,6 +26,7 @@ use super::ControllerConfig;
 use crate::metadata::image::{ImageBuilder, MetadataImage};
 use crate::metadata::records::MetadataRecord;
 use crate::raft::leader::{self, Answer, LeaderEndpoint, ObserverState};
+use crate::raft::voter::VoterHandle;
 use crate::raft::MetadataLog;
 
 /// The settings the controller decides with.
@@ -81,13 +82,37 @@ impl ControllerSettings {
     }
 }
 
+/// Where the metadata log is: this node's alone (the only voter), or a voter's of a quorum.
+enum Log {
+    Single(Box<MetadataLog>),
+    /// (The voter is `QuorumController::voter`.)
+    Voter,
+}
+
 struct State {
-    log: MetadataLog,
-    builder: ImageBuilder,
-    image: Arc<MetadataImage>,
+    log: Log,
     observers: BTreeMap<i32, ObserverState>,
     sessions: BrokerSessions,
 }
+
+/// The image, and the builder it was published from: the replay of the committed log. Locked
+/// after `State` when both are (a voter's commits lock it alone, from the driver's thread).
+struct Applied {
+    builder: ImageBuilder,
+    image: Arc<MetadataImage>,
+}
+
+/// A change asked of a controller that is not the quorum's active one (NOT_CONTROLLER).
+#[derive(Debug)]
+pub struct NotActive;
+
+impl std::fmt::Display for NotActive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not the active controller")
+    }
+}
+
+impl std::error::Error for NotActive {}
 
 /// What a decision is made from: the image, the brokers' sessions, where its records will be
 /// appended, and the time.
@@ -101,6 +126,12 @@ pub struct Decide<'a> {
 pub struct QuorumController {
     pub settings: ControllerSettings,
     state: Mutex<State>,
+    /// The voter under this controller when it is one of several (read without `state`'s lock:
+    /// a change holds that lock until the quorum commits it, which takes the voters' fetches).
+    voter: Option<VoterHandle>,
+    /// Held by a voter's change from its decision until the quorum committed it.
+    changing: Mutex<()>,
+    applied: Arc<Mutex<Applied>>,
     /// The log end offset after every append (held fetches wait on it).
     appended: watch::Sender<i64>,
     /// The clients' `controller_mutation_rate` buckets (the quotas are the image's).
@@ -126,12 +157,22 @@ impl QuorumController {
         // A new active controller gives every registered broker a full session.
         let mut sessions = BrokerSessions::new(settings.config);
         sessions.touch_all(&image, crate::log::now_ms());
-        let state = State { log, builder, image, observers: BTreeMap::new(), sessions };
+        let state = State { log: Log::Single(Box::new(log)), observers: BTreeMap::new(), sessions };
+        let applied = Arc::new(Mutex::new(Applied { builder, image }));
         // `controller.quota.window.*` were checked with the rest of the configuration.
         let window = crate::quota::rate::Window::controller_from_properties(&settings.static_props).unwrap_or_default();
         let mutations = crate::quota::mutation::MutationBuckets::new(window);
         let acls = crate::security::acl_store::AclStore::open(&settings.static_props, metadata_dir)?;
-        let controller = QuorumController { settings, state: Mutex::new(state), appended, mutations, acls };
+        let controller = QuorumController {
+            settings,
+            state: Mutex::new(state),
+            voter: None,
+            changing: Mutex::new(()),
+            applied,
+            appended,
+            mutations,
+            acls,
+        };
         if replayed == 0 {
             // A new cluster: the levels and credentials `ketch format` chose (`bootstrap`).
             let levels = bootstrap::read(metadata_dir)?;
@@ -154,7 +195,7 @@ impl QuorumController {
             ]
             .concat();
             let mut state = controller.lock();
-            let finalized = state.image.features.clone();
+            let finalized = controller.image().features.clone();
             let min_isr = controller.settings.topic_defaults.min_insync_replicas;
             let mut records: Vec<MetadataRecord> = bootstrap::records(&levels, min_isr, Vec::new())
                 .into_iter()
@@ -176,9 +217,13 @@ impl QuorumController {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The image as of the last durable change.
+    fn applied(&self) -> MutexGuard<'_, Applied> {
+        self.applied.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The image as of the last committed change.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.lock().image.clone()
+        self.applied().image.clone()
     }
 
     /// From now on callers are authorized with the ACLs of this controller's latest image (Kafka's
@@ -212,48 +257,61 @@ impl QuorumController {
     }
 
     /// Checks `records` against the image, appends them (durable on return), applies them and
-    /// publishes the image. Returns the offset of the last record (the one before the end for
-    /// no records).
+    /// publishes the image (the only voter). Returns the offset of the last record (the one
+    /// before the end for no records).
     fn write(&self, state: &mut State, records: Vec<MetadataRecord>) -> anyhow::Result<i64> {
+        let Log::Single(log) = &mut state.log else { unreachable!("a voter's changes are proposed") };
+        let first = log.end_offset();
         if records.is_empty() {
-            return Ok(state.log.end_offset() - 1);
+            return Ok(first - 1);
         }
-        // Dry run on a copy first: a record the image refuses is never written.
-        let mut trial = state.builder.clone();
-        let first = state.log.end_offset();
-        for (i, record) in records.iter().enumerate() {
-            trial.apply(first + i as i64, record)?;
-        }
-        let last = state.log.append(&records, crate::log::now_ms())?;
+        let trial = self.dry_run(first, &records)?;
+        let last = log.append(&records, crate::log::now_ms())?;
         assert_eq!(last, first + records.len() as i64 - 1, "one batch, contiguous offsets");
-        state.builder = trial;
-        state.image = state.builder.publish();
-        debug_assert_eq!(state.image.offset, last);
-        self.appended.send_replace(state.log.end_offset());
+        let mut applied = self.applied();
+        applied.builder = trial;
+        applied.image = applied.builder.publish();
+        debug_assert_eq!(applied.image.offset, last);
+        self.appended.send_replace(log.end_offset());
         Ok(last)
     }
 
+    /// `records` applied to a copy of the image's builder as if at `first`: a record the image
+    /// refuses is never written.
+    fn dry_run(&self, first: i64, records: &[MetadataRecord]) -> anyhow::Result<ImageBuilder> {
+        let mut trial = self.applied().builder.clone();
+        for (i, record) in records.iter().enumerate() {
+            trial.apply(first + i as i64, record)?;
+        }
+        Ok(trial)
+    }
+
     /// Runs `decide` on the current state and writes the records it returns; returns its answer
-    /// once they are durable and applied.
+    /// once they are durable and applied (a voter's: once the quorum committed them).
     /// The brokers' sessions `decide` changed are put back when the records are not written.
-    /// The append's fsync blocks: on a multi-threaded runtime the worker's other tasks move to
-    /// other threads meanwhile (`block_in_place`).
+    /// The append's fsync (a quorum's commit) blocks: on a multi-threaded runtime the worker's
+    /// other tasks move to other threads meanwhile (`block_in_place`).
     pub fn change<T>(&self, decide: impl FnOnce(&mut Decide) -> (Vec<MetadataRecord>, T)) -> anyhow::Result<T> {
+        let multi_threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if let Some(voter) = &self.voter {
+            return match multi_threaded {
+                true => tokio::task::block_in_place(|| self.change_on_voter(voter, decide)),
+                false => self.change_on_voter(voter, decide),
+            };
+        }
         let mut state = self.lock();
         let state = &mut *state;
+        let Log::Single(log) = &state.log else { unreachable!("a voter's controller has its voter") };
+        let next_offset = log.end_offset();
         let sessions_before = state.sessions.clone();
-        let mut input = Decide {
-            image: &state.image,
-            sessions: &mut state.sessions,
-            next_offset: state.log.end_offset(),
-            now_ms: crate::log::now_ms(),
-        };
+        let image = self.image();
+        let mut input =
+            Decide { image: &image, sessions: &mut state.sessions, next_offset, now_ms: crate::log::now_ms() };
         let (records, answer) = decide(&mut input);
         if records.is_empty() {
             return Ok(answer);
         }
-        let multi_threaded = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let written = match multi_threaded {
             true => tokio::task::block_in_place(|| self.write(state, records)),
             false => self.write(state, records),
@@ -265,8 +323,53 @@ impl QuorumController {
         Ok(answer)
     }
 
+    /// `change` on a voter: decided under the state's lock, proposed without it (the quorum's
+    /// commit needs the voters' fetches, which must never wait for that lock); one change at a
+    /// time all the same (`changing`).
+    fn change_on_voter<T>(
+        &self,
+        voter: &VoterHandle,
+        decide: impl FnOnce(&mut Decide) -> (Vec<MetadataRecord>, T),
+    ) -> anyhow::Result<T> {
+        let _one_at_a_time = self.changing.lock().unwrap_or_else(|p| p.into_inner());
+        let (records, answer, sessions_before, first) = {
+            let mut state = self.lock();
+            let status = voter.status.borrow().clone();
+            if !status.active {
+                return Err(NotActive.into());
+            }
+            let sessions_before = state.sessions.clone();
+            let image = self.image();
+            let next_offset = status.end as i64;
+            let mut input =
+                Decide { image: &image, sessions: &mut state.sessions, next_offset, now_ms: crate::log::now_ms() };
+            let (records, answer) = decide(&mut input);
+            (records, answer, sessions_before, next_offset)
+        };
+        if records.is_empty() {
+            return Ok(answer);
+        }
+        let count = records.len() as i64;
+        // Committed and applied (by the voter's commit callback) when the proposal returns.
+        let proposed = self.dry_run(first, &records).and_then(|_| voter.propose_blocking(records));
+        match proposed {
+            Ok(end) => {
+                assert_eq!(end as i64, first + count, "one batch, contiguous offsets, at the log end");
+                debug_assert!(self.image().offset >= end as i64 - 1, "applied before answered");
+                Ok(answer)
+            }
+            Err(e) => {
+                self.lock().sessions = sessions_before;
+                Err(e)
+            }
+        }
+    }
+
     /// Fences brokers whose session lapsed (one change each, as Kafka); returns how many.
     pub fn expire_sessions(&self) -> anyhow::Result<usize> {
+        if !self.is_active() {
+            return Ok(0);
+        }
         let mut fenced = 0;
         while self.change(|d| {
             let records = d.sessions.expire(d.image, d.now_ms);
@@ -288,7 +391,11 @@ impl QuorumController {
     }
 
     /// Answers an observer's Fetch, holding it up to its `max_wait_ms` while there is nothing new.
+    /// (A voter's driver answers voters and observers alike.)
     pub async fn fetch(&self, request: &FetchRequest, endpoint: &LeaderEndpoint) -> FetchResponse {
+        if let Some(voter) = self.voter() {
+            return voter.fetch(request).await;
+        }
         let wait = Duration::from_millis(request.max_wait_ms.clamp(0, 60_000) as u64);
         let deadline = tokio::time::Instant::now() + wait;
         let mut appended = self.appended.subscribe();
@@ -299,8 +406,9 @@ impl QuorumController {
             let answer = {
                 let mut state = self.lock();
                 let state = &mut *state;
+                let Log::Single(log) = &state.log else { unreachable!("a voter answers its own fetches") };
                 leader::answer(
-                    &state.log,
+                    log,
                     &self.settings.cluster_id,
                     endpoint,
                     request,
@@ -326,16 +434,46 @@ impl QuorumController {
         self.appended.subscribe()
     }
 
-    /// The leader epoch, end offset and observers' progress (DescribeQuorum).
+    /// The voter of a multi-voter quorum this controller sits on (None: the only voter).
+    pub fn voter(&self) -> Option<VoterHandle> {
+        self.voter.clone()
+    }
+
+    /// Whether this controller may change the metadata: the only voter always, a voter of a
+    /// quorum while it leads it and everything before its epoch is committed and applied.
+    pub fn is_active(&self) -> bool {
+        self.voter.as_ref().is_none_or(|voter| voter.status.borrow().active)
+    }
+
+    /// The leader epoch, end offset and observers' progress (DescribeQuorum of the only voter).
     pub fn quorum(&self) -> (i32, i64, BTreeMap<i32, ObserverState>) {
+        if let Some(voter) = &self.voter {
+            let status = voter.status.borrow();
+            return (status.epoch, status.high_watermark as i64, voter.observers());
+        }
         let state = self.lock();
-        (state.log.epoch(), state.log.high_watermark(), state.observers.clone())
+        match &state.log {
+            Log::Single(log) => (log.epoch(), log.high_watermark(), state.observers.clone()),
+            Log::Voter => unreachable!("a voter's controller has its voter"),
+        }
     }
 
     /// Flushes and closes the metadata log.
     pub fn close(&self) {
-        if let Err(e) = self.lock().log.close() {
-            tracing::warn!(error = %e, "closing the metadata log");
+        if let Some(voter) = &self.voter {
+            voter.stop();
+            return;
+        }
+        match &mut self.lock().log {
+            Log::Single(log) => {
+                if let Err(e) = log.close() {
+                    tracing::warn!(error = %e, "closing the metadata log");
+                }
+            }
+            Log::Voter => {}
         }
     }
 }
+
+#[path = "quorum_voter.rs"]
+mod voter_mode;

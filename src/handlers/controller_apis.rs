@@ -13,7 +13,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{ApiVersionsResponse, SupportedFeatureKey};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::describe_quorum_response::{DescribeQuorumResponse, ReplicaState};
+use kafka_protocol::messages::describe_quorum_response::DescribeQuorumResponse;
 use kafka_protocol::messages::{
     AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, AssignReplicasToDirsRequest,
     AssignReplicasToDirsResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
@@ -65,6 +65,12 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateDelegationToken, 1, 3),
     (ApiKey::RenewDelegationToken, 1, 2),
     (ApiKey::ExpireDelegationToken, 1, 2),
+    // A voter's requests to the other voters (KIP-595, KIP-996 pre-votes at Vote v2).
+    (ApiKey::Vote, 0, 2),
+    (ApiKey::BeginQuorumEpoch, 0, 1),
+    (ApiKey::EndQuorumEpoch, 0, 1),
+    // KIP-919: controllers register with the active one (Kafka's and Ketch's alike).
+    (ApiKey::ControllerRegistration, 0, 0),
     // SASL controller listeners (`server::controller`: the authenticator sees these first); as
     // Kafka's ControllerApis, listed on every controller listener.
     (ApiKey::SaslHandshake, 0, 1),
@@ -101,6 +107,11 @@ pub async fn handle(
             if !caller.authz(controller).cluster(crate::security::acl::CLUSTER_ACTION) {
                 let refused = ResponseError::ClusterAuthorizationFailed.code();
                 return ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(refused));
+            }
+            // A voter that is not the active controller: the broker sends it again to the active one.
+            if !controller.is_active() {
+                let code = ResponseError::NotController.code();
+                return ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(code));
             }
             ResponseKind::Envelope(forwarded(controller, listener, envelope).await)
         }
@@ -206,6 +217,12 @@ async fn handle_direct(
     if let Some(refused) = controller_authz::refused_whole(&authz, &request.body, version) {
         return refused;
     }
+    if let Some(answer) = super::controller_quorum::not_controller(controller, &request.body) {
+        return answer;
+    }
+    if let Some(answer) = super::controller_quorum::voter_request(controller, &request.body).await {
+        return answer;
+    }
     // The request's `controller_mutation_rate` quota, strict from the version `strict_since` on.
     let quota = |strict_since: i16| controller.mutation_quota(&caller.client(), version >= strict_since);
     match request.body {
@@ -271,6 +288,9 @@ async fn handle_direct(
         RequestKind::AssignReplicasToDirs(r) => {
             ResponseKind::AssignReplicasToDirs(assign_replicas_to_dirs(controller, &r))
         }
+        RequestKind::ControllerRegistration(r) => {
+            ResponseKind::ControllerRegistration(super::controller_quorum::register_controller(controller, &r))
+        }
         RequestKind::AllocateProducerIds(r) => {
             let answer = controller.change(|d| producer_ids::allocate_producer_ids(d.image, &r));
             ResponseKind::AllocateProducerIds(written("AllocateProducerIds", answer, |error| {
@@ -314,18 +334,11 @@ fn describe_quorum(
     listener: &ControllerListener,
     version: i16,
 ) -> DescribeQuorumResponse {
+    if let Some(answer) = super::controller_quorum::describe(controller, version) {
+        return answer;
+    }
     let (epoch, high_watermark, observers) = controller.quorum();
-    let observers = observers
-        .iter()
-        .map(|(id, s)| {
-            ReplicaState::default()
-                .with_replica_id((*id).into())
-                .with_replica_directory_id(s.directory_id)
-                .with_log_end_offset(s.log_end_offset)
-                .with_last_fetch_timestamp(s.last_fetch_ms)
-                .with_last_caught_up_timestamp(s.last_caught_up_ms)
-        })
-        .collect();
+    let observers = super::controller_quorum::observer_states(&observers);
     let endpoint = &listener.endpoint;
     let at = (listener.name.as_str(), endpoint.host.as_str(), endpoint.port);
     super::describe_quorum::answer(controller.settings.config.node_id, epoch, high_watermark, observers, at, version)
@@ -353,6 +366,32 @@ fn describe_cluster(
                 "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER",
             ),
         ));
+    }
+    if let Some(voter) = controller.voter() {
+        // A quorum's voters, and the leader as the controller (admin clients send it what only
+        // the active controller answers, DescribeQuorum among them). With no leader known, no
+        // controller either (Kafka lists the controllers its image registered: none before a
+        // leader), so the client asks its bootstrap servers again rather than wait for none.
+        let Some(leader) = voter.status.borrow().leader else {
+            return response.with_controller_id((-1).into());
+        };
+        // The registered controllers' endpoints on this listener (Kafka's answer), and voters not
+        // registered yet where this node's configuration says they are.
+        let image = controller.image();
+        let mut nodes: std::collections::BTreeMap<i32, (String, u16)> =
+            voter.settings().voters.iter().map(|(id, e)| (*id, (e.host.clone(), e.port))).collect();
+        for (id, registration) in &image.controllers {
+            if let Some(e) = registration.end_points.iter().find(|e| e.name == listener.name) {
+                nodes.insert(*id, (e.host.clone(), e.port));
+            }
+        }
+        let nodes = nodes.into_iter().map(|(id, (host, port))| {
+            DescribeClusterBroker::default()
+                .with_broker_id(id.into())
+                .with_host(str_bytes(&host))
+                .with_port(port as i32)
+        });
+        return response.with_controller_id(leader.into()).with_brokers(nodes.collect());
     }
     response.with_brokers(vec![DescribeClusterBroker::default()
         .with_broker_id(node_id.into())
@@ -432,6 +471,9 @@ fn assign_replicas_to_dirs(
 /// through this.
 pub(super) fn written<T>(what: &str, answer: anyhow::Result<T>, failed: impl FnOnce(ResponseError) -> T) -> T {
     answer.unwrap_or_else(|e| {
+        if e.downcast_ref::<crate::controller::quorum::NotActive>().is_some() {
+            return failed(ResponseError::NotController);
+        }
         tracing::error!(error = %e, request = what, "metadata records not written");
         failed(ResponseError::UnknownServerError)
     })

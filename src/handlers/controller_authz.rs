@@ -60,6 +60,10 @@ fn cluster_operation(request: &RequestKind) -> Option<i8> {
     use RequestKind as R;
     Some(match request {
         R::Fetch(_)
+        | R::Vote(_)
+        | R::BeginQuorumEpoch(_)
+        | R::EndQuorumEpoch(_)
+        | R::ControllerRegistration(_)
         | R::BrokerRegistration(_)
         | R::BrokerHeartbeat(_)
         | R::AlterPartition(_)
@@ -91,22 +95,11 @@ pub fn refused_whole(authz: &Authz, request: &RequestKind, version: i16) -> Opti
     let (code, message) = super::cluster_denied();
     let message_from = |since: i16| if version >= since { message.clone() } else { None };
     let text = message.as_ref().map(|m| m.to_string());
+    if let Some(refused) = plain_error(request, code) {
+        return Some(refused);
+    }
     use RequestKind as R;
     Some(match request {
-        R::Fetch(_) => ResponseKind::Fetch(FetchResponse::default().with_error_code(code)),
-        R::BrokerRegistration(_) => {
-            ResponseKind::BrokerRegistration(BrokerRegistrationResponse::default().with_error_code(code))
-        }
-        R::BrokerHeartbeat(_) => {
-            ResponseKind::BrokerHeartbeat(BrokerHeartbeatResponse::default().with_error_code(code))
-        }
-        R::AlterPartition(_) => ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code)),
-        R::AllocateProducerIds(_) => {
-            ResponseKind::AllocateProducerIds(AllocateProducerIdsResponse::default().with_error_code(code))
-        }
-        R::AssignReplicasToDirs(_) => {
-            ResponseKind::AssignReplicasToDirs(AssignReplicasToDirsResponse::default().with_error_code(code))
-        }
         R::ElectLeaders(_) => ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code)),
         R::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(reassignments_refused(r, code, message.clone()))
@@ -136,6 +129,40 @@ pub fn refused_whole(authz: &Authz, request: &RequestKind, version: i16) -> Opti
         R::DescribeQuorum(_) => ResponseKind::DescribeQuorum(
             DescribeQuorumResponse::default().with_error_code(code).with_error_message(message_from(2)),
         ),
+        _ => return None,
+    })
+}
+
+/// The answer to one of the cluster's internal APIs with nothing but a top-level error code (None
+/// for another API).
+pub fn plain_error(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+    use kafka_protocol::messages::{
+        BeginQuorumEpochResponse, ControllerRegistrationResponse, EndQuorumEpochResponse, VoteResponse,
+    };
+    use RequestKind as R;
+    Some(match request {
+        R::Fetch(_) => ResponseKind::Fetch(FetchResponse::default().with_error_code(code)),
+        R::Vote(_) => ResponseKind::Vote(VoteResponse::default().with_error_code(code)),
+        R::BeginQuorumEpoch(_) => {
+            ResponseKind::BeginQuorumEpoch(BeginQuorumEpochResponse::default().with_error_code(code))
+        }
+        R::EndQuorumEpoch(_) => ResponseKind::EndQuorumEpoch(EndQuorumEpochResponse::default().with_error_code(code)),
+        R::ControllerRegistration(_) => {
+            ResponseKind::ControllerRegistration(ControllerRegistrationResponse::default().with_error_code(code))
+        }
+        R::BrokerRegistration(_) => {
+            ResponseKind::BrokerRegistration(BrokerRegistrationResponse::default().with_error_code(code))
+        }
+        R::BrokerHeartbeat(_) => {
+            ResponseKind::BrokerHeartbeat(BrokerHeartbeatResponse::default().with_error_code(code))
+        }
+        R::AlterPartition(_) => ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code)),
+        R::AllocateProducerIds(_) => {
+            ResponseKind::AllocateProducerIds(AllocateProducerIdsResponse::default().with_error_code(code))
+        }
+        R::AssignReplicasToDirs(_) => {
+            ResponseKind::AssignReplicasToDirs(AssignReplicasToDirsResponse::default().with_error_code(code))
+        }
         _ => return None,
     })
 }

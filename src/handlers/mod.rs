@@ -21,6 +21,7 @@ mod controller_authz;
 pub(crate) mod controller_configs;
 pub(crate) mod controller_describe_configs;
 pub(crate) mod controller_features;
+mod controller_quorum;
 mod controller_quotas;
 mod controller_reassign;
 mod controller_scram;

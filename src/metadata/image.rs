@@ -193,6 +193,8 @@ pub struct MetadataImage {
     /// Delegation tokens by id (DelegationTokenRecord and RemoveDelegationTokenRecord, Kafka's
     /// `DelegationTokenImage`): what a broker's token logins and DescribeDelegationToken read.
     pub delegation_tokens: crate::security::tokens::Tokens,
+    /// Controllers registered with the quorum (KIP-919: RegisterControllerRecord), by id.
+    pub controllers: BTreeMap<i32, crate::metadata::records::RegisterControllerRecord>,
     /// Records of kinds the image does not keep yet, by record name.
     pub not_kept: BTreeMap<&'static str, u64>,
 }
@@ -280,6 +282,9 @@ impl MetadataImage {
             }
             MetadataRecord::RegisterBroker(r) => {
                 self.brokers.insert(r.broker_id, BrokerImage::from_record(r));
+            }
+            MetadataRecord::RegisterController(r) => {
+                self.controllers.insert(r.controller_id, r.clone());
             }
             MetadataRecord::UnregisterBroker(r) => {
                 self.brokers.remove(&r.broker_id);

@@ -13,7 +13,9 @@
 //! connection found closed (an I/O error: the controller closed it while idle, or restarted) is
 //! replaced by a new one and the request sent once more on it (as Kafka's channel retries after
 //! a disconnect), never after a timeout (the controller may still be deciding it). An envelope
-//! answered NOT_CONTROLLER is sent again once the controller changes, until the request timeout.
+//! answered NOT_CONTROLLER, and a request no controller could be asked for (none known, or the
+//! known one unreachable: a failover), is sent again once the controller changes, until the
+//! request timeout.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -93,6 +95,20 @@ impl std::fmt::Display for EnvelopeError {
 
 impl std::error::Error for EnvelopeError {}
 
+/// No controller could be asked: none is known, or it could not be reached (the request never
+/// left this broker). Sent again once the controller changes, as Kafka's channel re-queues a
+/// request on a disconnect.
+#[derive(Debug)]
+struct Unreachable(String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
 /// A connection to the controller and its ApiVersions table, once asked on it.
 struct Kept {
     conn: client::Connection,
@@ -153,12 +169,17 @@ impl ControllerLink {
         check: bool,
         origin: Option<&Origin>,
     ) -> anyhow::Result<Option<R::Response>> {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.request_timeout_ms.max(1_000));
+        // Kafka's forwarding gives up after the broker's `request.timeout.ms` (30 s by default):
+        // long enough for a controller failover.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.request_timeout_ms.max(30_000));
         loop {
             let mut leader = self.leader.clone();
             leader.borrow_and_update(); // `changed` below: a change after this send
             match self.send_once(version, request, check, origin).await {
-                Err(e) if matches!(e.downcast_ref(), Some(EnvelopeError(ResponseError::NotController))) => {
+                Err(e)
+                    if matches!(e.downcast_ref(), Some(EnvelopeError(ResponseError::NotController)))
+                        || e.downcast_ref::<Unreachable>().is_some() =>
+                {
                     self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
                     let wait =
                         Duration::from_millis(500).min(deadline.saturating_duration_since(tokio::time::Instant::now()));
@@ -194,7 +215,8 @@ impl ControllerLink {
                 Err(e) => return Err(e),
             }
         }
-        let mut kept = Kept { conn: self.connect(&addr).await?, versions: None };
+        let conn = self.connect(&addr).await.map_err(|e| Unreachable(format!("the controller at {addr}: {e}")))?;
+        let mut kept = Kept { conn, versions: None };
         let answer = exchange(&mut kept, version, request, check, origin).await?;
         self.put_idle(kept);
         Ok(answer)
@@ -202,7 +224,9 @@ impl ControllerLink {
 
     fn leader_addr(&self) -> anyhow::Result<String> {
         let leader = self.leader.borrow();
-        let Some(leader) = leader.as_ref() else { anyhow::bail!("the active controller is not known yet") };
+        let Some(leader) = leader.as_ref() else {
+            return Err(Unreachable("the active controller is not known yet".into()).into());
+        };
         Ok(leader.addr.clone())
     }
 

@@ -298,7 +298,18 @@ impl NodeConfig {
                 }
             }
             (false, false, true) => {
-                only_voter()?;
+                // A controller-only node may be one voter of several (a Ketch quorum, issue 15);
+                // this node must be one of them.
+                if voters.len() > 1 {
+                    if !voters.iter().any(|v| v.id == node_id) {
+                        anyhow::bail!(
+                            "controller.quorum.voters must list this controller ({node_id}): a Ketch controller \
+                             is a voter (observer controllers are not supported)"
+                        );
+                    }
+                } else {
+                    only_voter()?;
+                }
                 if voters.is_empty() && bootstrap_servers.is_empty() {
                     anyhow::bail!(
                         "process.roles=controller needs controller.quorum.voters (this node ({node_id}) only) or \
@@ -319,9 +330,12 @@ impl NodeConfig {
                 anyhow::bail!("controller.listener.names must contain at least one value when running KRaft with just the broker role");
             }
         }
-        // Only a broker of a quorum connects to a controller (a controller is the only voter).
+        // A broker of a quorum connects to a controller, and a voter to the other voters.
         let controller_security = match (&roles, controller_listener_names.first()) {
             (Roles::Broker | Roles::BrokerController, Some(listener)) => {
+                ClientSecurity::for_listener(props, listener, "sasl.mechanism.controller.protocol")?
+            }
+            (Roles::Controller, Some(listener)) if voters.len() > 1 => {
                 ClientSecurity::for_listener(props, listener, "sasl.mechanism.controller.protocol")?
             }
             _ => ClientSecurity::plaintext(),
@@ -409,7 +423,10 @@ mod tests {
         assert!(config(&[("process.roles", "broker")]).is_err(), "no quorum");
         assert!(config(&[("process.roles", "broker"), ("controller.quorum.bootstrap.servers", "h:1")]).is_err());
         assert!(config(&[("process.roles", "controller")]).is_err(), "no voters");
-        assert!(config(&[("process.roles", "controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err());
+        // A controller may be one voter of several, never a controller outside the voters.
+        let quorum = [("process.roles", "controller"), ("controller.quorum.voters", "1@h:1,2@h:2,3@h:3")];
+        assert_eq!(config(&quorum).unwrap().roles, Roles::Controller);
+        assert!(config(&[("process.roles", "controller"), ("controller.quorum.voters", "1@h:1,3@h:3")]).is_err());
         assert_eq!(
             config(&[("process.roles", "controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,
             Roles::Controller

@@ -31,6 +31,7 @@ use kafka_protocol::messages::{
 use tokio::sync::{oneshot, watch};
 
 use super::core::{Config, FetchResult, Input, Message, NodeId, Output, RaftCore, Role};
+use super::leader::ObserverState;
 use super::voter_log::Batch;
 use super::voter_wire::{self as wire, Endpoint, Outgoing};
 use super::MetadataLog;
@@ -69,15 +70,27 @@ pub struct Status {
     pub end: u64,
 }
 
+/// A voter's replication as its leader last saw it (DescribeQuorum): durable log end, and when
+/// it last fetched (wall clock, ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VoterProgress {
+    pub id: NodeId,
+    pub end: i64,
+    pub last_fetch_ms: i64,
+}
+
 /// Applies committed batches: called with the log and the range [from, to) newly committed.
 pub type OnCommit = Box<dyn FnMut(&MetadataLog, u64, u64) + Send>;
 
 enum Event {
     Request { from: NodeId, message: Message<Batch>, max_wait_ms: i32, reply: oneshot::Sender<Reply> },
     Answer { from: NodeId, message: Message<Batch>, batches: Vec<Bytes> },
-    Propose { records: Vec<MetadataRecord>, reply: oneshot::Sender<anyhow::Result<u64>> },
+    Propose { records: Vec<MetadataRecord>, reply: ProposalReply },
     Stop,
 }
+
+/// Where a proposal's outcome goes (the end offset of its batch once committed).
+type ProposalReply = Box<dyn FnOnce(anyhow::Result<u64>) + Send>;
 
 /// The core's answer to a request, with the bytes a fetch answer carries.
 struct Reply {
@@ -100,6 +113,9 @@ pub struct VoterHandle {
     events: mpsc::Sender<Event>,
     pub status: watch::Receiver<Status>,
     settings: Arc<VoterSettings>,
+    progress: Arc<std::sync::Mutex<Vec<VoterProgress>>>,
+    /// Observers (brokers) as they last fetched (DescribeQuorum's observers).
+    observers: Arc<std::sync::Mutex<BTreeMap<NodeId, ObserverState>>>,
 }
 
 impl VoterHandle {
@@ -158,6 +174,11 @@ impl VoterHandle {
             Err(error) => wire::fetch_out(Err(error), Bytes::new(), 0, None),
             Ok((from, message, max_wait_ms)) => {
                 let asked = message.epoch();
+                if let (Message::Fetch { fetch_offset, .. }, false) =
+                    (&message, self.settings.voters.contains_key(&from))
+                {
+                    self.observed(from, request, *fetch_offset as i64);
+                }
                 match self.ask(from, message, max_wait_ms.clamp(0, 60_000)).await {
                     Some(Reply { message: Some(m), records, .. }) => {
                         wire::fetch_out(Ok(&m), records, asked, self.own_endpoint())
@@ -166,6 +187,49 @@ impl VoterHandle {
                 }
             }
         }
+    }
+
+    pub fn settings(&self) -> &VoterSettings {
+        &self.settings
+    }
+
+    /// The voters' progress while this voter leads (empty otherwise).
+    pub fn progress(&self) -> Vec<VoterProgress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records observer `id`'s fetch from `fetch_offset` (kept only while this voter leads).
+    fn observed(&self, id: NodeId, request: &FetchRequest, fetch_offset: i64) {
+        let status = self.status.borrow().clone();
+        let mut observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
+        if status.leader != Some(self.settings.node_id) || id < 0 {
+            observers.clear();
+            return;
+        }
+        let now_ms = crate::log::now_ms();
+        let directory_id = request
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.replica_directory_id)
+            .unwrap_or_default();
+        let state = observers.entry(id).or_insert(ObserverState {
+            directory_id,
+            log_end_offset: -1,
+            last_fetch_ms: now_ms,
+            last_caught_up_ms: -1,
+        });
+        state.directory_id = directory_id;
+        state.log_end_offset = fetch_offset;
+        state.last_fetch_ms = now_ms;
+        if fetch_offset >= status.end as i64 {
+            state.last_caught_up_ms = now_ms;
+        }
+    }
+
+    /// Observers as they last fetched from this voter as leader.
+    pub fn observers(&self) -> BTreeMap<NodeId, ObserverState> {
+        self.observers.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Stops the driver (its log is closed; requests after this get no answer).
@@ -177,10 +241,21 @@ impl VoterHandle {
     /// offset of the batch once it is committed (and applied by `on_commit`).
     pub async fn propose(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
         let (reply, answer) = oneshot::channel();
-        self.events
-            .send(Event::Propose { records, reply })
-            .map_err(|_| anyhow::anyhow!("the metadata log's voter has stopped"))?;
-        answer.await.map_err(|_| anyhow::anyhow!("the metadata log's voter has stopped"))?
+        let reply: ProposalReply = Box::new(move |outcome| {
+            let _ = reply.send(outcome);
+        });
+        self.events.send(Event::Propose { records, reply }).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// `propose`, blocking this thread (the controller decides changes on a blocking section).
+    pub fn propose_blocking(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
+        let (reply, answer) = mpsc::channel();
+        let reply: ProposalReply = Box::new(move |outcome| {
+            let _ = reply.send(outcome);
+        });
+        self.events.send(Event::Propose { records, reply }).map_err(|_| stopped())?;
+        answer.recv().map_err(|_| stopped())?
     }
 }
 
@@ -196,9 +271,10 @@ struct Driver {
     pending: HashMap<u64, Bytes>,
     next_id: u64,
     /// Proposals waiting for the high watermark: (end offset, answer).
-    waiting: Vec<(u64, oneshot::Sender<anyhow::Result<u64>>)>,
+    waiting: Vec<(u64, ProposalReply)>,
     parked: Vec<Parked>,
     status: watch::Sender<Status>,
+    progress: Arc<std::sync::Mutex<Vec<VoterProgress>>>,
     on_commit: OnCommit,
     committed: u64,
     started: Instant,
@@ -248,6 +324,7 @@ pub fn start(
         let fetch = spawn_peer(&runtime, &settings, id, addr, events_tx.clone());
         peers.insert(id, Peer { control, fetch });
     }
+    let progress = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut driver = Driver {
         settings: settings.clone(),
         core,
@@ -260,6 +337,7 @@ pub fn start(
         waiting: Vec::new(),
         parked: Vec::new(),
         status,
+        progress: progress.clone(),
         on_commit,
         committed: 0,
         started: Instant::now(),
@@ -271,7 +349,8 @@ pub fn start(
         }
         let _ = driver.log.close();
     })?;
-    Ok(VoterHandle { events: events_tx, status: status_rx, settings })
+    let observers = Default::default();
+    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers })
 }
 
 /// A task sending one kind of message to voter `to` over a connection of its own.
@@ -392,13 +471,13 @@ impl Driver {
             }
             Event::Propose { records, reply } => {
                 if !self.status.borrow().active {
-                    let _ = reply.send(Err(not_leader()));
+                    reply(Err(not_leader()));
                     return Ok(());
                 }
                 let bytes = match super::encode_batch(&records, crate::log::now_ms()) {
                     Ok(bytes) => bytes,
                     Err(e) => {
-                        let _ = reply.send(Err(e));
+                        reply(Err(e));
                         return Ok(());
                     }
                 };
@@ -548,7 +627,7 @@ impl Driver {
             std::mem::take(&mut self.waiting).into_iter().partition(|(end, _)| *end <= hw);
         self.waiting = waiting;
         for (end, reply) in done {
-            let _ = reply.send(Ok(end));
+            reply(Ok(end));
         }
     }
 
@@ -562,11 +641,21 @@ impl Driver {
         if !self.core.is_leader() {
             // Leadership lost: proposals not committed yet are refused (they may still commit).
             for (_, reply) in self.waiting.drain(..) {
-                let _ = reply.send(Err(not_leader()));
+                reply(Err(not_leader()));
             }
         }
-        let status =
-            Status { epoch: state.epoch, leader: state.leader, active, high_watermark: hw, end: self.core.log().end() };
+        let end = self.core.log().end();
+        let status = Status { epoch: state.epoch, leader: state.leader, active, high_watermark: hw, end };
+        let mut progress = Vec::new();
+        if let Role::Leader { progress: voters, .. } = self.core.role() {
+            let (wall, core_now) = (crate::log::now_ms(), self.now_ms());
+            progress.push(VoterProgress { id: self.settings.node_id, end: end as i64, last_fetch_ms: wall });
+            for (id, p) in voters {
+                let last_fetch_ms = wall - (core_now - p.last_fetch_ms).max(0);
+                progress.push(VoterProgress { id: *id, end: p.end as i64, last_fetch_ms });
+            }
+        }
+        *self.progress.lock().unwrap_or_else(|p| p.into_inner()) = progress;
         self.status.send_if_modified(|s| {
             let changed = *s != status;
             if changed && (s.leader != status.leader || s.epoch != status.epoch) {
@@ -592,7 +681,11 @@ fn answers_kind(asked: std::mem::Discriminant<Message<Batch>>, message: &Message
 
 /// The error a proposal to a voter that does not lead gets (the controller answers NOT_CONTROLLER).
 pub fn not_leader() -> anyhow::Error {
-    anyhow::anyhow!("not the active controller")
+    crate::controller::quorum::NotActive.into()
+}
+
+fn stopped() -> anyhow::Error {
+    anyhow::anyhow!("the metadata log's voter has stopped")
 }
 
 #[cfg(test)]

@@ -124,6 +124,11 @@ async fn three_voters_elect_replicate_and_fail_over() {
         nodes.insert(id, start_node(dirs[id as usize - 1].path(), id, &voters).await);
     }
     let first = active(&nodes, None).await;
+    // A healthy quorum keeps its leader: no election for several fetch timeouts.
+    let epoch = nodes[&first].handle.status.borrow().epoch;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let now: Vec<_> = nodes.values().map(|n| n.handle.status.borrow().clone()).collect();
+    assert!(now.iter().all(|s| s.epoch == epoch && s.leader == Some(first)), "{epoch} {first}: {now:?}");
     let mut ends = Vec::new();
     for i in 0..10 {
         ends.push(nodes[&first].handle.propose(record(i)).await.expect("committed"));

@@ -69,10 +69,75 @@ pub async fn open(
 ) -> anyhow::Result<Arc<QuorumController>> {
     let settings = ControllerSettings::from_config(config, node.node_id, node.session_timeout_ms as i64, cluster_id);
     let metadata_dir = metadata_dir.to_path_buf();
+    if node.voters.len() > 1 {
+        // One voter of several: the quorum elects the active controller (issue 15).
+        let voter = voter_settings(config, node, cluster_id)?;
+        let controller = Arc::new(QuorumController::open_voter(&metadata_dir, settings, voter)?);
+        controller.read_acls_from_own_image();
+        tokio::spawn(controller.clone().follow_leadership(metadata_dir));
+        // KIP-919: registered with whichever controller is active, with this node's controller
+        // listeners as configured.
+        let listeners: Vec<(String, String, u16, i16)> = config
+            .listeners
+            .iter()
+            .filter(|l| node.controller_listener_names.contains(&l.name))
+            .map(|l| {
+                let host = if l.host.is_empty() { "127.0.0.1".to_string() } else { l.host.clone() };
+                (l.name.clone(), host, l.port, protocol_id(security_protocol(&config.properties, &l.name)))
+            })
+            .collect();
+        let request = crate::controller::registration::request(
+            node.node_id,
+            uuid::Uuid::from_u128(rand::random::<u128>()),
+            &listeners,
+        );
+        tokio::spawn(controller.clone().keep_registered(request, node.controller_security.clone()));
+        return Ok(controller);
+    }
     let controller =
         Arc::new(tokio::task::spawn_blocking(move || QuorumController::open(&metadata_dir, settings)).await??);
     controller.read_acls_from_own_image();
     Ok(controller)
+}
+
+/// Kafka's `SecurityProtocol` id.
+fn protocol_id(protocol: SecurityProtocol) -> i16 {
+    match protocol {
+        SecurityProtocol::Plaintext => 0,
+        SecurityProtocol::Ssl => 1,
+        SecurityProtocol::SaslPlaintext => 2,
+        SecurityProtocol::SaslSsl => 3,
+    }
+}
+
+/// This voter's settings: the voters (`controller.quorum.voters`) reached on the first of
+/// `controller.listener.names`, and Kafka's quorum timeouts.
+fn voter_settings(
+    config: &BrokerConfig,
+    node: &NodeConfig,
+    cluster_id: &str,
+) -> anyhow::Result<crate::raft::voter::VoterSettings> {
+    let listener = node.controller_listener_names.first().cloned().unwrap_or_else(|| "CONTROLLER".into());
+    let voters = node
+        .voters
+        .iter()
+        .map(|v| {
+            let endpoint =
+                crate::raft::voter_wire::Endpoint { listener: listener.clone(), host: v.host.clone(), port: v.port };
+            (v.id, endpoint)
+        })
+        .collect();
+    let ms = |key: &str, default: i64| crate::config::int_property(&config.properties, key, default, 0, i64::MAX);
+    Ok(crate::raft::voter::VoterSettings {
+        node_id: node.node_id,
+        voters,
+        cluster_id: cluster_id.to_string(),
+        election_timeout_ms: ms("controller.quorum.election.timeout.ms", 1000)?.max(1),
+        fetch_timeout_ms: node.fetch_timeout_ms as i64,
+        election_backoff_max_ms: ms("controller.quorum.election.backoff.max.ms", 1000)?.max(1),
+        request_timeout_ms: node.request_timeout_ms as i64,
+        security: node.controller_security.clone(),
+    })
 }
 
 /// Serves `controller` on the bound controller listeners (named as in `config.listeners`), and
@@ -359,6 +424,9 @@ async fn sweep_tokens(controller: Arc<QuorumController>, interval_ms: u64) {
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(interval_ms.max(1)));
     loop {
         ticks.tick().await;
+        if !controller.is_active() {
+            continue;
+        }
         match crate::handlers::controller_tokens::sweep(&controller) {
             Ok(0) => {}
             Ok(n) => tracing::info!(removed = n, "expired delegation tokens removed"),
@@ -388,8 +456,12 @@ async fn periodic_elections(controller: Arc<QuorumController>, rebalance: bool, 
                 controller.change(|d| elect_unclean_leaders(d.image, &config, MAX_ELECTIONS_PER_CHANGE))
             }
         };
-        if let Err(e) = decided {
-            tracing::error!(error = %e, "periodic elections not written");
+        // (Only the active controller of a quorum elects.)
+        match decided {
+            Err(e) if e.downcast_ref::<crate::controller::quorum::NotActive>().is_none() => {
+                tracing::error!(error = %e, "periodic elections not written")
+            }
+            _ => {}
         }
     }
 }
