@@ -393,7 +393,7 @@ impl QuorumController {
     /// Answers an observer's Fetch, holding it up to its `max_wait_ms` while there is nothing new.
     /// (A voter's driver answers voters and observers alike.)
     pub async fn fetch(&self, request: &FetchRequest, endpoint: &LeaderEndpoint) -> FetchResponse {
-        if let Some(voter) = self.voter() {
+        if let Some(voter) = &self.voter {
             return voter.fetch(request).await;
         }
         let wait = Duration::from_millis(request.max_wait_ms.clamp(0, 60_000) as u64);

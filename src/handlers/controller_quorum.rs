@@ -107,8 +107,7 @@ pub fn describe(controller: &QuorumController, version: i16) -> Option<DescribeQ
                 .with_last_caught_up_timestamp(caught_up)
         })
         .collect();
-    let (_, _, observers) = controller.quorum();
-    let observers = observer_states(&observers);
+    let observers = observer_states(&voter.observers());
     let partition = PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(settings.node_id.into())

@@ -241,21 +241,19 @@ impl VoterHandle {
     /// offset of the batch once it is committed (and applied by `on_commit`).
     pub async fn propose(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
         let (reply, answer) = oneshot::channel();
-        let reply: ProposalReply = Box::new(move |outcome| {
-            let _ = reply.send(outcome);
-        });
-        self.events.send(Event::Propose { records, reply }).map_err(|_| stopped())?;
+        self.submit(records, Box::new(move |outcome| drop(reply.send(outcome))))?;
         answer.await.map_err(|_| stopped())?
     }
 
     /// `propose`, blocking this thread (the controller decides changes on a blocking section).
     pub fn propose_blocking(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
         let (reply, answer) = mpsc::channel();
-        let reply: ProposalReply = Box::new(move |outcome| {
-            let _ = reply.send(outcome);
-        });
-        self.events.send(Event::Propose { records, reply }).map_err(|_| stopped())?;
+        self.submit(records, Box::new(move |outcome| drop(reply.send(outcome))))?;
         answer.recv().map_err(|_| stopped())?
+    }
+
+    fn submit(&self, records: Vec<MetadataRecord>, reply: ProposalReply) -> anyhow::Result<()> {
+        self.events.send(Event::Propose { records, reply }).map_err(|_| stopped())
     }
 }
 
@@ -264,8 +262,6 @@ struct Driver {
     core: RaftCore<Batch>,
     log: MetadataLog,
     events: mpsc::Receiver<Event>,
-    /// The sender side, for the peers' tasks.
-    answers: mpsc::Sender<Event>,
     peers: HashMap<NodeId, Peer>,
     /// Bytes of entries proposed or fetched, by the id their `Batch` carries, until written.
     pending: HashMap<u64, Bytes>,
@@ -330,7 +326,6 @@ pub fn start(
         core,
         log,
         events,
-        answers: events_tx.clone(),
         peers,
         pending: HashMap::new(),
         next_id: 1,
@@ -419,6 +414,10 @@ fn spawn_peer(
 }
 
 impl Driver {
+    fn voter_ids(&self) -> Vec<NodeId> {
+        self.settings.voters.keys().copied().collect()
+    }
+
     fn now_ms(&self) -> i64 {
         self.started.elapsed().as_millis() as i64
     }
@@ -547,14 +546,14 @@ impl Driver {
         let mut reply = None;
         let mut moved = false;
         let asked = match queue.front() {
-            Some(Input::Message { message, .. }) => Some(std::mem::discriminant(message)),
+            Some(Input::Message { message, .. }) => Some(message.clone()),
             _ => None,
         };
         while let Some(input) = queue.pop_front() {
             for output in self.core.step(input) {
                 match output {
                     Output::Send { to, message } => {
-                        let answers = asked.is_some_and(|a| answers_kind(a, &message));
+                        let answers = asked.as_ref().is_some_and(|a| answers_request(a, &message));
                         if reply.is_none() && reply_to == Some(to) && answers {
                             reply = Some(message);
                         } else {
@@ -562,21 +561,17 @@ impl Driver {
                         }
                     }
                     Output::Persist(state) => {
-                        let voters: Vec<NodeId> = self.settings.voters.keys().copied().collect();
-                        self.log.persist_election(state, &voters)?;
+                        self.log.persist_election(state, &self.voter_ids())?;
                     }
                     Output::Append { start, entries } => {
                         let mut at = start;
                         for entry in entries {
                             let bytes = match entry.value {
-                                None => {
-                                    let voters: Vec<NodeId> = self.settings.voters.keys().copied().collect();
-                                    Bytes::from(MetadataLog::leader_change(
-                                        self.settings.node_id,
-                                        &voters,
-                                        crate::log::now_ms(),
-                                    ))
-                                }
+                                None => Bytes::from(MetadataLog::leader_change(
+                                    self.settings.node_id,
+                                    &self.voter_ids(),
+                                    crate::log::now_ms(),
+                                )),
                                 Some(batch) => self
                                     .pending
                                     .remove(&batch.id)
@@ -664,19 +659,17 @@ impl Driver {
             *s = status.clone();
             changed
         });
-        let _ = &self.answers;
     }
 }
 
-/// Whether `message` answers a request of kind `asked`.
-fn answers_kind(asked: std::mem::Discriminant<Message<Batch>>, message: &Message<Batch>) -> bool {
-    let request_of = match message {
-        Message::VoteResponse { .. } => Message::Vote { epoch: 0, pre_vote: false, last_epoch: 0, end_offset: 0 },
-        Message::BeginQuorumEpochResponse { .. } => Message::BeginQuorumEpoch { epoch: 0 },
-        Message::FetchResponse { .. } => Message::Fetch { epoch: 0, fetch_offset: 0, last_fetched_epoch: 0, id: 0 },
-        _ => return false,
-    };
-    std::mem::discriminant(&request_of) == asked
+/// Whether `reply` is the core's answer to `request`.
+fn answers_request(request: &Message<Batch>, reply: &Message<Batch>) -> bool {
+    matches!(
+        (request, reply),
+        (Message::Vote { .. }, Message::VoteResponse { .. })
+            | (Message::BeginQuorumEpoch { .. }, Message::BeginQuorumEpochResponse { .. })
+            | (Message::Fetch { .. }, Message::FetchResponse { .. })
+    )
 }
 
 /// The error a proposal to a voter that does not lead gets (the controller answers NOT_CONTROLLER).
