@@ -451,4 +451,4 @@ impl ImageBuilder {
 
 #[cfg(test)]
 #[path = "image_tests.rs"]
-mod tests;
+pub(crate) mod tests;

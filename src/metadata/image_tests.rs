@@ -6,7 +6,7 @@
 use super::*;
 use crate::metadata::records::{BeginTransactionRecord, EndTransactionRecord, TopicRecord};
 
-fn kafka_log() -> Vec<(i64, MetadataRecord)> {
+pub(crate) fn kafka_log() -> Vec<(i64, MetadataRecord)> {
     let text = include_str!("../../tests/fixtures/kafka-4.1-metadata-records.txt");
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())

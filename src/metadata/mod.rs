@@ -17,6 +17,7 @@ pub mod features;
 pub mod format;
 pub mod hosted;
 pub mod image;
+pub mod image_records;
 pub mod log_dirs;
 pub mod records;
 pub mod replica_move;

@@ -75,6 +75,9 @@ pub enum FetchResult<V> {
     Diverging { epoch: i32, end_offset: u64 },
     /// Not the leader of the fetch's epoch (the response's epoch and leader say who is).
     NotLeader,
+    /// The leader's log no longer holds what the follower needs: fetch the snapshot ending at
+    /// `end_offset` (its last record of `epoch`) with FetchSnapshot, then the log from there.
+    Snapshot { end_offset: u64, epoch: i32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +151,18 @@ pub enum Input<V> {
     },
     /// A new value to replicate (only a leader takes it).
     Propose(V),
+    /// This node durably wrote a snapshot of everything below `end` (at most the high
+    /// watermark, an entry boundary): the leader points followers behind its log start at it.
+    Snapshotted {
+        end: u64,
+    },
+    /// Drop the log below `end` (at most the latest snapshot's end; the driver already deleted
+    /// what the log held there, or is free to).
+    Compact {
+        end: u64,
+    },
+    /// The snapshot the leader pointed at is downloaded (Some) or could not be (None).
+    SnapshotFetched(Option<(u64, i32)>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +186,19 @@ pub enum Output<V> {
     HighWatermark(u64),
     /// A proposal this node cannot take (not the leader).
     Refused(V),
+    /// Download the snapshot `(end, epoch)` from `leader` (FetchSnapshot), then report with
+    /// `SnapshotFetched`; no fetch is sent meanwhile.
+    FetchSnapshot {
+        leader: NodeId,
+        end: u64,
+        epoch: i32,
+    },
+    /// Empty the log and start it at the downloaded snapshot `(end, epoch)` (durably, before
+    /// anything after it): everything below `end` is committed, and is the snapshot's state.
+    InstallSnapshot {
+        end: u64,
+        epoch: i32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,16 +235,34 @@ pub struct RaftCore<V> {
     fetch_sent: Option<(i64, u64)>,
     /// The id of the last fetch sent.
     fetch_id: u64,
+    /// The newest snapshot this node has: (end, epoch of its last record).
+    snapshot: Option<(u64, i32)>,
+    /// Follower: the leader's snapshot being downloaded.
+    fetching_snapshot: Option<(u64, i32)>,
 }
 
 impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     /// A voter restarting with its durable election state and log (everything in `log` is
-    /// durable). It never leads the epoch it restarts in: a leader of it resigns.
-    pub fn restore(config: Config, state: ElectionState, log: Vec<Entry<V>>, now_ms: i64, random: u64) -> Self {
+    /// durable; it may start after a snapshot) and its newest snapshot, if any. It never leads
+    /// the epoch it restarts in: a leader of it resigns.
+    pub fn restore(
+        config: Config,
+        state: ElectionState,
+        log: Entries<V>,
+        snapshot: Option<(u64, i32)>,
+        now_ms: i64,
+        random: u64,
+    ) -> Self {
         assert!(config.voters.contains(&config.id), "a voter is one of the voters");
-        assert!(log.last().is_none_or(|e| e.epoch <= state.epoch), "no entry of a future epoch");
-        let log = Entries::new(log);
+        assert!(log.last_epoch() <= state.epoch, "no entry of a future epoch");
+        assert!(
+            snapshot.is_none_or(|(end, _)| end >= log.start() && end <= log.end())
+                && (log.start() == 0 || snapshot.is_some()),
+            "the log starts at or before the newest snapshot, and after one if not at 0"
+        );
         let durable_end = log.end();
+        // What a snapshot holds is committed.
+        let high_watermark = snapshot.map_or(0, |(end, _)| end);
         let role = match state.leader {
             Some(leader) if leader == config.id => Role::Resigned,
             Some(leader) => Role::Follower { leader },
@@ -228,13 +274,15 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             role,
             log,
             durable_end,
-            high_watermark: 0,
+            high_watermark,
             now_ms,
             random,
             election_deadline_ms: 0,
             fetch_deadline_ms: 0,
             fetch_sent: None,
             fetch_id: 0,
+            snapshot,
+            fetching_snapshot: None,
         };
         core.election_deadline_ms = now_ms + core.election_timeout();
         core.fetch_deadline_ms = now_ms + core.config.fetch_timeout_ms;
@@ -258,6 +306,9 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     }
     pub fn is_leader(&self) -> bool {
         matches!(self.role, Role::Leader { .. })
+    }
+    pub fn snapshot(&self) -> Option<(u64, i32)> {
+        self.snapshot
     }
 
     fn majority(&self) -> usize {
@@ -308,8 +359,42 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 }
                 _ => out.push(Output::Refused(value)),
             },
+            Input::Snapshotted { end } => {
+                assert!(end <= self.high_watermark && end >= self.log.start(), "a snapshot of committed entries");
+                if self.snapshot.is_none_or(|(e, _)| e < end) {
+                    self.snapshot = Some((end, self.log.epoch_before(end)));
+                }
+            }
+            Input::Compact { end } => {
+                assert!(self.snapshot.is_some_and(|(e, _)| end <= e), "a log compacts below a snapshot only");
+                self.log.compact(end);
+            }
+            Input::SnapshotFetched(fetched) => self.on_snapshot_fetched(fetched, &mut out),
         }
         out
+    }
+
+    /// A downloaded snapshot replaces the log, if it is still the one wanted: it is committed,
+    /// and beyond this log (the leader points at one only then), so nothing durable this node
+    /// had counted for the leader's high watermark is lost.
+    fn on_snapshot_fetched(&mut self, fetched: Option<(u64, i32)>, out: &mut Vec<Output<V>>) {
+        let wanted = self.fetching_snapshot.take();
+        if let (Some((end, epoch)), true) = (fetched, fetched == wanted) {
+            if end > self.log.end() || epoch > self.log.last_epoch() {
+                self.log = Entries::after_snapshot(end, epoch, Vec::new());
+                self.durable_end = end;
+                self.snapshot = Some((end, epoch));
+                out.push(Output::InstallSnapshot { end, epoch });
+                if end > self.high_watermark {
+                    self.high_watermark = end;
+                    out.push(Output::HighWatermark(end));
+                }
+            }
+        }
+        if let Role::Follower { leader } = self.role {
+            self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
+            self.send_fetch(leader, out);
+        }
     }
 
     fn persist(&mut self, state: ElectionState, out: &mut Vec<Output<V>>) {
@@ -426,7 +511,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
 
     fn send_fetch(&mut self, leader: NodeId, out: &mut Vec<Output<V>>) {
         // Only from a durable log end: what the leader counts toward the high watermark.
-        if self.fetch_sent.is_some() || self.durable_end < self.end() {
+        if self.fetch_sent.is_some() || self.fetching_snapshot.is_some() || self.durable_end < self.end() {
             return;
         }
         self.fetch_id += 1;
@@ -597,6 +682,19 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             out.push(Output::Send { to: from, message: reply(FetchResult::NotLeader) });
             return;
         }
+        // Behind the log start (or with nothing at all): the newest snapshot first (Kafka's
+        // `validateOffsetAndEpoch` and its fetch-from-zero rule).
+        if let Some((end_offset, epoch)) = self.snapshot {
+            let (start, start_epoch) = (self.log.start(), self.log.start_epoch());
+            if fetch_offset == 0
+                || fetch_offset < start
+                || (fetch_offset == start && last_fetched_epoch != start_epoch)
+                || last_fetched_epoch < start_epoch
+            {
+                out.push(Output::Send { to: from, message: reply(FetchResult::Snapshot { end_offset, epoch }) });
+                return;
+            }
+        }
         if fetch_offset > 0 {
             let (found, end) = self.end_of_epoch(last_fetched_epoch);
             if found != last_fetched_epoch || end < fetch_offset {
@@ -641,10 +739,16 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.fetch_sent = None;
         match result {
             FetchResult::NotLeader => {}
+            FetchResult::Snapshot { end_offset, epoch } => {
+                self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
+                self.fetching_snapshot = Some((end_offset, epoch));
+                out.push(Output::FetchSnapshot { leader: following, end: end_offset, epoch });
+            }
             FetchResult::Diverging { epoch: diverging, end_offset } => {
                 self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
                 let (_, own_end) = self.end_of_epoch(diverging);
-                let end = end_offset.min(own_end);
+                // (Never below the log start: what a snapshot holds is committed.)
+                let end = end_offset.min(own_end).max(self.log.start());
                 if end < self.end() {
                     let end = self.log.truncate(end);
                     self.durable_end = self.durable_end.min(end);
@@ -658,8 +762,8 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                     self.append(entries, out);
                 }
                 let high_watermark = high_watermark.min(self.end());
-                debug_assert!(self.log.is_boundary(high_watermark), "a high watermark ends a batch");
                 if high_watermark > self.high_watermark {
+                    debug_assert!(self.log.is_boundary(high_watermark), "a high watermark ends a batch");
                     self.high_watermark = high_watermark;
                     out.push(Output::HighWatermark(high_watermark));
                 }

@@ -1,7 +1,10 @@
 //! Deterministic simulation of `RaftCore` voters (TigerBeetle's VOPR in spirit): seeded runs of
 //! 3 and 5 voters on a network that delays, reorders, drops and duplicates messages and is
 //! partitioned at times, disks whose unsynced writes a crash may lose (a torn tail of any
-//! length), crashes and restarts, and clocks that run at different rates. After every step:
+//! length), crashes and restarts, and clocks that run at different rates. Voters snapshot what
+//! they committed at random times and compact their logs below a snapshot; a follower behind the
+//! leader's log start downloads the leader's snapshot (the download fails when the leader is down
+//! or cut off). After every step:
 //! at most one leader per epoch; every entry below any voter's high watermark is the one
 //! committed at that offset (committed entries never change or disappear); every new leader
 //! holds every committed entry. At the end the faults stop and a new proposal must commit
@@ -47,6 +50,10 @@ struct Node {
     /// Offsets below this were checked against the committed entries.
     checked: u64,
     was_leader: bool,
+    /// Durable snapshots by end offset: their epoch and the entries they stand for (from 0).
+    snapshots: BTreeMap<u64, (i32, Entries<u64>)>,
+    /// A downloaded snapshot the core has not yet said to install.
+    downloaded: Option<(u64, i32, Entries<u64>)>,
 }
 
 struct Sim {
@@ -65,6 +72,10 @@ struct Sim {
     leaders: BTreeMap<i32, NodeId>,
     committed: Entries<u64>,
     profile: Profile,
+    /// Snapshot downloads in flight: (due time, node, leader, end, epoch).
+    downloads: Vec<(i64, NodeId, NodeId, u64, i32)>,
+    /// Snapshots installed from a leader, in all.
+    installed: usize,
 }
 
 /// How hostile a run is (drawn from its seed): some runs crash often, some lose many messages,
@@ -77,6 +88,7 @@ struct Profile {
     loss_per_mille: u64,
     duplicate_per_mille: u64,
     max_delay_ms: i64,
+    snapshot_per_mille: u64,
 }
 
 fn config(id: NodeId, voters: &[NodeId], max_fetch_entries: usize) -> Config {
@@ -101,12 +113,14 @@ impl Sim {
             loss_per_mille: rng.below(150),
             duplicate_per_mille: rng.below(50),
             max_delay_ms: rng.range(5, 200),
+            snapshot_per_mille: rng.below(30),
         };
         let voters: Vec<NodeId> = (1..=n as NodeId).collect();
         let mut nodes = BTreeMap::new();
         for &id in &voters {
             let config = config(id, &voters, profile.max_fetch_entries);
-            let core = RaftCore::restore(config, ElectionState::default(), Vec::new(), 0, rng.next());
+            let core =
+                RaftCore::restore(config, ElectionState::default(), Entries::new(Vec::new()), None, 0, rng.next());
             let node = Node {
                 core: Some(core),
                 persisted: ElectionState::default(),
@@ -118,6 +132,8 @@ impl Sim {
                 restart_at: None,
                 checked: 0,
                 was_leader: false,
+                snapshots: BTreeMap::new(),
+                downloaded: None,
             };
             nodes.insert(id, node);
         }
@@ -135,6 +151,8 @@ impl Sim {
             leaders: BTreeMap::new(),
             committed: Entries::new(Vec::new()),
             profile,
+            downloads: Vec::new(),
+            installed: 0,
         }
     }
 
@@ -190,10 +208,94 @@ impl Sim {
                     }
                     node.checked = node.checked.min(end);
                 }
+                Output::FetchSnapshot { leader, end, epoch } => {
+                    let at = self.now + self.rng.range(1, 200);
+                    self.downloads.push((at, id, leader, end, epoch));
+                }
+                Output::InstallSnapshot { end, epoch } => {
+                    let node = self.nodes.get_mut(&id).expect("node");
+                    let Some((got_end, got_epoch, content)) = node.downloaded.take() else {
+                        return Err(format!("node {id}: installs snapshot {end} with none downloaded"));
+                    };
+                    assert_eq!((got_end, got_epoch), (end, epoch), "the snapshot downloaded");
+                    node.disk = Entries::after_snapshot(end, epoch, Vec::new());
+                    node.synced = end;
+                    node.syncs.clear();
+                    node.snapshots.insert(end, (epoch, content));
+                    node.checked = node.checked.max(end);
+                    self.installed += 1;
+                }
                 Output::HighWatermark(_) | Output::Refused(_) => {}
             }
         }
         self.check(id)
+    }
+
+    /// Node `id` snapshots what it committed (when it has more than its newest snapshot), and
+    /// may compact its log below one of its snapshots.
+    fn snapshot(&mut self, id: NodeId) -> Result<(), String> {
+        let compact = self.rng.chance(500);
+        let node = self.nodes.get_mut(&id).expect("node");
+        let Some(core) = node.core.as_ref() else { return Ok(()) };
+        let hw = core.high_watermark();
+        let (last_end, mut content) = match node.snapshots.last_key_value() {
+            Some((&end, (_, content))) => (end, content.clone()),
+            None => (0, Entries::new(Vec::new())),
+        };
+        if hw > last_end {
+            // What the snapshot holds: the newest snapshot's entries, then the log's up to hw.
+            let log = core.log();
+            assert!(log.start() <= last_end, "the log starts at or before the newest snapshot");
+            let (start, entries) = log.read(last_end, usize::MAX);
+            assert_eq!(start, last_end, "a snapshot ends at an entry boundary");
+            for entry in entries {
+                if content.end() >= hw {
+                    break;
+                }
+                content.extend(vec![entry]);
+            }
+            assert_eq!(content.end(), hw, "a high watermark ends an entry");
+            let epoch = content.last_epoch();
+            node.snapshots.insert(hw, (epoch, content));
+            self.deliver(id, Input::Snapshotted { end: hw })?;
+        }
+        let node = self.nodes.get_mut(&id).expect("node");
+        if compact {
+            if let Some(&end) = node.snapshots.keys().next_back() {
+                if end > node.disk.start() && end <= node.disk.end() {
+                    node.disk.compact(end);
+                    node.synced = node.synced.max(end);
+                    self.deliver(id, Input::Compact { end })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A download due: it succeeds when the leader is up, reachable and has the snapshot.
+    fn finish_download(&mut self, id: NodeId, leader: NodeId, end: u64, epoch: i32) -> Result<(), String> {
+        if self.nodes[&id].core.is_none() {
+            return Ok(());
+        }
+        let reachable = !self.cut.contains(&(leader, id)) && !self.cut.contains(&(id, leader));
+        let source = &self.nodes[&leader];
+        let found = match source.snapshots.get(&end) {
+            Some((e, content)) if *e == epoch && source.core.is_some() && reachable => Some(content.clone()),
+            _ => None,
+        };
+        match found {
+            Some(content) => {
+                for (i, entry) in content.entries().iter().enumerate() {
+                    let offset = content.start_of(i);
+                    if self.committed.at(offset) != Some(entry) {
+                        return Err(format!("snapshot {end} of leader {leader}: offset {offset} is not committed"));
+                    }
+                }
+                self.nodes.get_mut(&id).expect("node").downloaded = Some((end, epoch, content));
+                self.deliver(id, Input::SnapshotFetched(Some((end, epoch))))
+            }
+            None => self.deliver(id, Input::SnapshotFetched(None)),
+        }
     }
 
     /// The safety checks on node `id` after a step.
@@ -211,9 +313,11 @@ impl Sim {
             if !node.was_leader {
                 // Leader completeness: every committed entry is in the new leader's log.
                 let log = core.log();
+                let below = node.snapshots.values().next_back().map(|(_, content)| content);
                 for (i, entry) in self.committed.entries().iter().enumerate() {
                     let offset = self.committed.start_of(i);
-                    if log.at(offset) != Some(entry) {
+                    let held = if offset < log.start() { below.and_then(|c| c.at(offset)) } else { log.at(offset) };
+                    if held != Some(entry) {
                         return Err(format!("leader {id} of epoch {epoch} lacks committed offset {offset}"));
                     }
                 }
@@ -257,6 +361,7 @@ impl Sim {
         node.syncs.clear();
         node.restart_at = Some(restart);
         node.was_leader = false;
+        node.downloaded = None;
     }
 
     fn restart(&mut self, id: NodeId) {
@@ -265,7 +370,15 @@ impl Sim {
         let voters = self.voters.clone();
         let node = self.nodes.get_mut(&id).expect("node");
         let config = config(id, &voters, self.profile.max_fetch_entries);
-        let core = RaftCore::restore(config, node.persisted, node.disk.entries().to_vec(), now, random);
+        let snapshot = node.snapshots.iter().next_back().map(|(&end, (epoch, _))| (end, *epoch));
+        if let Some((end, epoch)) = snapshot {
+            // A log that does not reach its newest snapshot (a torn tail) starts over there.
+            if node.disk.end() < end {
+                node.disk = Entries::after_snapshot(end, epoch, Vec::new());
+                node.synced = end;
+            }
+        }
+        let core = RaftCore::restore(config, node.persisted, node.disk.clone(), snapshot, now, random);
         node.core = Some(core);
         node.restart_at = None;
         node.checked = 0;
@@ -332,9 +445,17 @@ impl Sim {
             }
             self.deliver(to, Input::Message { from, message })?;
         }
+        let due: Vec<_> = self.downloads.iter().copied().filter(|d| d.0 <= self.now).collect();
+        self.downloads.retain(|d| d.0 > self.now);
+        for (_, id, leader, end, epoch) in due {
+            self.finish_download(id, leader, end, epoch)?;
+        }
         for &id in &ids {
             let (now_ms, random) = (self.local_now(id), self.rng.next());
             self.deliver(id, Input::Tick { now_ms, random })?;
+            if self.rng.chance(self.profile.snapshot_per_mille) {
+                self.snapshot(id)?;
+            }
         }
         if self.now % 50 == 0 {
             let id = self.voters[self.rng.below(self.voters.len() as u64) as usize];
@@ -383,20 +504,22 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64, voters: usize) -> Result<(usize, usize), String> {
+fn run_seed(seed: u64, voters: usize) -> Result<(usize, usize, usize), String> {
     let mut sim = Sim::new(seed, voters);
     sim.run(20_000, 15_000)?;
-    Ok((sim.leaders.len(), sim.committed.len()))
+    Ok((sim.leaders.len(), sim.committed.len(), sim.installed))
 }
 
 fn check_seeds(voters: usize, first: u64, runs: u64) {
     let mut elections = 0;
     let mut committed = 0;
+    let mut installed = 0;
     for seed in first..first + runs {
         match run_seed(seed, voters) {
-            Ok((e, c)) => {
+            Ok((e, c, i)) => {
                 elections += e;
                 committed += c;
+                installed += i;
             }
             Err(why) => panic!(
                 "seed {seed} with {voters} voters: {why}\nreplay: RAFT_SIM_SEED={seed} RAFT_SIM_VOTERS={voters} \
@@ -407,7 +530,11 @@ fn check_seeds(voters: usize, first: u64, runs: u64) {
     // The runs are worth something only if they elect and commit under the faults.
     assert!(elections as u64 >= runs, "{elections} elections in {runs} runs");
     assert!(committed as u64 >= runs * 50, "{committed} entries committed in {runs} runs");
-    println!("{voters} voters, {runs} seeds from {first}: {elections} elections, {committed} entries committed");
+    assert!(runs < 100 || installed as u64 >= runs / 10, "{installed} snapshots installed in {runs} runs");
+    println!(
+        "{voters} voters, {runs} seeds from {first}: {elections} elections, {committed} entries committed, \
+         {installed} snapshots installed from a leader"
+    );
 }
 
 fn env(name: &str) -> Option<u64> {
@@ -433,7 +560,8 @@ fn five_voters_stay_safe_under_faults() {
 #[test]
 fn one_voter_leads_at_once_and_commits_alone() {
     let voters = [1];
-    let mut core: RaftCore<u64> = RaftCore::restore(config(1, &voters, 8), ElectionState::default(), Vec::new(), 0, 7);
+    let mut core: RaftCore<u64> =
+        RaftCore::restore(config(1, &voters, 8), ElectionState::default(), Entries::new(Vec::new()), None, 0, 7);
     let out = core.step(Input::Tick { now_ms: 5_000, random: 1 });
     assert!(core.is_leader(), "{out:?}");
     assert_eq!(core.election_state(), ElectionState { epoch: 1, voted_for: Some(1), leader: Some(1) });
@@ -449,7 +577,8 @@ fn a_follower_truncates_where_the_leader_says_the_logs_diverge() {
     let e = |epoch, value| Entry { epoch, value: Some(value) };
     // Node 2 has entries of epoch 2 the leader (epoch 3) never had.
     let state = ElectionState { epoch: 3, voted_for: None, leader: Some(1) };
-    let mut f = RaftCore::restore(config(2, &voters, 8), state, vec![e(1, 3), e(2, 6), e(2, 9)], 0, 1);
+    let log = Entries::new(vec![e(1, 3), e(2, 6), e(2, 9)]);
+    let mut f = RaftCore::restore(config(2, &voters, 8), state, log, None, 0, 1);
     let diverging = FetchResult::Diverging { epoch: 1, end_offset: 1 };
     let message = Message::FetchResponse { epoch: 3, leader: Some(1), result: diverging, id: 1 };
     // (It sends its first fetch on a tick past its request timeout.)

@@ -3,8 +3,13 @@
 //! are Kafka's (a batch of n records at offset o ends at o + n); an entry starts where the one
 //! before it ends, from the log's start offset on.
 //!
-//! Invariants: starts are contiguous (`starts[i + 1] == starts[i] + records(entries[i])`); epochs
-//! never decrease along the log; every entry holds at least one record.
+//! A log may start past offset 0, after a snapshot (KIP-630): `start` is the snapshot's end
+//! offset and `start_epoch` the epoch of its last record; the entries below were compacted away
+//! (this node snapshotted them, or installed the leader's snapshot).
+//!
+//! Invariants: starts are contiguous from `start` (`starts[i + 1] == starts[i] +
+//! records(entries[i])`); epochs never decrease along the log, from `start_epoch` on; every
+//! entry holds at least one record; truncation never goes below `start`.
 
 /// What an entry's value weighs in offsets (a record batch: its record count).
 pub trait Records {
@@ -35,6 +40,7 @@ impl<V: Records> Entry<V> {
 #[derive(Debug, Clone)]
 pub struct Entries<V> {
     start: u64,
+    start_epoch: i32,
     entries: Vec<Entry<V>>,
     /// `starts[i]`: the offset entry i starts at.
     starts: Vec<u64>,
@@ -43,9 +49,48 @@ pub struct Entries<V> {
 
 impl<V: Records + Clone> Entries<V> {
     pub fn new(entries: Vec<Entry<V>>) -> Self {
-        let mut log = Entries { start: 0, entries: Vec::new(), starts: Vec::new(), end: 0 };
+        Self::after_snapshot(0, 0, entries)
+    }
+
+    /// A log starting at `start`, after a snapshot whose last record is of `start_epoch`.
+    pub fn after_snapshot(start: u64, start_epoch: i32, entries: Vec<Entry<V>>) -> Self {
+        let mut log = Entries { start, start_epoch, entries: Vec::new(), starts: Vec::new(), end: start };
         log.extend(entries);
         log
+    }
+
+    /// The first offset held (the end of the snapshot before it, or 0).
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+    /// The epoch of the record before `start` (0 at offset 0).
+    pub fn start_epoch(&self) -> i32 {
+        self.start_epoch
+    }
+
+    /// The epoch of the record before `offset` (a boundary in `[start, end]`).
+    pub fn epoch_before(&self, offset: u64) -> i32 {
+        assert!(offset >= self.start && offset <= self.end && self.is_boundary(offset), "{offset} in the log");
+        let before = self.starts.partition_point(|s| *s < offset);
+        if before == 0 {
+            self.start_epoch
+        } else {
+            self.entries[before - 1].epoch
+        }
+    }
+
+    /// Drops every entry below `end` (a boundary, at most the log end): the log then starts
+    /// there, after a snapshot of them.
+    pub fn compact(&mut self, end: u64) {
+        if end <= self.start {
+            return;
+        }
+        let epoch = self.epoch_before(end);
+        let drop = self.starts.partition_point(|s| *s < end);
+        self.entries.drain(..drop);
+        self.starts.drain(..drop);
+        self.start = end;
+        self.start_epoch = epoch;
     }
 
     pub fn entries(&self) -> &[Entry<V>] {
@@ -62,7 +107,7 @@ impl<V: Records + Clone> Entries<V> {
         self.end
     }
     pub fn last_epoch(&self) -> i32 {
-        self.entries.last().map_or(0, |e| e.epoch)
+        self.entries.last().map_or(self.start_epoch, |e| e.epoch)
     }
     pub fn start_of(&self, index: usize) -> u64 {
         self.starts[index]
@@ -93,6 +138,7 @@ impl<V: Records + Clone> Entries<V> {
     /// Removes every entry holding an offset at or past `end` (an entry `end` falls inside goes
     /// whole, as Kafka truncates a segment to a batch boundary); returns the new end.
     pub fn truncate(&mut self, end: u64) -> u64 {
+        assert!(end >= self.start, "no truncation below the log start {} (to {end})", self.start);
         let keep = self.starts.partition_point(|s| *s < end);
         // An entry starting below `end` but reaching past it goes too.
         let keep =
@@ -107,14 +153,15 @@ impl<V: Records + Clone> Entries<V> {
     pub fn end_of_epoch(&self, epoch: i32) -> (i32, u64) {
         match self.entries.iter().rposition(|e| e.epoch <= epoch) {
             Some(i) => (self.entries[i].epoch, self.starts[i] + self.entries[i].records()),
-            None => (0, self.start),
+            // (Below the log start only the snapshot's epoch is known.)
+            None => (self.start_epoch.min(epoch), self.start),
         }
     }
 
     /// Up to `max` entries from the one holding `offset`: (where the first starts, the entries).
     pub fn read(&self, offset: u64, max: usize) -> (u64, Vec<Entry<V>>) {
         let from = self.index_of(offset);
-        let upto = (from + max).min(self.entries.len());
+        let upto = from.saturating_add(max).min(self.entries.len());
         let start = if from < self.entries.len() { self.starts[from] } else { self.end };
         (start, self.entries[from..upto].to_vec())
     }
@@ -131,6 +178,23 @@ mod tests {
 
     fn e(epoch: i32, value: u64) -> Entry<u64> {
         Entry { epoch, value: Some(value) }
+    }
+
+    #[test]
+    fn a_log_after_a_snapshot_starts_at_its_end() {
+        let mut log = Entries::new(vec![e(1, 0), e(1, 1), e(2, 2), e(3, 0)]);
+        log.compact(3);
+        assert_eq!((log.start(), log.start_epoch(), log.len(), log.end()), (3, 1, 2, 7));
+        assert_eq!(log.epoch_before(3), 1);
+        assert_eq!(log.epoch_before(6), 2);
+        assert_eq!(log.end_of_epoch(1), (1, 3));
+        assert_eq!(log.end_of_epoch(2), (2, 6));
+        assert_eq!(log.read(0, 8).0, 3);
+        log.compact(7);
+        assert_eq!((log.start(), log.start_epoch(), log.last_epoch(), log.end()), (7, 3, 3, 7));
+        assert_eq!(log.truncate(7), 7);
+        let log: Entries<u64> = Entries::after_snapshot(40, 4, vec![e(5, 0)]);
+        assert_eq!((log.start_of(0), log.end(), log.end_of_epoch(4)), (40, 41, (4, 40)));
     }
 
     #[test]

@@ -404,19 +404,32 @@ fn leader_change_batch_of(leader: i32, voters: &[i32], now_ms: i64) -> Vec<u8> {
         .with_granting_voters(voters);
     let mut value = BytesMut::new();
     message.encode(&mut value, 0).expect("a leader change message always encodes");
-    let mut key = Vec::with_capacity(4);
-    key.extend_from_slice(&0i16.to_be_bytes());
-    key.extend_from_slice(&LEADER_CHANGE.to_be_bytes());
-    let mut record = data_record(0, value.freeze(), now_ms);
-    record.control = true;
-    record.key = Some(Bytes::from(key));
+    control_batch(&[(LEADER_CHANGE, value.freeze())], now_ms)
+}
+
+/// One control batch (base offset 0) of `records`, each a control record type and its value
+/// (a message at schema version 0, as Kafka's `ControlRecordUtils` reads them).
+fn control_batch(records: &[(i16, Bytes)], now_ms: i64) -> Vec<u8> {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (kind, value))| {
+            let mut key = Vec::with_capacity(4);
+            key.extend_from_slice(&0i16.to_be_bytes());
+            key.extend_from_slice(&kind.to_be_bytes());
+            let mut record = data_record(i as i64, value.clone(), now_ms);
+            record.control = true;
+            record.key = Some(Bytes::from(key));
+            record
+        })
+        .collect();
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut buf,
-        [record].iter(),
+        records.iter(),
         &RecordEncodeOptions { version: 2, compression: Compression::None },
     )
-    .expect("a leader change batch always encodes");
+    .expect("a control batch always encodes");
     buf.to_vec()
 }
 

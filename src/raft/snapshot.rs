@@ -21,7 +21,9 @@ use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{SnapshotFooterRecord, SnapshotHeaderRecord};
+use kafka_protocol::protocol::Encodable;
 use kafka_protocol::records::RecordBatchDecoder;
 
 use super::MAX_BATCH_BYTES;
@@ -145,6 +147,82 @@ fn control_types(bytes: &[u8]) -> anyhow::Result<Vec<i16>> {
             _ => -1,
         })
         .collect())
+}
+
+/// Records per data batch of a snapshot this node writes (Kafka's writer fills batches of up to
+/// 8 MiB; metadata records are small, so this keeps a batch far below that).
+const SNAPSHOT_BATCH_RECORDS: usize = 1000;
+
+/// Writes `records` (the whole state below `id.end_offset`) as the snapshot `id` in `dir`, as
+/// Kafka's `RecordsSnapshotWriter` lays it out: a header control batch (SnapshotHeaderRecord v0
+/// with `last_contained_ms`, the time of the last record it holds), data batches, a footer
+/// control batch; offsets 0, 1, 2... through the file and every batch stamped with `id.epoch`.
+/// Written to `.part`, fsynced, renamed, and the directory fsynced: a `.checkpoint` is complete.
+/// Returns its size in bytes.
+pub fn write(
+    dir: &Path,
+    id: SnapshotId,
+    records: &[MetadataRecord],
+    last_contained_ms: i64,
+    now_ms: i64,
+) -> anyhow::Result<u64> {
+    assert!(id.end_offset > 0 && id.epoch >= 0, "a snapshot holds at least one record: {id:?}");
+    let header = SnapshotHeaderRecord::default().with_version(0).with_last_contained_log_timestamp(last_contained_ms);
+    let mut batches = vec![super::control_batch(&[(SNAPSHOT_HEADER, encode_control(&header)?)], now_ms)];
+    for chunk in records.chunks(SNAPSHOT_BATCH_RECORDS) {
+        batches.push(super::encode_batch(chunk, now_ms)?);
+    }
+    let footer = SnapshotFooterRecord::default().with_version(0);
+    batches.push(super::control_batch(&[(SNAPSHOT_FOOTER, encode_control(&footer)?)], now_ms));
+    let mut bytes = Vec::with_capacity(batches.iter().map(Vec::len).sum());
+    let mut offset = 0;
+    for mut b in batches {
+        batch::set_base_offset(&mut b, offset);
+        batch::set_leader_epoch(&mut b, id.epoch);
+        offset = Header::new(&b).last_offset() + 1;
+        bytes.extend_from_slice(&b);
+    }
+    anyhow::ensure!(bytes.len() as i64 <= MAX_SNAPSHOT_BYTES, "a snapshot of {} bytes", bytes.len());
+    let part = dir.join(part_name(id));
+    let mut file = File::create(&part)?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&part, dir.join(id.file_name()))?;
+    File::open(dir)?.sync_all()?;
+    Ok(bytes.len() as u64)
+}
+
+fn encode_control(message: &impl Encodable) -> anyhow::Result<Bytes> {
+    let mut value = BytesMut::new();
+    message.encode(&mut value, 0).map_err(|e| anyhow::anyhow!("control record: {e:?}"))?;
+    Ok(value.freeze())
+}
+
+/// Removes the snapshot `id` (one older than the newest, once the log no longer needs it).
+pub fn remove(dir: &Path, id: SnapshotId) -> std::io::Result<()> {
+    match std::fs::remove_file(dir.join(id.file_name())) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The size in bytes of the snapshot `id` in `dir`.
+pub fn size(dir: &Path, id: SnapshotId) -> std::io::Result<u64> {
+    Ok(std::fs::metadata(dir.join(id.file_name()))?.len())
+}
+
+/// Up to `max_bytes` of the snapshot `id` from `position` (what a FetchSnapshot answer carries:
+/// raw bytes that may cut a batch, as Kafka's `UnalignedRecords`).
+pub fn read_chunk(dir: &Path, id: SnapshotId, position: u64, max_bytes: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = File::open(dir.join(id.file_name()))?;
+    let len = file.metadata()?.len();
+    let want = (len.saturating_sub(position)).min(max_bytes as u64) as usize;
+    let mut chunk = vec![0u8; want];
+    file.seek(SeekFrom::Start(position))?;
+    file.read_exact(&mut chunk)?;
+    Ok(chunk)
 }
 
 /// A snapshot being fetched from the quorum leader, chunk by chunk (Kafka's

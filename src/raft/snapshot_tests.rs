@@ -162,3 +162,41 @@ fn a_copy_restarted_at_a_snapshot_reopens_from_it() {
     assert_eq!(records.len(), 2, "the snapshot's records only: {records:?}");
     assert_eq!((log.end_offset(), log.epoch()), (100, 4));
 }
+
+#[test]
+fn a_written_snapshot_has_kafkas_layout_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<MetadataRecord> = (0..2500).map(|i| topic(&format!("t{i}"))).collect();
+    let id = SnapshotId { end_offset: 9000, epoch: 7 };
+    let size = write(dir.path(), id, &records, 1234, 5678).unwrap();
+    assert_eq!(list(dir.path()).unwrap(), vec![id], "complete, under its final name, no .part left");
+    assert_eq!(read(dir.path(), id).unwrap(), records);
+    let bytes = std::fs::read(dir.path().join(id.file_name())).unwrap();
+    assert_eq!(bytes.len() as u64, size);
+    assert_eq!(size, super::size(dir.path(), id).unwrap());
+    // Header, three data batches (1000 records each at most), footer: offsets run 0.. through
+    // the file, each batch in the snapshot's epoch, control batches only at both ends.
+    let batches = batch::whole_batches(&bytes).unwrap();
+    assert_eq!(batches.len(), 5);
+    let mut next = 0;
+    for (i, b) in batches.iter().enumerate() {
+        let h = Header::new(b);
+        assert_eq!((h.base_offset(), h.leader_epoch()), (next, 7), "batch {i}");
+        assert_eq!(h.is_control(), i == 0 || i == 4, "batch {i}");
+        assert_eq!((h.producer_id(), h.base_sequence(), h.is_transactional()), (-1, -1, false), "batch {i}");
+        next = h.last_offset() + 1;
+    }
+    assert_eq!(next, 2502);
+    assert_eq!(control_types(batches[0]).unwrap(), vec![SNAPSHOT_HEADER]);
+    assert_eq!(control_types(batches[4]).unwrap(), vec![SNAPSHOT_FOOTER]);
+    // Served in chunks that cut batches, it downloads whole elsewhere.
+    let mut chunks = Vec::new();
+    while (chunks.len() as u64) < size {
+        chunks.extend(read_chunk(dir.path(), id, chunks.len() as u64, 4000).unwrap());
+    }
+    assert_eq!(chunks, bytes);
+    let other = tempfile::tempdir().unwrap();
+    assert_eq!(download(other.path(), id, &chunks, 4000).unwrap(), records);
+    remove(dir.path(), id).unwrap();
+    assert!(list(dir.path()).unwrap().is_empty());
+}

@@ -301,7 +301,7 @@ pub fn start(
         max_fetch_entries: MAX_FETCH_ENTRIES,
     };
     let seed = rand::random::<u64>();
-    let core = RaftCore::restore(config, state, entries, 0, seed);
+    let core = RaftCore::restore(config, state, super::entries::Entries::new(entries), None, 0, seed);
     tracing::info!(
         node = settings.node_id,
         epoch = state.epoch,
@@ -594,6 +594,13 @@ impl Driver {
                     }
                     Output::Refused(batch) => {
                         self.pending.remove(&batch.id);
+                    }
+                    Output::FetchSnapshot { leader, end, epoch } => {
+                        tracing::warn!(leader, end, epoch, "the leader points at a snapshot: not fetched yet");
+                        queue.push_back(Input::SnapshotFetched(None));
+                    }
+                    Output::InstallSnapshot { end, epoch } => {
+                        anyhow::bail!("no snapshot ({end}, {epoch}) was fetched to install");
                     }
                 }
             }

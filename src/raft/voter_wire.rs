@@ -11,7 +11,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData as FetchPartitionData,
+    self, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData as FetchPartitionData,
 };
 use kafka_protocol::messages::{
     begin_quorum_epoch_request as bqe, begin_quorum_epoch_response as bqe_r, end_quorum_epoch_request as eqe,
@@ -174,6 +174,14 @@ pub fn fetch_answer(response: &FetchResponse, fetch_offset: u64, id: u64) -> Opt
         None if p.diverging_epoch.epoch >= 0 => {
             let d = &p.diverging_epoch;
             (FetchResult::Diverging { epoch: d.epoch, end_offset: d.end_offset.max(0) as u64 }, Vec::new())
+        }
+        // (Kafka's follower ignores an answer with only one of the two set.)
+        None if p.snapshot_id.end_offset >= 0 || p.snapshot_id.epoch >= 0 => {
+            let id = &p.snapshot_id;
+            if id.end_offset <= 0 || id.epoch < 0 {
+                return None;
+            }
+            (FetchResult::Snapshot { end_offset: id.end_offset as u64, epoch: id.epoch }, Vec::new())
         }
         None => {
             let (start, entries) = split_batches(p.records.clone().unwrap_or_default(), fetch_offset);
@@ -366,6 +374,10 @@ pub fn fetch_out(
         }
         FetchResult::Diverging { epoch, end_offset } => {
             p.diverging_epoch = EpochEndOffset::default().with_epoch(*epoch).with_end_offset(*end_offset as i64);
+        }
+        FetchResult::Snapshot { end_offset, epoch } => {
+            p.snapshot_id =
+                fetch_response::SnapshotId::default().with_end_offset(*end_offset as i64).with_epoch(*epoch);
         }
         FetchResult::NotLeader => {
             p.error_code = match asked_epoch.cmp(epoch) {
