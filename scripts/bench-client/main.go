@@ -43,6 +43,7 @@ modes:
   e2e                  produce at a fixed rate and consume in the same process; latency percentiles in µs
   startup              spawn a broker command, time spawn -> port open -> first acked record (acks=all)
   failover             kill -9 broker N, time kill -> first acknowledged write on every partition it led
+  controller-failover  kill -9 the active controller, time kill -> a topic created -> its leaders elected
   conns                open N clients (connections), hold them, then produce from all at once
   scram-user           create a SCRAM user (AlterUserScramCredentials), for the SASL_SSL runs
   payload              print -lines payload lines of -size bytes (the produce payloads, for ProducerPerformance)
@@ -77,6 +78,8 @@ func main() {
 		out, err = runConns(args)
 	case "failover":
 		out, err = runFailover(args)
+	case "controller-failover":
+		out, err = runControllerFailover(args)
 	case "scram-user":
 		out, err = runScramUser(args)
 	case "payload":

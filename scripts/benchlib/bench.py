@@ -298,6 +298,9 @@ class Bench(ThroughputWorkloads, FootprintWorkloads, ClusterWorkloads, Report):
         if "cluster" in steps or "failover" in steps:  # after every single broker is stopped: one system's cluster at a time
             log("== cluster: 3 brokers under a controller, per system" + ("" if "cluster" in steps else " (failover only)"))
             self._guard("cluster", self.w_cluster)
+        if "controller-failover" in steps:
+            log("== controller-failover: kill -9 of the active controller of 3, per system")
+            self._guard("controller-failover", self.w_controller_failover)
         self.t_bench = time.monotonic() - t0
         self.write_results()
 

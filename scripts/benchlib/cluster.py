@@ -1,7 +1,9 @@
 """The three-broker clusters of scripts/bench's `cluster` workload: a controller-only node (node id
 3000, `process.roles=controller`, the only voter of its quorum) and brokers 1, 2 and 3
 (`process.roles=broker`) under it, all on loopback with ephemeral ports, of one kind: Ketch under
-a Ketch controller, or Apache Kafka under a Kafka controller.
+a Ketch controller, or Apache Kafka under a Kafka controller. The `controller-failover` workload
+runs three controllers (3000-3002, a static KRaft quorum: `controller.quorum.voters` naming all
+three, Kafka's default election and fetch timeouts on both systems) instead of one.
 
 The settings are those of compat-tests/cluster.py (KetchController, KetchBrokerUnder,
 KafkaController, KafkaBrokerUnder, THREE_BROKER_SETTINGS), repeated here so that benchlib stays
@@ -14,6 +16,7 @@ benchmark (proc.spawn: they die with it).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import socket
@@ -76,23 +79,26 @@ class Cluster:
 
     ready_marker = b""
 
-    def __init__(self, system: str, root: Path):
+    def __init__(self, system: str, root: Path, controllers: int = 1):
         self.system = system
         self.root = root
         self.cluster_id = new_cluster_id()
-        ctl_port = free_port()
-        voters = f"{CONTROLLER_ID}@127.0.0.1:{ctl_port}"
-        self.controller = Node(root / "controller", CONTROLLER_ID, {
+        ports = {CONTROLLER_ID + i: free_port() for i in range(controllers)}
+        while len(set(ports.values())) < controllers:
+            ports = {CONTROLLER_ID + i: free_port() for i in range(controllers)}
+        voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in ports.items())
+        self.controllers = [Node(root / ("controller" if n == CONTROLLER_ID else f"controller{n}"), n, {
             "process.roles": "controller",
-            "node.id": str(CONTROLLER_ID),
+            "node.id": str(n),
             "controller.quorum.voters": voters,
-            "listeners": f"CONTROLLER://127.0.0.1:{ctl_port}",
+            "listeners": f"CONTROLLER://127.0.0.1:{p}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
             "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
-        }, ctl_port)
+        }, p) for n, p in ports.items()]
+        self.controller = self.controllers[0]
         self.brokers: dict[int, Node] = {}
-        used = {ctl_port}
+        used = set(ports.values())
         for n in BROKER_IDS:
             port = free_port()
             while port in used:
@@ -113,7 +119,29 @@ class Cluster:
 
     @property
     def nodes(self) -> list[Node]:
-        return [self.controller, *self.brokers.values()]
+        return [*self.controllers, *self.brokers.values()]
+
+    def active_controller(self, timeout: float = 60) -> Node:
+        """The controller leading the quorum: the leader that a majority of the controllers'
+        `quorum-state` files (Kafka's and Ketch's, the same JSON) name in their latest epoch."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            named: dict[tuple[int, int], int] = {}
+            for n in self.controllers:
+                try:
+                    state = json.loads((n.data / "__cluster_metadata-0" / "quorum-state").read_text())
+                except (OSError, ValueError):
+                    continue
+                key = (state.get("leaderEpoch", -1), state.get("leaderId", -1))
+                named[key] = named.get(key, 0) + 1
+            if named:
+                (epoch, leader), votes = max(named.items())
+                if leader >= 0 and votes > len(self.controllers) // 2:
+                    node = next((n for n in self.controllers if n.node_id == leader), None)
+                    if node is not None and node.alive():
+                        return node
+            time.sleep(0.05)
+        raise RunFailed(f"{self.system}: no controller named leader by a majority within {timeout:.0f}s")
 
     @property
     def bootstrap(self) -> str:
@@ -134,8 +162,11 @@ class Cluster:
         returns when every node is listening (the caller waits for the brokers' registration)."""
         with ThreadPoolExecutor(len(self.nodes)) as pool:
             list(pool.map(self.format, self.nodes))
-        self._spawn(self.controller)
-        self._wait(self.controller, time.monotonic() + timeout)
+        for ctl in self.controllers:
+            self._spawn(ctl)
+        deadline = time.monotonic() + timeout
+        for ctl in self.controllers:
+            self._wait(ctl, deadline)
         for b in self.brokers.values():
             self._spawn(b)
         deadline = time.monotonic() + timeout
@@ -164,8 +195,8 @@ class Cluster:
         raise RunFailed(f"{self.system} node {node.node_id} not ready in time; log: {node.log_path}")
 
     def stop(self) -> None:
-        """Everything killed (the cluster's data is thrown away): brokers, then the controller."""
-        for node in [*self.brokers.values(), self.controller]:
+        """Everything killed (the cluster's data is thrown away): brokers, then the controllers."""
+        for node in [*self.brokers.values(), *self.controllers]:
             if node.proc is not None:
                 reap(node.proc, signal.SIGKILL, 30)
 
@@ -176,8 +207,8 @@ class KetchCluster(Cluster):
     def broker_overrides(self) -> dict[str, str]:
         return {"ketch.acks.all.fsync": "false"} if self.system == "ketch-nofsync" else {}
 
-    def __init__(self, system: str, root: Path, binary: Path):
-        super().__init__(system, root)
+    def __init__(self, system: str, root: Path, binary: Path, controllers: int = 1):
+        super().__init__(system, root, controllers)
         self.binary = binary
         for b in self.brokers.values():
             b.settings.update(self.broker_overrides())
@@ -196,8 +227,8 @@ class KetchCluster(Cluster):
 class KafkaCluster(Cluster):
     ready_marker = b"Kafka Server started"
 
-    def __init__(self, system: str, root: Path, libs: Path):
-        super().__init__(system, root)
+    def __init__(self, system: str, root: Path, libs: Path, controllers: int = 1):
+        super().__init__(system, root, controllers)
         self.libs = libs
         for b in self.brokers.values():
             b.settings.update({"advertised.listeners": b.settings["listeners"], "inter.broker.listener.name": "PLAINTEXT"})

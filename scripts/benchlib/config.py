@@ -34,10 +34,10 @@ DURABILITY = {
                    "durability for acks=all",
 }
 WORKLOADS_ALL = ["startup", "idle", "produce", "producer-perf", "consume", "sasl-ssl", "e2e", "conns", "scale", "cluster",
-                 "failover"]
+                 "failover", "controller-failover"]
 # run only when named in --workloads (several minutes per system and run); failover is the
-# cluster workload with its failover step only
-WORKLOADS_OPT_IN = ["cluster", "failover"]
+# cluster workload with its failover step only; controller-failover runs 3 controllers
+WORKLOADS_OPT_IN = ["cluster", "failover", "controller-failover"]
 # kafka-server-start.sh / kafka-run-class.sh defaults
 KAFKA_BROKER_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",

@@ -92,6 +92,10 @@ class Report:
         ("cluster.failover.first_ms", None, "kill -9 → first partition writable", "ms", False, None, ""),
         ("cluster.create_1000_rf3_s", None, "create 1,000 partitions RF 3 → a write acked on each", "s", False, None, ""),
         ("cluster.start_s", None, "cluster start → 3 brokers registered", "s", False, None, ""),
+        ("controller.failover.created_ms", "3 controllers (a KRaft quorum) and 3 brokers",
+         "kill -9 of the active controller → a topic created (RF 3)", "ms", False, 0.5, "≤ 1/2"),
+        ("controller.failover.ready_ms", None, "kill -9 of the active controller → its leader and full ISR",
+         "ms", False, None, ""),
     ]
 
     def cell(self, metric: str, system: str) -> tuple[str, float | None]:

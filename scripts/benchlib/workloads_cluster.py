@@ -27,11 +27,47 @@ KILLED = 2  # node id of the broker killed in the failover measurement
 class ClusterWorkloads:
     """The 3-vs-3 cluster comparison (methods of Bench)."""
 
-    def new_cluster(self, system: str, name: str) -> Cluster:
+    def new_cluster(self, system: str, name: str, controllers: int = 1) -> Cluster:
         root = self.tmp / name
         if system == "kafka":
-            return KafkaCluster(system, root, self.libs)
-        return KetchCluster(system, root, self.ketch_bin)
+            return KafkaCluster(system, root, self.libs, controllers)
+        return KetchCluster(system, root, self.ketch_bin, controllers)
+
+    def w_controller_failover(self):
+        """Three controllers (a KRaft quorum) and three brokers per system and run: the active
+        controller killed (-9) by the client, which then creates a topic (RF 3) through the brokers
+        until it exists and waits until its partition has a leader and a full ISR."""
+        systems = [s for s in self.systems if s in ("kafka", "ketch")]
+        self.notes.append(
+            "controller-failover: per system and run a fresh quorum of 3 controllers (nodes 3000-3002, static "
+            "controller.quorum.voters, Kafka's default controller.quorum.election.timeout.ms=1000 and "
+            "fetch.timeout.ms=2000 on both) and brokers 1-3; after a warm-up topic and 2 s idle, the active controller "
+            "(the leader the controllers' quorum-state files name) is killed with SIGKILL by the client, which then "
+            "sends CreateTopics (1 partition, RF 3) through the brokers every 10 ms (2 s per attempt) until the topic "
+            "exists, then polls the Metadata until its partition has a leader and all 3 replicas in the ISR")
+        for r in range(self.cluster_runs):
+            for s in self.order(systems, r):
+                name = f"ctlfail-{s}-{r}"
+                c = self.new_cluster(s, name, controllers=3)
+                try:
+                    log(f"controller-failover {s}: starting 3 controllers and 3 brokers")
+                    c.start()
+                    self._cluster_topic(c, "ctl-warm", 1)
+                    victim = c.active_controller()
+                    res = self.client("controller-failover", "-brokers", c.bootstrap, "-topic", "ctl-after",
+                                      "-kill-pid", str(victim.pid), "-rf", "3", timeout=180,
+                                      what=f"controller failover {s}")
+                    self.record("controller.failover.created_ms", s, res["created_ms"], dict(res, killed=victim.node_id))
+                    self.record("controller.failover.ready_ms", s, res["ready_ms"])
+                    log(f"controller-failover {s}: controller {victim.node_id} killed; topic created "
+                        f"{res['created_ms']:.0f} ms later ({res['create_attempts']} attempts), leader and ISR "
+                        f"{res['ready_ms']:.0f} ms after the kill")
+                except (RunFailed, KeyError) as e:
+                    for m in ("controller.failover.created_ms", "controller.failover.ready_ms"):
+                        self.fail(m, s, str(e))
+                self._keep_cluster_logs(c, name)
+                c.stop()
+                self._remove_cluster(c)
 
     def w_cluster(self):
         systems = [s for s in self.systems if s != "kafka-fsync"]

@@ -15,7 +15,55 @@ use std::sync::{Arc, Mutex};
 
 use super::{Applied, BrokerSessions, ControllerSettings, Log, QuorumController, State};
 use crate::metadata::image::ImageBuilder;
-use crate::raft::voter::{self, OnCommit, VoterSettings};
+use crate::metadata::records::MetadataRecord;
+use crate::raft::voter::{self, Applier, VoterSettings};
+use crate::raft::MetadataLog;
+
+/// The controller's image as the voter's committed records drive it.
+struct ImageApplier(Arc<Mutex<Applied>>);
+
+impl ImageApplier {
+    fn applied(&self) -> std::sync::MutexGuard<'_, Applied> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Applier for ImageApplier {
+    fn apply(&mut self, log: &MetadataLog, from: u64, to: u64) -> u64 {
+        let mut applied = self.applied();
+        let applied = &mut *applied;
+        let replayed = log.records_between(from as i64, to as i64, &mut |offset, record| {
+            applied.builder.apply(offset, &record).map_err(anyhow::Error::from)
+        });
+        let bytes = match replayed {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // Kafka's controller stops on a committed record it cannot replay.
+                tracing::error!(error = %e, from, to, "a committed metadata record does not apply: the controller stops");
+                std::process::exit(1);
+            }
+        };
+        applied.image = applied.builder.publish();
+        bytes
+    }
+
+    fn snapshot(&self) -> Option<Vec<MetadataRecord>> {
+        self.applied().builder.settled().map(crate::metadata::image_records::records)
+    }
+
+    fn load(&mut self, end: u64, records: Vec<MetadataRecord>) {
+        let mut builder = ImageBuilder::new();
+        for record in &records {
+            if let Err(e) = builder.apply(end as i64 - 1, record) {
+                tracing::error!(error = %e, end, "a metadata snapshot does not apply: the controller stops");
+                std::process::exit(1);
+            }
+        }
+        let mut applied = self.applied();
+        applied.image = builder.publish();
+        applied.builder = builder;
+    }
+}
 
 impl QuorumController {
     /// Opens this node's voter of the quorum (on the current tokio runtime) with a controller on
@@ -28,21 +76,7 @@ impl QuorumController {
         let mut builder = ImageBuilder::new();
         let image = builder.publish();
         let applied = Arc::new(Mutex::new(Applied { builder, image }));
-        let sink = applied.clone();
-        let on_commit: OnCommit = Box::new(move |log, from, to| {
-            let mut applied = sink.lock().unwrap_or_else(|p| p.into_inner());
-            let applied = &mut *applied;
-            let replayed = log.records_between(from as i64, to as i64, &mut |offset, record| {
-                applied.builder.apply(offset, &record).map_err(anyhow::Error::from)
-            });
-            if let Err(e) = replayed {
-                // Kafka's controller stops on a committed record it cannot replay.
-                tracing::error!(error = %e, from, to, "a committed metadata record does not apply: the controller stops");
-                std::process::exit(1);
-            }
-            applied.image = applied.builder.publish();
-        });
-        let voter = voter::start(metadata_dir, voter_settings, on_commit)?;
+        let voter = voter::start(metadata_dir, voter_settings, Box::new(ImageApplier(applied.clone())))?;
         let (appended, _) = tokio::sync::watch::channel(0);
         let sessions = BrokerSessions::new(settings.config);
         let state = State { log: Log::Voter, observers: Default::default(), sessions };

@@ -38,6 +38,8 @@ use crate::raft::leader::LeaderEndpoint;
 /// (API, lowest, highest version) a controller serves.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 13, 17),
+    // The leader's snapshots, for voters and brokers behind its log start (KIP-630).
+    (ApiKey::FetchSnapshot, 0, 1),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 1, 2),

@@ -60,6 +60,7 @@ fn cluster_operation(request: &RequestKind) -> Option<i8> {
     use RequestKind as R;
     Some(match request {
         R::Fetch(_)
+        | R::FetchSnapshot(_)
         | R::Vote(_)
         | R::BeginQuorumEpoch(_)
         | R::EndQuorumEpoch(_)
@@ -142,6 +143,9 @@ pub fn plain_error(request: &RequestKind, code: i16) -> Option<ResponseKind> {
     use RequestKind as R;
     Some(match request {
         R::Fetch(_) => ResponseKind::Fetch(FetchResponse::default().with_error_code(code)),
+        R::FetchSnapshot(_) => ResponseKind::FetchSnapshot(
+            kafka_protocol::messages::FetchSnapshotResponse::default().with_error_code(code),
+        ),
         R::Vote(_) => ResponseKind::Vote(VoteResponse::default().with_error_code(code)),
         R::BeginQuorumEpoch(_) => {
             ResponseKind::BeginQuorumEpoch(BeginQuorumEpochResponse::default().with_error_code(code))

@@ -1,5 +1,6 @@
 //! A controller's side of a multi-voter quorum (`raft::voter`): the voters' own requests (Vote,
-//! BeginQuorumEpoch, EndQuorumEpoch; their Fetch goes through `QuorumController::fetch`), the
+//! BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot; their Fetch goes through
+//! `QuorumController::fetch`), the
 //! NOT_CONTROLLER answer of a controller that is not the active one to what brokers send the
 //! active one, and DescribeQuorum of a quorum (voters with the leader's view of their progress).
 //!
@@ -24,6 +25,11 @@ pub async fn voter_request(controller: &QuorumController, request: &RequestKind)
         (RequestKind::Vote(r), Some(v)) => ResponseKind::Vote(v.vote(r).await),
         (RequestKind::BeginQuorumEpoch(r), Some(v)) => ResponseKind::BeginQuorumEpoch(v.begin_quorum_epoch(r).await),
         (RequestKind::EndQuorumEpoch(r), Some(v)) => ResponseKind::EndQuorumEpoch(v.end_quorum_epoch(r).await),
+        (RequestKind::FetchSnapshot(r), Some(v)) => ResponseKind::FetchSnapshot(v.fetch_snapshot(r).await),
+        // (A single voter keeps no snapshots: none is ever named in its Fetch answers.)
+        (RequestKind::FetchSnapshot(_), None) => {
+            return super::controller_authz::plain_error(request, ResponseError::SnapshotNotFound.code());
+        }
         (RequestKind::Vote(_) | RequestKind::BeginQuorumEpoch(_) | RequestKind::EndQuorumEpoch(_), None) => {
             return super::controller_authz::plain_error(request, ResponseError::InvalidRequest.code());
         }

@@ -439,6 +439,12 @@ impl ImageBuilder {
         self.working.apply(offset, record)
     }
 
+    /// The image as applied so far, unless a metadata transaction is open (what a snapshot
+    /// holds: never half a transaction).
+    pub fn settled(&self) -> Option<&MetadataImage> {
+        self.before_txn.is_none().then_some(&self.working)
+    }
+
     /// Publishes the working image, unless a metadata transaction is open (then the last image
     /// published before it stays), and returns the published image.
     pub fn publish(&mut self) -> Arc<MetadataImage> {

@@ -26,6 +26,7 @@ pub mod entries;
 pub mod leader;
 pub mod observer;
 pub mod snapshot;
+pub mod snapshot_wire;
 pub mod voter;
 pub mod voter_log;
 pub mod voter_wire;
@@ -285,8 +286,8 @@ impl MetadataLog {
     }
 }
 
-/// The metadata log keeps everything (Kafka cleans it below snapshots, issue 15) and is synced by
-/// `append` itself.
+/// The metadata log is never cleaned by retention (a voter moves its start to a snapshot itself,
+/// `voter_snapshots.rs`; a single voter keeps it whole) and is synced by `append` itself.
 fn log_config() -> anyhow::Result<crate::config::TopicConfig> {
     let mut props = Properties::new();
     props.insert("log.retention.ms".into(), "-1".into());

@@ -21,14 +21,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
-use kafka_protocol::messages::fetch_snapshot_request::{self, PartitionSnapshot, TopicSnapshot};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, FetchSnapshotRequest};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::snapshot::{Download, SnapshotId};
-use super::{MetadataLog, METADATA_TOPIC_NAME};
+use super::snapshot_wire::{self, ChunkError};
+use super::MetadataLog;
 use crate::log::batch;
 use crate::metadata::image::{ImageBuilder, MetadataImage};
 use crate::metadata::records::MetadataRecord;
@@ -41,7 +41,6 @@ pub const METADATA_TOPIC_ID: Uuid = Uuid::from_u128(1);
 /// The Fetch version Kafka 4.1's KRaft clients send.
 const FETCH_VERSION: i16 = 17;
 /// The FetchSnapshot version Kafka 4.1's KRaft clients send.
-const FETCH_SNAPSHOT_VERSION: i16 = 1;
 const FETCH_MAX_BYTES: i32 = 8 << 20;
 /// How long the leader may hold a fetch with nothing new (Kafka's `fetchMaxWaitMs`).
 const FETCH_MAX_WAIT_MS: i32 = 500;
@@ -308,33 +307,24 @@ impl Observer {
         );
         let mut download = Download::begin(&self.log.dir(), id)?;
         while !download.done() {
-            let request = self.snapshot_request(id, download.position);
+            let request = snapshot_wire::request(
+                &self.cluster_id,
+                self.config.node_id,
+                self.leader_epoch(),
+                id,
+                download.position,
+                self.directory_id,
+            );
             let conn = self.connection().await?;
-            let response = conn.send(FETCH_SNAPSHOT_VERSION, &request, Duration::ZERO).await?;
-            anyhow::ensure!(response.error_code == 0, "FetchSnapshot refused with error {}", response.error_code);
-            let Some(partition) = response
-                .topics
-                .iter()
-                .filter(|t| t.name.as_str() == METADATA_TOPIC_NAME)
-                .flat_map(|t| t.partitions.iter())
-                .find(|p| p.index == 0)
-            else {
-                anyhow::bail!("FetchSnapshot response without partition 0 of the metadata topic");
-            };
-            match partition.error_code {
-                0 => {}
-                // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: find the
-                // leader again with a Fetch.
-                6 | 74 | 75 => {
+            let response = conn.send(snapshot_wire::FETCH_SNAPSHOT_VERSION, &request, Duration::ZERO).await?;
+            match snapshot_wire::chunk(&response, id) {
+                Ok((size, position, bytes)) => download.write(size, position, &bytes)?,
+                Err(e @ ChunkError::NotLeader(_)) => {
                     self.set_leader(None);
-                    anyhow::bail!("FetchSnapshot: no longer the leader (error {})", partition.error_code);
+                    anyhow::bail!("{e}");
                 }
-                // SNAPSHOT_NOT_FOUND (98): deleted meanwhile; a Fetch names the leader's newer one.
-                code => anyhow::bail!("FetchSnapshot of {id:?} failed with error {code}"),
+                Err(ChunkError::Failed(e)) => return Err(e),
             }
-            let got = SnapshotId { end_offset: partition.snapshot_id.end_offset, epoch: partition.snapshot_id.epoch };
-            anyhow::ensure!(got == id, "FetchSnapshot answered with snapshot {got:?} for {id:?}");
-            download.write(partition.size, partition.position, &partition.unaligned_records)?;
         }
         let records = download.finish()?;
         self.log.start_at(id, crate::log::now_ms())?;
@@ -355,24 +345,6 @@ impl Observer {
         );
         self.image_tx.send_replace(image);
         Ok(())
-    }
-
-    fn snapshot_request(&self, id: SnapshotId, position: i64) -> FetchSnapshotRequest {
-        let partition = PartitionSnapshot::default()
-            .with_partition(0)
-            .with_current_leader_epoch(self.leader_epoch())
-            .with_snapshot_id(
-                fetch_snapshot_request::SnapshotId::default().with_end_offset(id.end_offset).with_epoch(id.epoch),
-            )
-            .with_position(position)
-            .with_replica_directory_id(self.directory_id);
-        FetchSnapshotRequest::default()
-            .with_cluster_id(Some(StrBytes::from_string(self.cluster_id.clone())))
-            .with_replica_id(self.config.node_id.into())
-            .with_max_bytes(FETCH_MAX_BYTES)
-            .with_topics(vec![TopicSnapshot::default()
-                .with_name(StrBytes::from_static_str(METADATA_TOPIC_NAME).into())
-                .with_partitions(vec![partition])])
     }
 
     /// Appends every whole batch of `bytes` (a trailing partial batch is fetched again).

@@ -62,9 +62,9 @@ impl SnapshotId {
     }
 }
 
-/// The complete snapshots in `dir` other than the bootstrap one, ascending; partial downloads
-/// are removed.
-pub fn list(dir: &Path) -> std::io::Result<Vec<SnapshotId>> {
+/// The complete snapshots in `dir` other than the bootstrap one, ascending (partial downloads
+/// left alone: one may be under way).
+pub fn ids(dir: &Path) -> std::io::Result<Vec<SnapshotId>> {
     let mut ids = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -72,11 +72,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<SnapshotId>> {
         Err(e) => return Err(e),
     };
     for entry in entries {
-        let name = entry?.file_name();
-        let name = name.to_string_lossy();
-        if name.ends_with(PART_SUFFIX) {
-            std::fs::remove_file(dir.join(&*name))?;
-        } else if let Some(id) = SnapshotId::parse(&name) {
+        if let Some(id) = SnapshotId::parse(&entry?.file_name().to_string_lossy()) {
             if id.end_offset > 0 {
                 ids.push(id);
             }
@@ -84,6 +80,30 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<SnapshotId>> {
     }
     ids.sort_unstable();
     Ok(ids)
+}
+
+/// How long ago the snapshot `id` was written (its file's modification time).
+pub fn age_ms(dir: &Path, id: SnapshotId) -> Option<u64> {
+    let modified = std::fs::metadata(dir.join(id.file_name())).ok()?.modified().ok()?;
+    Some(modified.elapsed().unwrap_or_default().as_millis() as u64)
+}
+
+/// The complete snapshots in `dir` other than the bootstrap one, ascending; partial downloads
+/// are removed (at open, when none can be under way).
+pub fn list(dir: &Path) -> std::io::Result<Vec<SnapshotId>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(PART_SUFFIX) {
+            std::fs::remove_file(dir.join(&*name))?;
+        }
+    }
+    ids(dir)
 }
 
 /// Reads the snapshot `id` in `dir`: its metadata records in order.

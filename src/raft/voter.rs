@@ -12,6 +12,11 @@
 //! they are durable; a truncation is durable before anything after it. Committed records reach
 //! `on_commit` in offset order, each batch once, before a proposal waiting for them is answered.
 //!
+//! Snapshots (`voter_snapshots.rs`): the applied state is written as a snapshot after enough
+//! committed bytes or time, the log is cleaned below older snapshots past its retention, a
+//! follower behind the leader's log start downloads the leader's newest snapshot, and the leader
+//! serves its snapshots with FetchSnapshot.
+//!
 //! Invariants: only the leader's own proposals are appended as its own (stamped with its epoch
 //! at the core's offset); a proposal is answered once committed, or refused (not the leader, or
 //! leadership lost before it committed: it may still commit under the next leader, as in Kafka);
@@ -32,7 +37,9 @@ use tokio::sync::{oneshot, watch};
 
 use super::core::{Config, FetchResult, Input, Message, NodeId, Output, RaftCore, Role};
 use super::leader::ObserverState;
-use super::voter_log::Batch;
+use super::snapshot::{self, SnapshotId};
+use super::snapshot_wire;
+use super::voter_log::{Batch, VoterLog};
 use super::voter_wire::{self as wire, Endpoint, Outgoing};
 use super::MetadataLog;
 use crate::metadata::records::MetadataRecord;
@@ -57,6 +64,7 @@ pub struct VoterSettings {
     pub election_backoff_max_ms: i64,
     pub request_timeout_ms: i64,
     pub security: Arc<ClientSecurity>,
+    pub snapshots: SnapshotPolicy,
 }
 
 /// What the voter knows, published after every step.
@@ -79,13 +87,23 @@ pub struct VoterProgress {
     pub last_fetch_ms: i64,
 }
 
-/// Applies committed batches: called with the log and the range [from, to) newly committed.
-pub type OnCommit = Box<dyn FnMut(&MetadataLog, u64, u64) + Send>;
+/// What the quorum's committed records drive (the controller's image): batches as they commit,
+/// the state a snapshot holds, and a snapshot's state loaded in its place.
+pub trait Applier: Send {
+    /// Applies the committed batches in [from, to) of `log`; returns the bytes they took.
+    fn apply(&mut self, log: &MetadataLog, from: u64, to: u64) -> u64;
+    /// The records that rebuild what was applied so far (None while it cannot be snapshotted,
+    /// inside a metadata transaction).
+    fn snapshot(&self) -> Option<Vec<MetadataRecord>>;
+    /// Replaces the state with a snapshot's: everything below `end`.
+    fn load(&mut self, end: u64, records: Vec<MetadataRecord>);
+}
 
 enum Event {
     Request { from: NodeId, message: Message<Batch>, max_wait_ms: i32, reply: oneshot::Sender<Reply> },
     Answer { from: NodeId, message: Message<Batch>, batches: Vec<Bytes> },
     Propose { records: Vec<MetadataRecord>, reply: ProposalReply },
+    Downloaded { id: SnapshotId, result: anyhow::Result<Vec<MetadataRecord>> },
     Stop,
 }
 
@@ -116,6 +134,8 @@ pub struct VoterHandle {
     progress: Arc<std::sync::Mutex<Vec<VoterProgress>>>,
     /// Observers (brokers) as they last fetched (DescribeQuorum's observers).
     observers: Arc<std::sync::Mutex<BTreeMap<NodeId, ObserverState>>>,
+    /// The metadata log's directory (where its snapshots are).
+    dir: std::path::PathBuf,
 }
 
 impl VoterHandle {
@@ -191,6 +211,28 @@ impl VoterHandle {
 
     pub fn settings(&self) -> &VoterSettings {
         &self.settings
+    }
+
+    /// A FetchSnapshot of this voter's snapshots (answered only while it leads).
+    pub async fn fetch_snapshot(
+        &self,
+        request: &kafka_protocol::messages::FetchSnapshotRequest,
+    ) -> kafka_protocol::messages::FetchSnapshotResponse {
+        let status = self.status.borrow().clone();
+        let (request, dir, settings) = (request.clone(), self.dir.clone(), self.settings.clone());
+        let answer = tokio::task::spawn_blocking(move || {
+            let view = snapshot_wire::LeaderView {
+                cluster_id: &settings.cluster_id,
+                epoch: status.epoch,
+                leader: status.leader,
+                leading: status.leader == Some(settings.node_id),
+            };
+            snapshot_wire::serve(&request, &view, &dir)
+        });
+        answer.await.unwrap_or_else(|_| {
+            kafka_protocol::messages::FetchSnapshotResponse::default()
+                .with_error_code(ResponseError::UnknownServerError.code())
+        })
     }
 
     /// The voters' progress while this voter leads (empty otherwise).
@@ -271,10 +313,11 @@ struct Driver {
     parked: Vec<Parked>,
     status: watch::Sender<Status>,
     progress: Arc<std::sync::Mutex<Vec<VoterProgress>>>,
-    on_commit: OnCommit,
+    applier: Box<dyn Applier>,
     committed: u64,
     started: Instant,
     seed: u64,
+    snapshots: snapshots::Snapshots,
 }
 
 struct Peer {
@@ -287,10 +330,19 @@ struct Peer {
 pub fn start(
     metadata_dir: &std::path::Path,
     settings: VoterSettings,
-    on_commit: OnCommit,
+    mut applier: Box<dyn Applier>,
 ) -> anyhow::Result<VoterHandle> {
     anyhow::ensure!(settings.voters.contains_key(&settings.node_id), "a voter is one of controller.quorum.voters");
-    let (log, state, entries) = MetadataLog::open_voter(metadata_dir, settings.node_id, crate::log::now_ms())?;
+    let VoterLog { log, state, entries, snapshot } =
+        MetadataLog::open_voter(metadata_dir, settings.node_id, crate::log::now_ms())?;
+    // The newest snapshot's state first; the log after it applies as the quorum commits it.
+    let committed = match snapshot {
+        Some(id) => {
+            applier.load(id.end_offset as u64, snapshot::read(&log.dir(), id)?);
+            id.end_offset as u64
+        }
+        None => 0,
+    };
     let config = Config {
         id: settings.node_id,
         voters: settings.voters.keys().copied().collect(),
@@ -301,10 +353,12 @@ pub fn start(
         max_fetch_entries: MAX_FETCH_ENTRIES,
     };
     let seed = rand::random::<u64>();
-    let core = RaftCore::restore(config, state, super::entries::Entries::new(entries), None, 0, seed);
+    let core_snapshot = snapshot.map(|id| (id.end_offset as u64, id.epoch));
+    let core = RaftCore::restore(config, state, entries, core_snapshot, 0, seed);
     tracing::info!(
         node = settings.node_id,
         epoch = state.epoch,
+        start = core.log().start(),
         end = core.log().end(),
         voters = ?settings.voters.keys().collect::<Vec<_>>(),
         "metadata log voter open"
@@ -321,6 +375,8 @@ pub fn start(
         peers.insert(id, Peer { control, fetch });
     }
     let progress = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let dir = log.dir();
+    let snapshots = snapshots::Snapshots::new(events_tx.clone(), runtime.clone());
     let mut driver = Driver {
         settings: settings.clone(),
         core,
@@ -333,10 +389,11 @@ pub fn start(
         parked: Vec::new(),
         status,
         progress: progress.clone(),
-        on_commit,
-        committed: 0,
+        applier,
+        committed,
         started: Instant::now(),
         seed,
+        snapshots,
     };
     std::thread::Builder::new().name(format!("raft-voter-{}", settings.node_id)).spawn(move || {
         if let Err(e) = driver.run() {
@@ -345,7 +402,7 @@ pub fn start(
         let _ = driver.log.close();
     })?;
     let observers = Default::default();
-    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers })
+    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers, dir })
 }
 
 /// A task sending one kind of message to voter `to` over a connection of its own.
@@ -437,6 +494,7 @@ impl Driver {
                 self.seed = super::core::SplitMix64(self.seed).next_u64();
                 let tick = Input::Tick { now_ms: self.now_ms(), random: self.seed };
                 self.step(tick, None)?;
+                self.on_tick_snapshots()?;
                 self.release_parked(false)?;
             }
         }
@@ -487,6 +545,7 @@ impl Driver {
                 self.waiting.push((end, reply));
                 self.step(Input::Propose(Batch { records: records.len() as u64, id }), None)?;
             }
+            Event::Downloaded { id, result } => self.on_downloaded(id, result)?,
             Event::Stop => {}
         }
         Ok(())
@@ -590,17 +649,16 @@ impl Driver {
                     }
                     Output::HighWatermark(hw) => {
                         self.commit(hw);
+                        queue.extend(self.maybe_snapshot()?);
                         moved = true;
                     }
                     Output::Refused(batch) => {
                         self.pending.remove(&batch.id);
                     }
-                    Output::FetchSnapshot { leader, end, epoch } => {
-                        tracing::warn!(leader, end, epoch, "the leader points at a snapshot: not fetched yet");
-                        queue.push_back(Input::SnapshotFetched(None));
-                    }
+                    Output::FetchSnapshot { leader, end, epoch } => self.download(leader, end, epoch),
                     Output::InstallSnapshot { end, epoch } => {
-                        anyhow::bail!("no snapshot ({end}, {epoch}) was fetched to install");
+                        self.install(end, epoch)?;
+                        moved = true;
                     }
                 }
             }
@@ -622,7 +680,8 @@ impl Driver {
 
     fn commit(&mut self, hw: u64) {
         if hw > self.committed {
-            (self.on_commit)(&self.log, self.committed, hw);
+            let bytes = self.applier.apply(&self.log, self.committed, hw);
+            self.snapshots.committed(bytes);
             self.committed = hw;
         }
         let (done, waiting): (Vec<_>, Vec<_>) =
@@ -687,6 +746,10 @@ pub fn not_leader() -> anyhow::Error {
 fn stopped() -> anyhow::Error {
     anyhow::anyhow!("the metadata log's voter has stopped")
 }
+
+#[path = "voter_snapshots.rs"]
+mod snapshots;
+pub use snapshots::SnapshotPolicy;
 
 #[cfg(test)]
 #[path = "voter_tests.rs"]

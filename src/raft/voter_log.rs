@@ -5,15 +5,22 @@
 //! `quorum-state` (Kafka's JSON, data version 0, with `votedId`) before anything after a change
 //! of election state.
 //!
+//! Snapshots (`snapshot.rs` files beside the segments): the log starts at the end of one of them
+//! (or at 0); compaction moves the log start to a newer one (Kafka's `deleteBeforeSnapshot`:
+//! `log-start-offset` first, then whole segments below it) and deletes the older snapshots. A
+//! log that does not reach its newest snapshot at open (a crash while installing one fetched
+//! from the leader) starts over at it.
+//!
 //! Invariants: batches are appended only at the log end and keep the offsets and epochs the core
 //! gave them; `quorum-state` is replaced atomically (written, synced, renamed); nothing is read
-//! past the log end.
+//! past the log end or below the log start; a log starting past 0 starts at a snapshot's end.
 
 use std::path::Path;
 
 use bytes::Bytes;
 
-use super::core::{ElectionState, Entry, Records};
+use super::core::{ElectionState, Entries, Entry, Records};
+use super::snapshot::{self, SnapshotId};
 use super::{leader_change_batch_of, MetadataLog, METADATA_LOG_DIR_NAME, QUORUM_STATE};
 use crate::log::batch::{self, Header};
 use crate::log::partition_log::{write_atomically, PartitionLog};
@@ -34,24 +41,62 @@ impl Records for Batch {
 
 impl MetadataLog {
     /// Opens (recovering a torn tail) or creates the metadata log of voter `node_id`: the log,
-    /// the election state in `quorum-state`, and one entry per batch.
-    pub fn open_voter(
-        metadata_dir: &Path,
-        node_id: i32,
-        now_ms: i64,
-    ) -> anyhow::Result<(MetadataLog, ElectionState, Vec<Entry<Batch>>)> {
+    /// the election state in `quorum-state`, one entry per batch from the log start, and the
+    /// newest snapshot.
+    pub fn open_voter(metadata_dir: &Path, node_id: i32, now_ms: i64) -> anyhow::Result<VoterLog> {
         let dir = metadata_dir.join(METADATA_LOG_DIR_NAME);
         std::fs::create_dir_all(&dir)?;
+        let snapshots = snapshot::list(&dir)?;
         let log = PartitionLog::open(&dir, super::log_config()?, now_ms)?;
         let state = read_election_state(&dir)?;
+        let mut this = MetadataLog { log, node_id, epoch: 0 };
+        let latest = snapshots.last().copied();
+        if let Some(id) = latest {
+            let (start, end) = (this.log.log_start_offset(), this.end_offset());
+            if end < id.end_offset || start > id.end_offset {
+                tracing::info!(start, end, snapshot = ?id, "the metadata log does not reach its newest snapshot: it starts over there");
+                this.start_at(id, now_ms)?;
+            }
+        }
+        let start = this.log.log_start_offset();
+        let start_epoch = match snapshots.iter().find(|s| s.end_offset == start) {
+            _ if start == 0 => 0,
+            Some(id) => id.epoch,
+            None => anyhow::bail!(
+                "{}: the metadata log starts at {start} but no snapshot ends there ({snapshots:?})",
+                dir.display()
+            ),
+        };
+        let log = &this.log;
         let mut entries = Vec::new();
-        scan(&log, &mut |header| {
+        scan(log, &mut |header| {
             let records = (header.last_offset() - header.base_offset() + 1) as u64;
             entries.push(Entry { epoch: header.leader_epoch(), value: Some(Batch { records, id: 0 }) });
         })?;
-        let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch).max(start_epoch);
         let state = ElectionState { epoch: state.epoch.max(epoch), ..state };
-        Ok((MetadataLog { log, node_id, epoch }, state, entries))
+        this.epoch = epoch;
+        let entries = Entries::after_snapshot(start as u64, start_epoch, entries);
+        Ok(VoterLog { log: this, state, entries, snapshot: latest })
+    }
+
+    /// Moves the log start to `end`, the end of the snapshot `id` (committed, durable), and
+    /// deletes the snapshots older than it.
+    pub fn compact_voter(&mut self, id: SnapshotId) -> anyhow::Result<()> {
+        let end = id.end_offset;
+        anyhow::ensure!(end <= self.end_offset(), "compaction to {end} past the log end {}", self.end_offset());
+        self.log.advance_high_watermark(end);
+        let start = self.log.delete_records_before(end)?;
+        anyhow::ensure!(start == end, "the metadata log starts at {start} after compaction to {end}");
+        for older in snapshot::ids(&self.dir())?.into_iter().filter(|s| *s < id) {
+            snapshot::remove(&self.dir(), older)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes in the log's segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.log.size_bytes()
     }
 
     /// Appends `bytes` (one record batch) at `start`, the log end, in `epoch`; not synced.
@@ -93,14 +138,15 @@ impl MetadataLog {
     }
 
     /// Every data record in [from, to) (whole batches), in offset order: what becomes the image.
+    /// Returns the bytes of the batches read.
     pub fn records_between(
         &self,
         from: i64,
         to: i64,
         apply: &mut impl FnMut(i64, crate::metadata::records::MetadataRecord) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<u64> {
         if from >= to {
-            return Ok(());
+            return Ok(0);
         }
         let chunk = self.log.read(from, to, usize::MAX >> 1, true)?;
         let mut at = 0;
@@ -113,7 +159,7 @@ impl MetadataLog {
                 super::decode_records(bytes, apply)?;
             }
         }
-        Ok(())
+        Ok(chunk.len() as u64)
     }
 
     /// Replaces `quorum-state` with `state` (voters: the static quorum's).
@@ -130,6 +176,15 @@ impl MetadataLog {
         write_atomically(&self.dir().join(QUORUM_STATE), text.as_bytes())?;
         Ok(())
     }
+}
+
+/// A voter's metadata log as opened: the files, the election state, the core's entries and the
+/// newest snapshot.
+pub struct VoterLog {
+    pub log: MetadataLog,
+    pub state: ElectionState,
+    pub entries: Entries<Batch>,
+    pub snapshot: Option<SnapshotId>,
 }
 
 /// Every batch header from the log start on.
@@ -182,9 +237,9 @@ mod tests {
     #[test]
     fn a_voter_log_reopens_with_its_entries_and_election_state() {
         let dir = tempfile::tempdir().expect("dir");
-        let (mut log, state, entries) = MetadataLog::open_voter(dir.path(), 2, 0).expect("open");
+        let VoterLog { mut log, state, entries, snapshot } = MetadataLog::open_voter(dir.path(), 2, 0).expect("open");
         assert_eq!(state, ElectionState::default());
-        assert!(entries.is_empty());
+        assert!(entries.is_empty() && snapshot.is_none());
         let state = ElectionState { epoch: 3, voted_for: Some(1), leader: Some(1) };
         log.persist_election(state, &[1, 2, 3]).expect("persist");
         log.write_at(0, 3, &MetadataLog::leader_change(1, &[1, 2, 3], 0)).expect("write");
@@ -194,9 +249,53 @@ mod tests {
         assert!(!log.read_batches(0, end).expect("read").is_empty());
         assert!(log.write_at(5, 3, &MetadataLog::leader_change(1, &[1, 2, 3], 0)).is_err(), "only at the end");
         log.close().expect("close");
-        let (log, reopened, entries) = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
+        let VoterLog { log, state: reopened, entries, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
         assert_eq!(reopened, state);
-        assert_eq!(entries, vec![Entry { epoch: 3, value: Some(Batch { records: 1, id: 0 }) }]);
+        assert_eq!(entries.entries(), &[Entry { epoch: 3, value: Some(Batch { records: 1, id: 0 }) }]);
         assert_eq!(log.end_offset(), 1);
+    }
+
+    fn topic(name: &str) -> crate::metadata::records::MetadataRecord {
+        crate::metadata::records::MetadataRecord::Topic(crate::metadata::records::TopicRecord {
+            name: name.into(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_voter_log_compacts_below_a_snapshot_and_reopens_after_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        let VoterLog { mut log, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("open");
+        log.write_at(0, 1, &MetadataLog::leader_change(1, &[1, 2, 3], 0)).expect("write");
+        for i in 0..4u64 {
+            let batch = crate::raft::encode_batch(&[topic(&format!("t{i}")), topic(&format!("u{i}"))], 0).unwrap();
+            log.write_at(1 + 2 * i, if i < 2 { 1 } else { 2 }, &batch).expect("write");
+        }
+        log.sync_voter().expect("sync");
+        assert_eq!(log.end_offset(), 9);
+        let older = SnapshotId { end_offset: 3, epoch: 1 };
+        let newer = SnapshotId { end_offset: 7, epoch: 2 };
+        snapshot::write(&log.dir(), older, &[topic("t0")], 0, 0).expect("snapshot");
+        snapshot::write(&log.dir(), newer, &[topic("t0"), topic("t1"), topic("t2")], 0, 0).expect("snapshot");
+        log.compact_voter(newer).expect("compact");
+        assert_eq!(snapshot::list(&log.dir()).unwrap(), vec![newer], "the older snapshot deleted");
+        log.close().expect("close");
+        let VoterLog { log, entries, snapshot, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
+        assert_eq!(snapshot, Some(newer));
+        assert_eq!((entries.start(), entries.start_epoch(), entries.end(), entries.len()), (7, 2, 9, 1));
+        let mut seen = Vec::new();
+        log.records_between(7, 9, &mut |offset, _| {
+            seen.push(offset);
+            Ok(())
+        })
+        .expect("read after the start");
+        assert_eq!(seen, vec![7, 8]);
+        drop(log);
+        // A log that does not reach its newest snapshot starts over at it.
+        let far = SnapshotId { end_offset: 20, epoch: 3 };
+        snapshot::write(&dir.path().join(METADATA_LOG_DIR_NAME), far, &[topic("t0")], 0, 0).expect("snapshot");
+        let VoterLog { log, entries, snapshot, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
+        assert_eq!(snapshot, Some(far));
+        assert_eq!((entries.start(), entries.start_epoch(), entries.len(), log.end_offset()), (20, 3, 0, 20));
     }
 }

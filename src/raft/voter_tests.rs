@@ -1,6 +1,8 @@
 //! Three voters on loopback, each behind a listener of its own speaking Kafka's framing: they
 //! elect a leader, commit what it proposes on all of them, elect another when it stops, and the
-//! stopped one catches up when it is back.
+//! stopped one catches up when it is back; with snapshots at every commit and no retention, a
+//! voter that was down catches up from the leader's snapshot. The applied state here is the list
+//! of committed record offsets (a snapshot carries it as records).
 
 use std::sync::Mutex;
 
@@ -38,6 +40,7 @@ async fn serve(listener: TcpListener, voter: VoterHandle) {
                     }
                     RequestKind::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(voter.end_quorum_epoch(&r).await),
                     RequestKind::Fetch(r) => ResponseKind::Fetch(voter.fetch(&r).await),
+                    RequestKind::FetchSnapshot(r) => ResponseKind::FetchSnapshot(voter.fetch_snapshot(&r).await),
                     _ => return,
                 };
                 let out = crate::protocol::encode_response(
@@ -62,7 +65,48 @@ struct Node {
     applied: Applied,
 }
 
+/// The applied offsets, snapshotted as one record each.
+struct OffsetsApplier(Applied);
+
+impl Applier for OffsetsApplier {
+    fn apply(&mut self, log: &MetadataLog, from: u64, to: u64) -> u64 {
+        log.records_between(from as i64, to as i64, &mut |offset, _| {
+            self.0.lock().unwrap().push(offset);
+            Ok(())
+        })
+        .expect("committed records read back")
+    }
+
+    fn snapshot(&self) -> Option<Vec<MetadataRecord>> {
+        use crate::metadata::records::FeatureLevelRecord;
+        let offsets = self.0.lock().unwrap().clone();
+        let record = |o: i64| FeatureLevelRecord { name: o.to_string(), feature_level: 1, ..Default::default() };
+        Some(offsets.into_iter().map(|o| MetadataRecord::FeatureLevel(record(o))).collect())
+    }
+
+    fn load(&mut self, end: u64, records: Vec<MetadataRecord>) {
+        let offsets: Vec<i64> = records
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::FeatureLevel(f) => f.name.parse().expect("an offset"),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(offsets.iter().all(|o| (*o as u64) < end), "a snapshot holds what is below its end");
+        *self.0.lock().unwrap() = offsets;
+    }
+}
+
 async fn start_node(dir: &std::path::Path, id: NodeId, voters: &BTreeMap<NodeId, Endpoint>) -> Node {
+    start_with(dir, id, voters, SnapshotPolicy::default()).await
+}
+
+async fn start_with(
+    dir: &std::path::Path,
+    id: NodeId,
+    voters: &BTreeMap<NodeId, Endpoint>,
+    snapshots: SnapshotPolicy,
+) -> Node {
     let listener = TcpListener::bind(("127.0.0.1", voters[&id].port)).await.expect("bind");
     let settings = VoterSettings {
         node_id: id,
@@ -73,17 +117,10 @@ async fn start_node(dir: &std::path::Path, id: NodeId, voters: &BTreeMap<NodeId,
         election_backoff_max_ms: 300,
         request_timeout_ms: 1000,
         security: ClientSecurity::plaintext(),
+        snapshots,
     };
     let applied: Applied = Arc::default();
-    let sink = applied.clone();
-    let on_commit: OnCommit = Box::new(move |log, from, to| {
-        log.records_between(from as i64, to as i64, &mut |offset, _| {
-            sink.lock().unwrap().push(offset);
-            Ok(())
-        })
-        .expect("committed records read back");
-    });
-    let handle = start(dir, settings, on_commit).expect("voter starts");
+    let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");
     let server = tokio::spawn(serve(listener, handle.clone()));
     Node { handle, server, applied }
 }
@@ -172,6 +209,72 @@ async fn three_voters_elect_replicate_and_fail_over() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(nodes[&first].handle.status.borrow().leader, Some(second));
+    for node in nodes.values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
+
+fn ephemeral_voters(n: NodeId) -> BTreeMap<NodeId, Endpoint> {
+    (1..=n)
+        .map(|id| {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            (id, Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.1".into(), port })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_behind_the_log_start_catches_up_from_the_leaders_snapshot() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let voters = ephemeral_voters(3);
+    // A snapshot at every commit, and no log kept below the newest one.
+    let policy = SnapshotPolicy { max_bytes_between: 1, max_interval_ms: 0, retention_bytes: 0, retention_ms: -1 };
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start_with(dirs[id as usize - 1].path(), id, &voters, policy.clone()).await);
+    }
+    let leader = active(&nodes, None).await;
+    nodes[&leader].handle.propose(record(0)).await.expect("committed");
+    let behind = *nodes.keys().find(|id| **id != leader).unwrap();
+    let down = nodes.remove(&behind).unwrap();
+    down.handle.stop();
+    down.server.abort();
+    for i in 1..20 {
+        nodes[&leader].handle.propose(record(i)).await.expect("committed");
+    }
+    // The leader snapshotted and cleaned its log up to its newest snapshot.
+    let leader_dir = dirs[leader as usize - 1].path().join(super::super::METADATA_LOG_DIR_NAME);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let newest = loop {
+        let ids = snapshot::ids(&leader_dir).unwrap();
+        if ids.len() == 1 && ids[0].end_offset > 10 {
+            break ids[0];
+        }
+        assert!(Instant::now() < deadline, "the leader did not snapshot and clean: {ids:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Back, far behind the leader's log start: it downloads a snapshot and goes on from there.
+    let back = start_with(dirs[behind as usize - 1].path(), behind, &voters, policy.clone()).await;
+    nodes.insert(behind, back);
+    let expected = nodes[&leader].applied.lock().unwrap().clone();
+    assert_eq!(expected.len(), 40);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while *nodes[&behind].applied.lock().unwrap() != expected {
+        assert!(Instant::now() < deadline, "the voter that was down did not catch up: {:?}", nodes[&behind].applied);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let behind_dir = dirs[behind as usize - 1].path().join(super::super::METADATA_LOG_DIR_NAME);
+    let installed = snapshot::ids(&behind_dir).unwrap();
+    assert!(installed.iter().any(|id| id.end_offset >= newest.end_offset), "{installed:?} vs {newest:?}");
+    // And it replicates what comes next, on top of the snapshot's state.
+    let end = nodes[&leader].handle.propose(record(99)).await.expect("committed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nodes[&behind].applied.lock().unwrap().len() < 42 {
+        assert!(Instant::now() < deadline, "not replicated after the snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(*nodes[&behind].applied.lock().unwrap().last().unwrap(), end as i64 - 1);
     for node in nodes.values() {
         node.handle.stop();
         node.server.abort();
