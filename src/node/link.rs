@@ -33,6 +33,8 @@ use crate::raft::observer::Leader;
 
 /// Idle connections kept at most; more concurrent forwards open more, closed after use.
 const MAX_IDLE: usize = 4;
+/// Between tries of a forward no controller took (Kafka's `retry.backoff.ms`).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Clone)]
 pub struct ControllerLink {
@@ -181,8 +183,9 @@ impl ControllerLink {
                         || e.downcast_ref::<Unreachable>().is_some() =>
                 {
                     self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                    let wait =
-                        Duration::from_millis(500).min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                    // Woken at once by a new leader; else again after Kafka's `retry.backoff.ms`
+                    // (a new leader answers NOT_CONTROLLER until its epoch's first batch commits).
+                    let wait = RETRY_BACKOFF.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
                     if wait.is_zero() {
                         return Err(e);
                     }

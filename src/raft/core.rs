@@ -163,6 +163,13 @@ pub enum Input<V> {
     },
     /// The snapshot the leader pointed at is downloaded (Some) or could not be (None).
     SnapshotFetched(Option<(u64, i32)>),
+    /// A request to `to` failed in transport: the connection was refused or closed (its process
+    /// is gone, typically). A follower whose leader this is campaigns after a short random
+    /// backoff instead of the whole fetch timeout, and grants pre-votes meanwhile: the pre-vote
+    /// still needs a majority that no longer hears from the leader either.
+    Unreachable {
+        to: NodeId,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,6 +246,8 @@ pub struct RaftCore<V> {
     snapshot: Option<(u64, i32)>,
     /// Follower: the leader's snapshot being downloaded.
     fetching_snapshot: Option<(u64, i32)>,
+    /// Follower: a request to the leader failed in transport since its last answer.
+    leader_unreachable: bool,
 }
 
 impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
@@ -283,6 +292,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             fetch_id: 0,
             snapshot,
             fetching_snapshot: None,
+            leader_unreachable: false,
         };
         core.election_deadline_ms = now_ms + core.election_timeout();
         core.fetch_deadline_ms = now_ms + core.config.fetch_timeout_ms;
@@ -370,6 +380,13 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 self.log.compact(end);
             }
             Input::SnapshotFetched(fetched) => self.on_snapshot_fetched(fetched, &mut out),
+            Input::Unreachable { to } => {
+                if matches!(self.role, Role::Follower { leader } if leader == to) && !self.leader_unreachable {
+                    self.leader_unreachable = true;
+                    let soon = self.now_ms + self.jitter(self.config.election_backoff_max_ms / 4 + 1);
+                    self.fetch_deadline_ms = self.fetch_deadline_ms.min(soon);
+                }
+            }
         }
         out
     }
@@ -500,6 +517,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.role = Role::Follower { leader };
         self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
         self.fetch_sent = None;
+        self.leader_unreachable = false;
         self.send_fetch(leader, out);
     }
 
@@ -621,10 +639,17 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             // (or is) a live leader.
             let live_leader = match self.role {
                 Role::Leader { .. } => true,
-                Role::Follower { .. } => self.now_ms < self.fetch_deadline_ms,
+                Role::Follower { .. } => self.now_ms < self.fetch_deadline_ms && !self.leader_unreachable,
                 _ => false,
             };
-            epoch > self.state.epoch && up_to_date && !live_leader
+            // Two voters campaigning at once with the same log would grant each other and split
+            // the vote that follows: the lower id goes first (a pre-vote binds nothing, and the
+            // better log, or the lowest id among equal ones, is never refused).
+            let tie_lost = matches!(self.role, Role::Prospective { .. })
+                && epoch == self.state.epoch + 1
+                && last == (self.last_epoch(), self.end())
+                && from > self.config.id;
+            epoch > self.state.epoch && up_to_date && !live_leader && !tie_lost
         } else {
             let free = self.state.voted_for.is_none_or(|v| v == from) && self.state.leader.is_none();
             let grant = epoch == self.state.epoch && free && up_to_date;
@@ -737,6 +762,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             return;
         }
         self.fetch_sent = None;
+        self.leader_unreachable = false;
         match result {
             FetchResult::NotLeader => {}
             FetchResult::Snapshot { end_offset, epoch } => {

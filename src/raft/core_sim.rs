@@ -76,6 +76,8 @@ struct Sim {
     downloads: Vec<(i64, NodeId, NodeId, u64, i32)>,
     /// Snapshots installed from a leader, in all.
     installed: usize,
+    /// Transport failures to report: (due time, node, the node it could not reach).
+    refused: Vec<(i64, NodeId, NodeId)>,
 }
 
 /// How hostile a run is (drawn from its seed): some runs crash often, some lose many messages,
@@ -153,6 +155,7 @@ impl Sim {
             profile,
             downloads: Vec::new(),
             installed: 0,
+            refused: Vec::new(),
         }
     }
 
@@ -179,6 +182,11 @@ impl Sim {
         for output in outputs {
             match output {
                 Output::Send { to, message } => {
+                    // A crashed node's connections are refused: the sender may hear so.
+                    if self.nodes[&to].core.is_none() && self.rng.chance(700) {
+                        let at = self.now + self.rng.range(1, 20);
+                        self.refused.push((at, id, to));
+                    }
                     if self.faults && self.rng.chance(self.profile.loss_per_mille) {
                         continue; // lost
                     }
@@ -449,6 +457,11 @@ impl Sim {
         self.downloads.retain(|d| d.0 > self.now);
         for (_, id, leader, end, epoch) in due {
             self.finish_download(id, leader, end, epoch)?;
+        }
+        let due: Vec<_> = self.refused.iter().copied().filter(|r| r.0 <= self.now).collect();
+        self.refused.retain(|r| r.0 > self.now);
+        for (_, id, to) in due {
+            self.deliver(id, Input::Unreachable { to })?;
         }
         for &id in &ids {
             let (now_ms, random) = (self.local_now(id), self.rng.next());

@@ -45,6 +45,10 @@ const FETCH_MAX_BYTES: i32 = 8 << 20;
 /// How long the leader may hold a fetch with nothing new (Kafka's `fetchMaxWaitMs`).
 const FETCH_MAX_WAIT_MS: i32 = 500;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// Between fetches to the voters while looking for a new leader (Kafka's observers retry after
+/// `retry.backoff.ms`, 100 ms), for the first `FIND_LEADER_TRIES` failures in a row.
+const FIND_LEADER_BACKOFF: Duration = Duration::from_millis(50);
+const FIND_LEADER_TRIES: u32 = 40;
 
 /// The quorum's leader as last heard of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,10 +131,20 @@ impl Observer {
                         tracing::debug!(error = %e, "metadata fetch failed");
                     }
                     self.conn = None;
-                    if failures.is_multiple_of(3) {
+                    // The leader's connection refused or closed: its process is gone, ask the
+                    // voters at once (a failover) rather than it again; any error thrice: the same.
+                    let gone = e.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some());
+                    if gone || failures.is_multiple_of(3) {
                         self.set_leader(None);
                     }
-                    tokio::time::sleep(RETRY_BACKOFF).await;
+                    // While no leader is known, the voters are asked in turn quickly for a while
+                    // (an election takes a few hundred ms); then at the usual pace.
+                    let backoff = if self.leader.is_none() && failures <= FIND_LEADER_TRIES {
+                        FIND_LEADER_BACKOFF
+                    } else {
+                        RETRY_BACKOFF
+                    };
+                    tokio::time::sleep(backoff).await;
                 }
             }
         }

@@ -100,10 +100,29 @@ pub trait Applier: Send {
 }
 
 enum Event {
-    Request { from: NodeId, message: Message<Batch>, max_wait_ms: i32, reply: oneshot::Sender<Reply> },
-    Answer { from: NodeId, message: Message<Batch>, batches: Vec<Bytes> },
-    Propose { records: Vec<MetadataRecord>, reply: ProposalReply },
-    Downloaded { id: SnapshotId, result: anyhow::Result<Vec<MetadataRecord>> },
+    Request {
+        from: NodeId,
+        message: Message<Batch>,
+        max_wait_ms: i32,
+        reply: oneshot::Sender<Reply>,
+    },
+    Answer {
+        from: NodeId,
+        message: Message<Batch>,
+        batches: Vec<Bytes>,
+    },
+    Propose {
+        records: Vec<MetadataRecord>,
+        reply: ProposalReply,
+    },
+    Downloaded {
+        id: SnapshotId,
+        result: anyhow::Result<Vec<MetadataRecord>>,
+    },
+    /// A request to voter `to` failed in transport (refused, reset, closed).
+    Unreachable {
+        to: NodeId,
+    },
     Stop,
 }
 
@@ -430,6 +449,9 @@ fn spawn_peer(
                     Ok(c) => connection = Some(c),
                     Err(e) => {
                         tracing::debug!(to, error = %e, "connecting to a voter");
+                        if transport_failed(&e) {
+                            let _ = answers.send(Event::Unreachable { to });
+                        }
                         continue;
                     }
                 }
@@ -463,6 +485,9 @@ fn spawn_peer(
                 Err(e) => {
                     tracing::debug!(to, error = %e, "a request to a voter failed");
                     connection = None;
+                    if transport_failed(&e) {
+                        let _ = answers.send(Event::Unreachable { to });
+                    }
                 }
             }
         }
@@ -509,7 +534,7 @@ impl Driver {
                     return Ok(());
                 }
                 let deadline = Instant::now() + Duration::from_millis(max_wait_ms.max(0) as u64);
-                self.answer(Parked { from, message, deadline, reply })?;
+                self.answer(Parked { from, message, deadline, reply }, true)?;
             }
             Event::Answer { from, mut message, batches } => {
                 // Fetched batches: their bytes wait (by id) for the core's append.
@@ -546,13 +571,16 @@ impl Driver {
                 self.step(Input::Propose(Batch { records: records.len() as u64, id }), None)?;
             }
             Event::Downloaded { id, result } => self.on_downloaded(id, result)?,
+            Event::Unreachable { to } => {
+                self.step(Input::Unreachable { to }, None)?;
+            }
             Event::Stop => {}
         }
         Ok(())
     }
 
     /// Answers a request now, or holds a fetch with nothing new until its deadline.
-    fn answer(&mut self, request: Parked) -> anyhow::Result<()> {
+    fn answer(&mut self, request: Parked, may_hold: bool) -> anyhow::Result<()> {
         let Parked { from, message, deadline, reply } = request;
         let hw_before = self.core.high_watermark();
         let answered = self.step(Input::Message { from, message: message.clone() }, Some(from))?;
@@ -562,7 +590,7 @@ impl Driver {
                 &answered,
                 Some(Message::FetchResponse { result: FetchResult::Records { entries, .. }, .. }) if entries.is_empty()
             );
-        if empty && Instant::now() < deadline {
+        if empty && may_hold && Instant::now() < deadline {
             self.parked.push(Parked { from, message, deadline, reply });
             return Ok(());
         }
@@ -593,7 +621,9 @@ impl Driver {
             std::mem::take(&mut self.parked).into_iter().partition(|p| moved || p.deadline <= now);
         self.parked = kept;
         for parked in due {
-            self.answer(parked)?;
+            // (Released because the log or the high watermark moved: answered now, with the new
+            // high watermark, even with no new records for this fetcher.)
+            self.answer(parked, false)?;
         }
         Ok(())
     }
@@ -609,7 +639,15 @@ impl Driver {
             _ => None,
         };
         while let Some(input) = queue.pop_front() {
-            for output in self.core.step(input) {
+            let election = is_election(&input);
+            let shown = if election { format!("{input:?}") } else { String::new() };
+            let role_before = std::mem::discriminant(self.core.role());
+            let outputs = self.core.step(input);
+            if election || role_before != std::mem::discriminant(self.core.role()) {
+                let state = self.core.election_state();
+                tracing::debug!(input = %shown, role = ?self.core.role(), ?state, ?outputs, "raft election step");
+            }
+            for output in outputs {
                 match output {
                     Output::Send { to, message } => {
                         let answers = asked.as_ref().is_some_and(|a| answers_request(a, &message));
@@ -726,6 +764,22 @@ impl Driver {
             changed
         });
     }
+}
+
+/// Whether `input` is part of an election (traced at debug level): votes, epochs, transport
+/// failures.
+fn is_election(input: &Input<Batch>) -> bool {
+    match input {
+        Input::Message { message, .. } => !matches!(message, Message::Fetch { .. } | Message::FetchResponse { .. }),
+        Input::Unreachable { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether a request failed in transport (refused, reset, closed: an I/O error), rather than by
+/// timing out or with a bad answer (a slow voter is not reported as gone).
+fn transport_failed(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some())
 }
 
 /// Whether `reply` is the core's answer to `request`.
