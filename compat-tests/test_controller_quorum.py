@@ -25,6 +25,7 @@ Ketch only (KETCH_COMPAT_TARGET=kafka skips: the all-Kafka scenario is Kafka's o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -124,6 +125,21 @@ def leader_of(kt, voters, not_: int | None = None, timeout: float = 60) -> tuple
     return wait_for(ask, "a leader of the controller quorum", timeout=timeout)
 
 
+@contextlib.contextmanager
+def running(processes):
+    """Starts `processes` in order (from this thread: the harness's children die with the thread
+    that started them) and kills (-9) every one started at the end, last first."""
+    started = []
+    try:
+        for p in processes:
+            p.start()
+            started.append(p)
+        yield
+    finally:
+        for p in reversed(started):
+            p.kill9()
+
+
 @pytest.fixture
 def quorum_cluster(tmp_path):
     ports = {n: free_port() for n in VOTERS}
@@ -134,18 +150,8 @@ def quorum_cluster(tmp_path):
         voters[n] = Voter(tmp_path / f"c{n}", n, ports, cluster_id)
     quorum = Quorum(voters)
     brokers = {n: broker_under(quorum, tmp_path / f"b{n}", n, "ketch") for n in (11, 12)}
-    started = []
-    try:
-        for v in voters.values():
-            v.start()
-            started.append(v)
-        for b in brokers.values():
-            b.start()
-            started.append(b)
+    with running([*voters.values(), *brokers.values()]):
         yield voters, brokers
-    finally:
-        for p in reversed(started):
-            p.kill9()
 
 
 def test_three_ketch_controllers_elect_replicate_and_survive_the_kill_of_the_active_one(quorum_cluster, kafka_libs,
@@ -228,21 +234,10 @@ def mixed_quorum(tmp_path):
     quorum = Quorum(voters)
     brokers = {11: broker_under(quorum, tmp_path / "b11", 11, "ketch"),
                12: broker_under(quorum, tmp_path / "b12", 12, "kafka")}
-    started = []
-    try:
-        # The Ketch voters first (each is ready once listening): Kafka's controller waits for
-        # a quorum before it reports itself started. (From this thread: the harness's children
-        # die with the thread that started them.)
-        for n in (2, 3, 1):
-            voters[n].start()
-            started.append(voters[n])
-        for b in brokers.values():
-            b.start()
-            started.append(b)
+    # The Ketch voters first (each is ready once listening): Kafka's controller waits for a
+    # quorum before it reports itself started.
+    with running([voters[2], voters[3], voters[1], *brokers.values()]):
         yield voters, brokers
-    finally:
-        for p in reversed(started):
-            p.kill9()
 
 
 def test_a_mixed_quorum_of_ketch_and_kafka_controllers_fails_over_either_way(mixed_quorum, kafka_libs, tmp_path):

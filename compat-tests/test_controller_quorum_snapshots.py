@@ -33,7 +33,7 @@ from cluster import bootstrap, broker_under, create_topic, new_cluster_id, wait_
 from conftest import TARGET, free_port
 from kafka_tools import KafkaTools
 from test_cluster_snapshot import checkpoints, decoded
-from test_controller_quorum import VOTERS, KafkaVoter, Quorum, Voter, ids, leader_of, quorum_status
+from test_controller_quorum import VOTERS, KafkaVoter, Quorum, Voter, ids, leader_of, quorum_status, running
 from test_cluster_under_kafka_controller import assert_log_is, produce_all
 
 pytestmark = pytest.mark.skipif(TARGET != "ketch", reason="a quorum of Ketch controllers")
@@ -83,6 +83,18 @@ def lead(kt, voters: dict, wanted: int, rounds: int = 12) -> None:
     pytest.fail(f"voter {wanted} never led in {rounds} rounds")
 
 
+def first_topic(brokers, kafka_libs, tmp_path):
+    """Kafka's tools, the brokers' bootstrap, an admin client, and topic `first` (RF 2 on
+    brokers 11 and 12) with 100 records written: the records acknowledged."""
+    kt = KafkaTools(kafka_libs, brokers[11], tmp_path)
+    servers = bootstrap(brokers.values())
+    admin = AdminClient({"bootstrap.servers": servers})
+    new = NewTopic("first", num_partitions=2, replication_factor=2)
+    create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, "first created", timeout=60)
+    wait_for_isr(admin, "first", [11, 12], count=2, timeout=60)
+    return kt, servers, admin, produce_all(servers, "first", [b"a%d" % i for i in range(100)], 2)
+
+
 def snapshotting(voter_kind, *args):
     v = voter_kind(*args)
     v.overrides.update(SNAPSHOT_EVERY_COMMIT)
@@ -99,27 +111,14 @@ def snapshot_quorum(tmp_path):
         voters[n] = snapshotting(Voter, tmp_path / f"c{n}", n, ports, cluster_id)
     quorum = Quorum(voters)
     brokers = {n: broker_under(quorum, tmp_path / f"b{n}", n, "ketch") for n in (11, 12)}
-    started = []
-    try:
-        for p in [*voters.values(), *brokers.values()]:
-            p.start()
-            started.append(p)
+    with running([*voters.values(), *brokers.values()]):
         yield voters, brokers
-    finally:
-        for p in reversed(started):
-            p.kill9()
 
 
 def test_ketch_voters_snapshot_clean_and_catch_up_from_the_leaders_snapshot(snapshot_quorum, kafka_libs, tmp_path):
     voters, brokers = snapshot_quorum
-    kt = KafkaTools(kafka_libs, brokers[11], tmp_path)
-    servers = bootstrap(brokers.values())
-    admin = AdminClient({"bootstrap.servers": servers})
+    kt, servers, admin, acked = first_topic(brokers, kafka_libs, tmp_path)
     leader, _ = leader_of(kt, voters.values())
-    new = NewTopic("first", num_partitions=2, replication_factor=2)
-    create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, "first created", timeout=60)
-    wait_for_isr(admin, "first", [11, 12], count=2, timeout=60)
-    acked = produce_all(servers, "first", [b"a%d" % i for i in range(100)], 2)
 
     # A follower and a broker go away while the metadata moves on and the leader cleans its log.
     behind = next(n for n in VOTERS if n != leader)
@@ -188,26 +187,13 @@ def mixed_snapshot_quorum(tmp_path):
     quorum = Quorum(voters)
     brokers = {11: broker_under(quorum, tmp_path / "b11", 11, "ketch"),
                12: broker_under(quorum, tmp_path / "b12", 12, "kafka")}
-    started = []
-    try:
-        for p in [voters[2], voters[3], voters[1], *brokers.values()]:
-            p.start()
-            started.append(p)
+    with running([voters[2], voters[3], voters[1], *brokers.values()]):
         yield voters, brokers
-    finally:
-        for p in reversed(started):
-            p.kill9()
 
 
 def test_kafka_and_ketch_voters_catch_up_from_each_others_snapshots(mixed_snapshot_quorum, kafka_libs, tmp_path):
     voters, brokers = mixed_snapshot_quorum
-    kt = KafkaTools(kafka_libs, brokers[11], tmp_path)
-    servers = bootstrap(brokers.values())
-    admin = AdminClient({"bootstrap.servers": servers})
-    new = NewTopic("first", num_partitions=2, replication_factor=2)
-    create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, "first created", timeout=60)
-    wait_for_isr(admin, "first", [11, 12], count=2, timeout=60)
-    acked = produce_all(servers, "first", [b"a%d" % i for i in range(100)], 2)
+    kt, servers, admin, acked = first_topic(brokers, kafka_libs, tmp_path)
 
     # The Kafka voter is down (a Ketch voter leads) while the Ketch leader cleans its log.
     voters[1].kill9()
