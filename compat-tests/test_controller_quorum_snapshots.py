@@ -121,7 +121,9 @@ def test_ketch_voters_snapshot_clean_and_catch_up_from_the_leaders_snapshot(snap
     leader, _ = leader_of(kt, voters.values())
 
     # A follower and a broker go away while the metadata moves on and the leader cleans its log.
-    behind = next(n for n in VOTERS if n != leader)
+    # (The lowest id of the others: with logs equal, Ketch voters let the lower id campaign
+    # first, so it is the one `lead` can move leadership to.)
+    behind = min(n for n in VOTERS if n != leader)
     voters[behind].kill9()
     brokers[12].stop()
     end_when_down = log_start(voters[leader])
@@ -222,15 +224,16 @@ def test_kafka_and_ketch_voters_catch_up_from_each_others_snapshots(mixed_snapsh
     wait_for_isr(admin, "under-kafka", [11, 12], count=2, timeout=60)
 
     # A Ketch voter loses its metadata log and rejoins under the Kafka leader from Kafka's snapshot
-    # (Kafka answers a Fetch from offset 0 with its newest snapshot).
+    # (Kafka answers a Fetch from offset 0 with its newest snapshot). Voter 2: the lower Ketch id,
+    # which wins against voter 3 with equal logs, so `lead` can hand it leadership.
     wait_for(lambda: checkpoints(voters[1].data_dir), "a snapshot on the Kafka leader", timeout=30)
-    voters[3].kill9()
-    shutil.rmtree(voters[3].data_dir / "__cluster_metadata-0")
+    voters[2].kill9()
+    shutil.rmtree(voters[2].data_dir / "__cluster_metadata-0")
     time.sleep(0.5)
-    voters[3].start()
+    voters[2].start()
     wait_for(caught_up(kt, voters.values()), "the Ketch voter rejoined", timeout=90)
-    assert "loaded from the leader's snapshot" in voters[3].log_path.read_text()
-    lead(kt, voters, 3)
+    assert "loaded from the leader's snapshot" in voters[2].log_path.read_text()
+    lead(kt, voters, 2)
     for topic in ("first", "k0", "k4", "under-kafka"):
         assert_exists(admin, topic)
     acked += produce_all(servers, "first", [b"b%d" % i for i in range(100)], 2)

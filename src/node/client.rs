@@ -48,6 +48,12 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// Whether a request failed in transport (refused, reset, closed: an I/O error), rather than by
+/// timing out or with a bad answer (a slow peer is not taken for a gone one).
+pub fn transport_failed(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some())
+}
+
 impl Connection {
     /// Connects to `addr` (`host:port`) within `timeout`, over TLS and logged in as `security`
     /// says.

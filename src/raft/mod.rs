@@ -22,6 +22,7 @@
 //! replay yields the records of data batches in offset order and skips control batches.
 
 pub mod core;
+pub mod core_io;
 pub mod entries;
 pub mod leader;
 pub mod observer;
@@ -129,9 +130,7 @@ impl MetadataLog {
         if let Some(id) = latest {
             let at = id.end_offset - 1;
             records.extend(snapshot::read(&dir, id)?.into_iter().map(|r| (at, r)));
-            if !(this.log.log_start_offset() <= id.end_offset && id.end_offset <= this.end_offset()) {
-                this.start_at(id, now_ms)?;
-            }
+            this.reach_snapshot(id, now_ms)?;
             this.epoch = this.epoch.max(id.epoch);
             from = id.end_offset;
         }
@@ -142,6 +141,17 @@ impl MetadataLog {
             Ok(())
         })?;
         Ok((this, records))
+    }
+
+    /// A log that does not reach the snapshot `id` (its start is past it, or its end before it:
+    /// a crash while it was being emptied for it) starts over at its end.
+    fn reach_snapshot(&mut self, id: snapshot::SnapshotId, now_ms: i64) -> anyhow::Result<()> {
+        let (start, end) = (self.log.log_start_offset(), self.end_offset());
+        if start > id.end_offset || end < id.end_offset {
+            tracing::info!(start, end, snapshot = ?id, "the metadata log does not reach its newest snapshot: it starts over there");
+            self.start_at(id, now_ms)?;
+        }
+        Ok(())
     }
 
     /// Empties the copy and starts it at the end of the snapshot `id` (Kafka's

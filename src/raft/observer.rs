@@ -133,8 +133,7 @@ impl Observer {
                     self.conn = None;
                     // The leader's connection refused or closed: its process is gone, ask the
                     // voters at once (a failover) rather than it again; any error thrice: the same.
-                    let gone = e.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some());
-                    if gone || failures.is_multiple_of(3) {
+                    if crate::node::client::transport_failed(&e) || failures.is_multiple_of(3) {
                         self.set_leader(None);
                     }
                     // While no leader is known, the voters are asked in turn quickly for a while

@@ -43,7 +43,7 @@ use super::voter_log::{Batch, VoterLog};
 use super::voter_wire::{self as wire, Endpoint, Outgoing};
 use super::MetadataLog;
 use crate::metadata::records::MetadataRecord;
-use crate::node::client::Connection;
+use crate::node::client::{transport_failed, Connection};
 use crate::security::client::ClientSecurity;
 
 /// How often the core's clock ticks.
@@ -155,167 +155,6 @@ pub struct VoterHandle {
     observers: Arc<std::sync::Mutex<BTreeMap<NodeId, ObserverState>>>,
     /// The metadata log's directory (where its snapshots are).
     dir: std::path::PathBuf,
-}
-
-impl VoterHandle {
-    async fn ask(&self, from: NodeId, message: Message<Batch>, max_wait_ms: i32) -> Option<Reply> {
-        let (reply, answer) = oneshot::channel();
-        self.events.send(Event::Request { from, message, max_wait_ms, reply }).ok()?;
-        answer.await.ok()
-    }
-
-    fn own_endpoint(&self) -> Option<(NodeId, &Endpoint)> {
-        let leader = self.status.borrow().leader?;
-        self.settings.voters.get(&leader).map(|e| (leader, e))
-    }
-
-    pub async fn vote(&self, request: &VoteRequest) -> VoteResponse {
-        match wire::vote_in(request, &self.settings.cluster_id) {
-            Err(error) => wire::vote_out(None, 0, Some(error)),
-            Ok((from, message)) => match self.ask(from, message, 0).await {
-                Some(reply) => wire::vote_out(reply.message.as_ref(), reply.epoch, None),
-                None => wire::vote_out(None, 0, Some(ResponseError::UnknownServerError)),
-            },
-        }
-    }
-
-    pub async fn begin_quorum_epoch(&self, request: &BeginQuorumEpochRequest) -> BeginQuorumEpochResponse {
-        match wire::begin_in(request, &self.settings.cluster_id) {
-            Err(error) => wire::begin_out(0, None, Some(error)),
-            Ok((from, message)) => match self.ask(from, message, 0).await {
-                Some(reply) => wire::begin_out(reply.epoch, reply.leader, None),
-                None => wire::begin_out(0, None, Some(ResponseError::UnknownServerError)),
-            },
-        }
-    }
-
-    pub async fn end_quorum_epoch(&self, request: &EndQuorumEpochRequest) -> EndQuorumEpochResponse {
-        use kafka_protocol::messages::end_quorum_epoch_response as r;
-        let answer = match wire::end_in(request, &self.settings.cluster_id) {
-            Err(error) => return EndQuorumEpochResponse::default().with_error_code(error.code()),
-            Ok((from, message)) => self.ask(from, message, 0).await,
-        };
-        let Some(reply) = answer else {
-            return EndQuorumEpochResponse::default().with_error_code(ResponseError::UnknownServerError.code());
-        };
-        let partition = r::PartitionData::default()
-            .with_leader_id(reply.leader.unwrap_or(-1).into())
-            .with_leader_epoch(reply.epoch);
-        let topic = r::TopicData::default()
-            .with_topic_name(kafka_protocol::messages::TopicName(super::METADATA_TOPIC_NAME.into()))
-            .with_partitions(vec![partition]);
-        EndQuorumEpochResponse::default().with_topics(vec![topic])
-    }
-
-    /// A Fetch of the metadata log by a voter or an observer.
-    pub async fn fetch(&self, request: &FetchRequest) -> FetchResponse {
-        match wire::fetch_in(request, &self.settings.cluster_id) {
-            Err(error) => wire::fetch_out(Err(error), Bytes::new(), 0, None),
-            Ok((from, message, max_wait_ms)) => {
-                let asked = message.epoch();
-                if let (Message::Fetch { fetch_offset, .. }, false) =
-                    (&message, self.settings.voters.contains_key(&from))
-                {
-                    self.observed(from, request, *fetch_offset as i64);
-                }
-                match self.ask(from, message, max_wait_ms.clamp(0, 60_000)).await {
-                    Some(Reply { message: Some(m), records, .. }) => {
-                        wire::fetch_out(Ok(&m), records, asked, self.own_endpoint())
-                    }
-                    _ => wire::fetch_out(Err(ResponseError::UnknownServerError), Bytes::new(), asked, None),
-                }
-            }
-        }
-    }
-
-    pub fn settings(&self) -> &VoterSettings {
-        &self.settings
-    }
-
-    /// A FetchSnapshot of this voter's snapshots (answered only while it leads).
-    pub async fn fetch_snapshot(
-        &self,
-        request: &kafka_protocol::messages::FetchSnapshotRequest,
-    ) -> kafka_protocol::messages::FetchSnapshotResponse {
-        let status = self.status.borrow().clone();
-        let (request, dir, settings) = (request.clone(), self.dir.clone(), self.settings.clone());
-        let answer = tokio::task::spawn_blocking(move || {
-            let view = snapshot_wire::LeaderView {
-                cluster_id: &settings.cluster_id,
-                epoch: status.epoch,
-                leader: status.leader,
-                leading: status.leader == Some(settings.node_id),
-            };
-            snapshot_wire::serve(&request, &view, &dir)
-        });
-        answer.await.unwrap_or_else(|_| {
-            kafka_protocol::messages::FetchSnapshotResponse::default()
-                .with_error_code(ResponseError::UnknownServerError.code())
-        })
-    }
-
-    /// The voters' progress while this voter leads (empty otherwise).
-    pub fn progress(&self) -> Vec<VoterProgress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Records observer `id`'s fetch from `fetch_offset` (kept only while this voter leads).
-    fn observed(&self, id: NodeId, request: &FetchRequest, fetch_offset: i64) {
-        let status = self.status.borrow().clone();
-        let mut observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
-        if status.leader != Some(self.settings.node_id) || id < 0 {
-            observers.clear();
-            return;
-        }
-        let now_ms = crate::log::now_ms();
-        let directory_id = request
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map(|p| p.replica_directory_id)
-            .unwrap_or_default();
-        let state = observers.entry(id).or_insert(ObserverState {
-            directory_id,
-            log_end_offset: -1,
-            last_fetch_ms: now_ms,
-            last_caught_up_ms: -1,
-        });
-        state.directory_id = directory_id;
-        state.log_end_offset = fetch_offset;
-        state.last_fetch_ms = now_ms;
-        if fetch_offset >= status.end as i64 {
-            state.last_caught_up_ms = now_ms;
-        }
-    }
-
-    /// Observers as they last fetched from this voter as leader.
-    pub fn observers(&self) -> BTreeMap<NodeId, ObserverState> {
-        self.observers.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Stops the driver (its log is closed; requests after this get no answer).
-    pub fn stop(&self) {
-        let _ = self.events.send(Event::Stop);
-    }
-
-    /// Appends `records` as one batch once this voter leads and is caught up; returns the end
-    /// offset of the batch once it is committed (and applied by `on_commit`).
-    pub async fn propose(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
-        let (reply, answer) = oneshot::channel();
-        self.submit(records, Box::new(move |outcome| drop(reply.send(outcome))))?;
-        answer.await.map_err(|_| stopped())?
-    }
-
-    /// `propose`, blocking this thread (the controller decides changes on a blocking section).
-    pub fn propose_blocking(&self, records: Vec<MetadataRecord>) -> anyhow::Result<u64> {
-        let (reply, answer) = mpsc::channel();
-        self.submit(records, Box::new(move |outcome| drop(reply.send(outcome))))?;
-        answer.recv().map_err(|_| stopped())?
-    }
-
-    fn submit(&self, records: Vec<MetadataRecord>, reply: ProposalReply) -> anyhow::Result<()> {
-        self.events.send(Event::Propose { records, reply }).map_err(|_| stopped())
-    }
 }
 
 struct Driver {
@@ -639,7 +478,7 @@ impl Driver {
             _ => None,
         };
         while let Some(input) = queue.pop_front() {
-            let election = is_election(&input);
+            let election = is_election(&input) && tracing::enabled!(tracing::Level::DEBUG);
             let shown = if election { format!("{input:?}") } else { String::new() };
             let role_before = std::mem::discriminant(self.core.role());
             let outputs = self.core.step(input);
@@ -776,12 +615,6 @@ fn is_election(input: &Input<Batch>) -> bool {
     }
 }
 
-/// Whether a request failed in transport (refused, reset, closed: an I/O error), rather than by
-/// timing out or with a bad answer (a slow voter is not reported as gone).
-fn transport_failed(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some())
-}
-
 /// Whether `reply` is the core's answer to `request`.
 fn answers_request(request: &Message<Batch>, reply: &Message<Batch>) -> bool {
     matches!(
@@ -801,6 +634,8 @@ fn stopped() -> anyhow::Error {
     anyhow::anyhow!("the metadata log's voter has stopped")
 }
 
+#[path = "voter_handle.rs"]
+mod handle;
 #[path = "voter_snapshots.rs"]
 mod snapshots;
 pub use snapshots::SnapshotPolicy;

@@ -52,11 +52,7 @@ impl MetadataLog {
         let mut this = MetadataLog { log, node_id, epoch: 0 };
         let latest = snapshots.last().copied();
         if let Some(id) = latest {
-            let (start, end) = (this.log.log_start_offset(), this.end_offset());
-            if end < id.end_offset || start > id.end_offset {
-                tracing::info!(start, end, snapshot = ?id, "the metadata log does not reach its newest snapshot: it starts over there");
-                this.start_at(id, now_ms)?;
-            }
+            this.reach_snapshot(id, now_ms)?;
         }
         let start = this.log.log_start_offset();
         let start_epoch = match snapshots.iter().find(|s| s.end_offset == start) {
