@@ -107,7 +107,7 @@ def quorum_status(kt: KafkaTools, voters) -> dict[str, str]:
     """kafka-metadata-quorum's status ({} when it fails: callers ask again). Right after a leader
     dies a voter may still name it as the controller, and the tool's AdminClient would wait for it
     for its whole default 60 s API timeout: bounded to 15 s (5 s per request) instead."""
-    servers = ",".join(f"127.0.0.1:{v.port}" for v in voters)
+    servers = ",".join(v.bootstrap for v in voters)
     config = kt.workdir / "quorum-tool.properties"
     config.write_text("default.api.timeout.ms=15000\nrequest.timeout.ms=5000\n")
     r = kt.run(QUORUM, "--bootstrap-controller", servers, "--command-config", config, "describe", "--status",

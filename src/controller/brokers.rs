@@ -364,6 +364,11 @@ impl BrokerSessions {
                 "heartbeat connection closed and no heartbeat since: fencing the broker"
             );
         }
+        tracing::info!(
+            broker = broker_id,
+            silent_ms = now_ms - session.last_contact_ms,
+            "broker session lapsed: fencing the broker"
+        );
         session.fenced = true;
         session.controlled_shutdown_offset = None;
         session.disconnected_ms = None;

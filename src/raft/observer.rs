@@ -131,11 +131,11 @@ impl Observer {
                         tracing::debug!(error = %e, "metadata fetch failed");
                     }
                     self.conn = None;
-                    // The leader's connection refused or closed: its process is gone, ask the
-                    // voters at once (a failover) rather than it again; any error thrice: the same.
-                    if crate::node::client::transport_failed(&e) || failures.is_multiple_of(3) {
-                        self.set_leader(None);
-                    }
+                    // Refused, closed or unanswered (a dead, paused or cut-off leader): the voters
+                    // are asked in turn (as Kafka's observers ask any voter once their fetch
+                    // timeout expires); a voter that knows the leader names it in its answer, so
+                    // a leader that was only slow is back at the next fetch.
+                    self.set_leader(None);
                     // While no leader is known, the voters are asked in turn quickly for a while
                     // (an election takes a few hundred ms); then at the usual pace.
                     let backoff = if self.leader.is_none() && failures <= FIND_LEADER_TRIES {

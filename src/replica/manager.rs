@@ -27,6 +27,7 @@ use super::state::{end_offset_for_epoch, AckError, IsrProposal, LeaderState, Rep
 use crate::config::TopicConfig;
 use crate::error::LogError;
 use crate::log::batch::BatchSummary;
+use crate::log::dir_health::DirHealth;
 use crate::log::partition_log::partition_dir;
 use crate::log::{AppendInfo, Partition, PartitionLog};
 use crate::metadata::image::{MetadataImage, PartitionImage, TOPIC_RESOURCE};
@@ -258,6 +259,10 @@ pub struct ReplicaSetup {
     pub node_id: i32,
     /// Where replicas are kept (the first log directory).
     pub log_dir: PathBuf,
+    /// That directory's health, shared by every replica opened here: an I/O error in any of them
+    /// (or in the high-watermark checkpoint) fails the directory, and as it is also the metadata
+    /// log's, the broker stops, as Kafka halts when its only log directory fails.
+    pub health: Arc<DirHealth>,
     pub replica_lag_time_max_ms: i64,
 }
 
@@ -404,6 +409,7 @@ impl ReplicaManager {
         entries.sort();
         if let Err(e) = super::checkpoint::write(&self.setup.log_dir, &entries) {
             tracing::warn!(error = %e, "writing the high-watermark checkpoint failed");
+            self.setup.health.fail(&e);
         }
     }
 
@@ -489,6 +495,7 @@ impl ReplicaManager {
                         match PartitionLog::open(&partition_dir(&self.setup.log_dir, &name, p), config.clone(), now_ms)
                         {
                             Ok(mut log) => {
+                                log.set_health(self.setup.health.clone());
                                 // Not the log end: records past the old high watermark may
                                 // never have been committed.
                                 let hw = self.recovered.get(&(name.clone(), p)).copied().unwrap_or(0);

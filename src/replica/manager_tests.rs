@@ -31,7 +31,12 @@ impl Node {
         let config =
             BrokerConfig::from_properties(props.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()).unwrap();
         let registry = TopicRegistry::open_detached(LogDirs::open(&config).unwrap(), &config).unwrap();
-        let setup = ReplicaSetup { node_id: ME, log_dir: dir.path().to_path_buf(), replica_lag_time_max_ms: 1_000 };
+        let setup = ReplicaSetup {
+            node_id: ME,
+            log_dir: dir.path().to_path_buf(),
+            health: Arc::new(DirHealth::new(dir.path().to_path_buf(), false)),
+            replica_lag_time_max_ms: 1_000,
+        };
         let manager = ReplicaManager::new(setup, watch::channel(0).0);
         Node { _dir: dir, config, registry, manager, builder: ImageBuilder::new(), offset: 0 }
     }

@@ -242,6 +242,7 @@ fn start_membership(
     let setup = crate::replica::manager::ReplicaSetup {
         node_id: node.node_id,
         log_dir: dirs.first().to_path_buf(),
+        health: dirs.dirs()[0].health.clone(),
         replica_lag_time_max_ms: lag_ms,
     };
     let manager = Arc::new(crate::replica::manager::ReplicaManager::new(setup, broker.appended_sender()));
