@@ -138,31 +138,21 @@ class Transactions(Worker):
         client.init_transactions(120)
         return client
 
-    def _commit(self, client: RdProducer) -> str:
-        """The outcome the client was told: commit, abort or info (never answered)."""
+    def _end(self, client: RdProducer, commit: bool) -> str:
+        """Commits (or aborts) the open transaction; the outcome the client was told: commit,
+        abort, or info (never answered, or a fatal error). A commit that needs an abort is
+        aborted; a retriable error (timed out, coordinator moving) is retried, as librdkafka
+        documents."""
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
-                client.commit_transaction(30)
-                return "commit"
+                (client.commit_transaction if commit else client.abort_transaction)(30)
+                return "commit" if commit else "abort"
             except KafkaException as e:
                 err = e.args[0]
-                if err.txn_requires_abort():
-                    return self._abort(client)
+                if commit and err.txn_requires_abort():
+                    return self._end(client, commit=False)
                 if err.fatal():
-                    return "info"
-                # Retriable (timed out, coordinator moving): commit again, as librdkafka documents.
-                time.sleep(0.2)
-        return "info"
-
-    def _abort(self, client: RdProducer) -> str:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                client.abort_transaction(30)
-                return "abort"
-            except KafkaException as e:
-                if e.args[0].fatal():
                     return "info"
                 time.sleep(0.2)
         return "info"
@@ -184,7 +174,7 @@ class Transactions(Worker):
                     except BufferError:
                         client.poll(0.1)
                 writes.append([pkey(self.topic, partition), value])
-            status = self._abort(client) if self.rng.random() < 0.25 else self._commit(client)
+            status = self._end(client, commit=self.rng.random() >= 0.25)
             self.history.add({"type": "txn", "txn": txn, "writes": writes, "status": status})
             if status == "info":  # fatal or never answered: a new producer fences this one
                 self.history.add({"type": "note", "worker": self.label, "note": f"{txn} unresolved: new producer"})

@@ -83,7 +83,8 @@ pub fn not_controller(controller: &QuorumController, request: &RequestKind) -> O
 }
 
 /// DescribeQuorum on a voter of a quorum: the leader answers with every voter's progress as it
-/// sees it; another voter answers NOT_LEADER_OR_FOLLOWER (Kafka's answer: ask the leader).
+/// sees it; another voter answers NOT_LEADER_OR_FOLLOWER (Kafka's answer: ask the leader), with
+/// the leader it knows of (-1 while it knows none, or while it names itself but does not lead).
 pub fn describe(controller: &QuorumController, version: i16) -> Option<DescribeQuorumResponse> {
     let voter = controller.voter()?;
     let status = voter.status.borrow().clone();
@@ -93,16 +94,19 @@ pub fn describe(controller: &QuorumController, version: i16) -> Option<DescribeQ
             .with_topic_name(str_bytes(METADATA_TOPIC_NAME).into())
             .with_partitions(vec![partition])]
     };
-    if status.leader != Some(settings.node_id) {
+    // Its own id as leader is not enough: a voter restarted from a quorum-state naming itself
+    // leads nothing until elected again (Kafka's resigned state). Only a leading core reports
+    // its voters' progress.
+    let progress = voter.progress();
+    if status.leader != Some(settings.node_id) || progress.is_empty() {
         let partition = PartitionData::default()
             .with_partition_index(0)
             .with_error_code(ResponseError::NotLeaderOrFollower.code())
-            .with_leader_id(status.leader.unwrap_or(-1).into())
+            .with_leader_id(status.leader.filter(|&l| l != settings.node_id).unwrap_or(-1).into())
             .with_leader_epoch(status.epoch);
         return Some(DescribeQuorumResponse::default().with_topics(topic(partition)));
     }
-    let voters = voter
-        .progress()
+    let voters = progress
         .into_iter()
         .map(|p| {
             let caught_up = if p.end >= status.high_watermark as i64 { p.last_fetch_ms } else { -1 };

@@ -10,10 +10,11 @@
 //! (Apache Kafka 4.1's controllers, from Maven, in the compat tests, or a Ketch controller): it
 //! replicates their metadata log as an observer (`raft::observer`) and registers with the active
 //! controller. With `process.roles=broker,controller` and a controller listener it is Kafka's
-//! combined node: the only controller of a cluster (`server::combined`) whose broker half is a
-//! broker like the others, reading its own controller's image instead of observing it.
+//! combined node: a controller of a cluster, the only voter or one of several
+//! (`server::combined`), whose broker half is a broker like the others, reading its own
+//! controller's image instead of observing it.
 //! Invariants: the configuration is refused at start, with Kafka's meaning of each name, when it
-//! asks for something this Ketch cannot be (a controller among several voters: issue 15).
+//! asks for something this Ketch cannot be (a controller that is not a voter, a dynamic quorum).
 
 pub mod client;
 pub mod envelope;
@@ -182,9 +183,10 @@ pub enum Roles {
     /// One node: broker and the only controller (no `process.roles`, or `broker,controller`
     /// with this node the only voter and no controller listener), serving no other broker.
     Combined,
-    /// Broker and the only controller of a cluster (`process.roles=broker,controller` with
-    /// `controller.listener.names`): its controller serves other brokers on the controller
-    /// listener, and its broker is one of them (`server::combined`).
+    /// Broker and a controller of a cluster (`process.roles=broker,controller` with
+    /// `controller.listener.names`): its controller, the only voter or one of several, serves
+    /// other brokers on the controller listener, and its broker is one of them
+    /// (`server::combined`).
     BrokerController,
     /// A broker only; the controllers are other nodes.
     Broker,
@@ -289,10 +291,23 @@ impl NodeConfig {
             (true, _, _) => Roles::Combined,
             (false, true, false) => Roles::Broker,
             (false, true, true) => {
-                only_voter()?;
+                // One voter of several (combined nodes of a Ketch quorum) or the only one.
+                if voters.len() > 1 {
+                    if !voters.iter().any(|v| v.id == node_id) {
+                        anyhow::bail!(
+                            "process.roles=broker,controller: controller.quorum.voters must list this node ({node_id})"
+                        );
+                    }
+                } else {
+                    only_voter()?;
+                }
                 // With a controller listener other brokers can join: a cluster's node. Without one
                 // nothing can reach the controller: one node, as with no process.roles.
                 match has_controller_listener(props, &controller_listener_names) {
+                    false if voters.len() > 1 => anyhow::bail!(
+                        "process.roles=broker,controller with several voters needs a controller listener (a listener \
+                         named in controller.listener.names)"
+                    ),
                     false => Roles::Combined,
                     true => Roles::BrokerController,
                 }
@@ -431,7 +446,10 @@ mod tests {
             config(&[("process.roles", "controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,
             Roles::Controller
         );
-        assert!(config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err());
+        assert!(
+            config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "1@h:1,2@h:2")]).is_err(),
+            "several voters and no controller listener"
+        );
         assert_eq!(
             config(&[("process.roles", "broker,controller"), ("controller.quorum.voters", "2@h:1")]).unwrap().roles,
             Roles::Combined,
@@ -448,7 +466,9 @@ mod tests {
             config(&pairs)
         };
         assert_eq!(with(("controller.quorum.voters", "2@h:9093")).unwrap().roles, Roles::BrokerController);
-        assert!(with(("controller.quorum.voters", "2@h:9093,3@h:9093")).is_err(), "another voter");
+        // One voter of several combined nodes; never a combined node outside the voters.
+        assert_eq!(with(("controller.quorum.voters", "2@h:9093,3@h:9093")).unwrap().roles, Roles::BrokerController);
+        assert!(with(("controller.quorum.voters", "1@h:9093,3@h:9093")).is_err(), "not a voter");
         // Kafka 4.1's own server.properties (formatted --standalone): its one bootstrap server
         // is its controller listener.
         assert_eq!(

@@ -1,7 +1,9 @@
 //! The controller half of a combined node of a cluster (`process.roles=broker,controller` with a
 //! controller listener: `node::Roles::BrokerController`), Kafka's combined mode: this node is the
-//! only voter of the quorum and serves other brokers on its controller listener exactly as a
-//! controller-only node does (`server::controller`), and its broker half is one of those brokers.
+//! only voter of the quorum, or one of several (a quorum of combined nodes), and serves other
+//! brokers on its controller listener exactly as a controller-only node does
+//! (`server::controller`), and its broker half is one of those brokers: it registers and
+//! heartbeats with whichever voter leads.
 //!
 //! Owns: opening the controller on the first log directory's metadata log, serving it on the
 //! controller listeners, and publishing its image to this node's broker. The broker does not
@@ -15,7 +17,9 @@
 //! publishes after the append's fsync); images reach it in offset order; the controller outlives
 //! the broker (it stops after the broker's controlled shutdown).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -24,6 +28,10 @@ use crate::broker::Broker;
 use crate::controller::quorum::QuorumController;
 use crate::metadata::image::MetadataImage;
 use crate::raft::observer::{Leader, ObserverHandle};
+use crate::raft::voter::Status;
+
+/// How often a voter's image is looked at besides its status changes.
+const IMAGE_TICK: Duration = Duration::from_millis(100);
 
 /// A running controller half: stopped by `stop` once the broker half has left.
 pub struct ControllerHalf {
@@ -51,11 +59,20 @@ impl ControllerHalf {
         let dirs = broker.topics.log_dirs();
         let controller = super::controller::open(config, node, dirs.cluster_id(), dirs.first()).await?;
         let (epoch, _, _) = controller.quorum();
-        let leader = Leader { id: node.node_id, epoch, addr: format!("{}:{}", endpoint.host, endpoint.port) };
-        let (leader_tx, leader) = watch::channel(Some(leader));
+        let own = format!("{}:{}", endpoint.host, endpoint.port);
+        let (leader_tx, leader) = match controller.voter() {
+            // The only voter: this node leads, in this epoch, for its life.
+            None => watch::channel(Some(Leader { id: node.node_id, epoch, addr: own })),
+            // One voter of several: whoever the quorum elected, at its controller listener.
+            Some(_) => watch::channel(None),
+        };
         let (images, image) = watch::channel(controller.image());
         let mut tasks = super::controller::serve(&controller, config, listeners)?;
         tasks.push(tokio::spawn(publish_images(controller.clone(), images)));
+        if let Some(voter) = controller.voter() {
+            let addrs = node.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
+            tasks.push(tokio::spawn(follow_leader(voter.status.clone(), addrs, leader_tx.clone())));
+        }
         Ok((ControllerHalf { controller, tasks, _leader: leader_tx }, ObserverHandle { image, leader }))
     }
 
@@ -65,9 +82,39 @@ impl ControllerHalf {
     }
 }
 
-/// Publishes the controller's image after every durable change, until nobody watches.
+/// Publishes the quorum's leader (at its `controller.quorum.voters` address) as this voter
+/// learns it, for the broker half's registration and heartbeats.
+async fn follow_leader(
+    mut status: watch::Receiver<Status>,
+    addrs: BTreeMap<i32, String>,
+    leader: watch::Sender<Option<Leader>>,
+) {
+    loop {
+        let now = {
+            let s = status.borrow_and_update();
+            s.leader.and_then(|id| addrs.get(&id).map(|addr| Leader { id, epoch: s.epoch, addr: addr.clone() }))
+        };
+        leader.send_if_modified(|current| {
+            let changed = *current != now;
+            if changed {
+                *current = now;
+            }
+            changed
+        });
+        if status.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Publishes the controller's image after every durable change (the only voter) or committed
+/// one (a voter of several: the quorum's status moves on as its high watermark does, and a
+/// tick catches an image applied after the status that announced it), until nobody watches.
 async fn publish_images(controller: Arc<QuorumController>, images: watch::Sender<Arc<MetadataImage>>) {
     let mut appended = controller.subscribe();
+    let mut status = controller.voter().map(|v| v.status.clone());
+    let mut tick = tokio::time::interval(IMAGE_TICK);
+    let voter = status.is_some();
     loop {
         appended.borrow_and_update();
         let image = controller.image();
@@ -79,8 +126,16 @@ async fn publish_images(controller: Arc<QuorumController>, images: watch::Sender
             }
             newer
         });
+        let status_changed = async {
+            match status.as_mut() {
+                Some(s) => s.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             changed = appended.changed() => if changed.is_err() { return },
+            alive = status_changed => if !alive { return },
+            _ = tick.tick(), if voter => {}
             _ = images.closed() => return,
         }
     }
