@@ -357,16 +357,15 @@ impl BrokerSessions {
             .map(|(&id, _)| id);
         let Some(broker_id) = stale else { return Vec::new() };
         let session = self.sessions.get_mut(&broker_id).expect("present");
-        if let Some(closed) = session.disconnected_ms.filter(|_| session.last_contact_ms + timeout_ms >= now_ms) {
-            tracing::info!(
-                broker = broker_id,
-                closed_ms_ago = now_ms - closed,
-                "heartbeat connection closed and no heartbeat since: fencing the broker"
-            );
-        }
+        // Before the session's end: its heartbeat connection closed and no heartbeat came since.
+        let closed_ms_ago = session
+            .disconnected_ms
+            .filter(|_| session.last_contact_ms + timeout_ms >= now_ms)
+            .map(|closed| now_ms - closed);
         tracing::info!(
             broker = broker_id,
             silent_ms = now_ms - session.last_contact_ms,
+            ?closed_ms_ago,
             "broker session lapsed: fencing the broker"
         );
         session.fenced = true;

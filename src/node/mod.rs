@@ -287,20 +287,25 @@ impl NodeConfig {
             }
             Ok(())
         };
+        // A controller is one of several voters, this node among them, or the only voter.
+        let a_voter = || -> anyhow::Result<()> {
+            if voters.len() <= 1 {
+                return only_voter();
+            }
+            if !voters.iter().any(|v| v.id == node_id) {
+                anyhow::bail!(
+                    "controller.quorum.voters must list this controller ({node_id}): a Ketch controller is a voter \
+                     (observer controllers are not supported)"
+                );
+            }
+            Ok(())
+        };
         let roles = match (roles.is_empty(), broker, controller) {
             (true, _, _) => Roles::Combined,
             (false, true, false) => Roles::Broker,
             (false, true, true) => {
                 // One voter of several (combined nodes of a Ketch quorum) or the only one.
-                if voters.len() > 1 {
-                    if !voters.iter().any(|v| v.id == node_id) {
-                        anyhow::bail!(
-                            "process.roles=broker,controller: controller.quorum.voters must list this node ({node_id})"
-                        );
-                    }
-                } else {
-                    only_voter()?;
-                }
+                a_voter()?;
                 // With a controller listener other brokers can join: a cluster's node. Without one
                 // nothing can reach the controller: one node, as with no process.roles.
                 match has_controller_listener(props, &controller_listener_names) {
@@ -313,18 +318,8 @@ impl NodeConfig {
                 }
             }
             (false, false, true) => {
-                // A controller-only node may be one voter of several (a Ketch quorum, issue 15);
-                // this node must be one of them.
-                if voters.len() > 1 {
-                    if !voters.iter().any(|v| v.id == node_id) {
-                        anyhow::bail!(
-                            "controller.quorum.voters must list this controller ({node_id}): a Ketch controller \
-                             is a voter (observer controllers are not supported)"
-                        );
-                    }
-                } else {
-                    only_voter()?;
-                }
+                // A controller-only node may be one voter of several (a Ketch quorum, issue 15).
+                a_voter()?;
                 if voters.is_empty() && bootstrap_servers.is_empty() {
                     anyhow::bail!(
                         "process.roles=controller needs controller.quorum.voters (this node ({node_id}) only) or \

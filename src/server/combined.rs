@@ -60,19 +60,20 @@ impl ControllerHalf {
         let controller = super::controller::open(config, node, dirs.cluster_id(), dirs.first()).await?;
         let (epoch, _, _) = controller.quorum();
         let own = format!("{}:{}", endpoint.host, endpoint.port);
+        let (images, image) = watch::channel(controller.image());
+        let mut tasks = super::controller::serve(&controller, config, listeners)?;
+        tasks.push(tokio::spawn(publish_images(controller.clone(), images)));
         let (leader_tx, leader) = match controller.voter() {
             // The only voter: this node leads, in this epoch, for its life.
             None => watch::channel(Some(Leader { id: node.node_id, epoch, addr: own })),
             // One voter of several: whoever the quorum elected, at its controller listener.
-            Some(_) => watch::channel(None),
+            Some(voter) => {
+                let (tx, rx) = watch::channel(None);
+                let addrs = node.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
+                tasks.push(tokio::spawn(follow_leader(voter.status.clone(), addrs, tx.clone())));
+                (tx, rx)
+            }
         };
-        let (images, image) = watch::channel(controller.image());
-        let mut tasks = super::controller::serve(&controller, config, listeners)?;
-        tasks.push(tokio::spawn(publish_images(controller.clone(), images)));
-        if let Some(voter) = controller.voter() {
-            let addrs = node.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
-            tasks.push(tokio::spawn(follow_leader(voter.status.clone(), addrs, leader_tx.clone())));
-        }
         Ok((ControllerHalf { controller, tasks, _leader: leader_tx }, ObserverHandle { image, leader }))
     }
 
