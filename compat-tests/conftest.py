@@ -680,6 +680,24 @@ def pytest_runtest_makereport(item, call):
                 )
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Each failure's message again at the very end of the run (up to 40 lines each): a CI log is
+    often read from its tail, and the broker logs of a failure's report push its message far up."""
+    failed = terminalreporter.stats.get("failed", []) + terminalreporter.stats.get("error", [])
+    if not failed:
+        return
+    terminalreporter.section("failure messages (again, for a log read from its end)")
+    for report in failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = crash.message if crash is not None else str(report.longrepr)
+        lines = message.splitlines()
+        terminalreporter.write_line(f"{report.nodeid}:")
+        for line in lines[:40]:
+            terminalreporter.write_line(f"    {line[:400]}")
+        if len(lines) > 40:
+            terminalreporter.write_line(f"    ... ({len(lines) - 40} more lines)")
+
+
 def run_logged(cmd, timeout: float, what: str = "", **kw) -> subprocess.CompletedProcess:
     """Run a client command with a hard timeout; on failure, fail the test showing its output."""
     try:

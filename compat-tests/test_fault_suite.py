@@ -43,7 +43,7 @@ from cluster import KetchBrokerUnder, KetchController, bootstrap, new_cluster_id
 from conftest import TARGET, KetchBroker, free_port
 from fault_workload import History, Producer, Reader, Transactions, final_reads
 from kafka_tools import KafkaTools
-from test_controller_quorum import ids, quorum_status, running
+from test_controller_quorum import QUORUM, ids, quorum_status, running
 
 pytestmark = [pytest.mark.skipif(TARGET != "ketch", reason="a Ketch cluster"),
               pytest.mark.skipif(fault_net.available() is not None, reason=f"{fault_net.available()}")]
@@ -123,6 +123,7 @@ class FaultCluster:
         self.servers = bootstrap(self.brokers.values())
         self.admin = AdminClient({"bootstrap.servers": self.servers})
         self.kt = KafkaTools(kafka_libs, self.brokers[BROKERS[0]], root)
+        self.last_seen: dict = {}  # what healthy() saw last (for its timeout's message)
 
     def metadata(self):
         return self.admin.list_topics(timeout=10)
@@ -151,24 +152,36 @@ class FaultCluster:
         """Every partition of the workload's topics and the internal ones with an ISR of three."""
         try:
             md = self.metadata()
-        except Exception:
+        except Exception as e:
+            self.last_seen["metadata"] = repr(e)
             return None
         parts = [(t, p, sorted(pm.isrs)) for t, tm in md.topics.items() if tm.error is None
                  for p, pm in tm.partitions.items()]
+        self.last_seen["metadata"] = [p for p in parts if p[2] != list(BROKERS)] or f"{len(parts)} partitions"
         return parts if all(isr == list(BROKERS) for _, _, isr in parts) and len(parts) >= 6 else None
 
     def healthy(self, timeout: float = 120) -> dict:
         """Waits until every partition is back in sync and the quorum is led, with all three voters
-        caught up and the three brokers observing; returns the quorum's status."""
-        wait_for(self.in_sync, "every partition back to an ISR of three", timeout=timeout)
+        caught up and the three brokers observing; returns the quorum's status. A timeout says what
+        was seen last (the partitions out of sync, the quorum's status and its replication)."""
+        self.last_seen = {}
 
         def quorum_ok():
             s = quorum_status(self.kt, self.controllers.values())
+            self.last_seen["quorum"] = s
             ok = (int(s.get("LeaderId", "-1")) in VOTERS and s.get("MaxFollowerLag") == "0"
                   and ids(s.get("CurrentVoters", "[]")) == set(VOTERS)
                   and ids(s.get("CurrentObservers", "[]")) == set(BROKERS))
             return s if ok else None
-        return wait_for(quorum_ok, "kafka-metadata-quorum showing the quorum healthy", timeout=timeout, interval=1)
+        try:
+            wait_for(self.in_sync, "every partition back to an ISR of three", timeout=timeout)
+            return wait_for(quorum_ok, "kafka-metadata-quorum showing the quorum healthy", timeout=timeout,
+                            interval=1)
+        except AssertionError as e:
+            servers = ",".join(v.bootstrap for v in self.controllers.values())
+            r = self.kt.run(QUORUM, "--bootstrap-controller", servers, "describe", "--replication",
+                            timeout=60, check=False)
+            raise AssertionError(f"{e}\nlast seen: {self.last_seen}\nreplication:\n{r.stdout}{r.stderr}") from None
 
     def create_topics(self) -> None:
         def created():

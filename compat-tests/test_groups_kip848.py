@@ -55,11 +55,12 @@ def produce(bootstrap, topic, values):
 
 
 class JavaMember:
-    def __init__(self, jar, bootstrap, group, topic, out):
-        self.out = out
+    def __init__(self, jar, bootstrap, group, topic, out, protocol="consumer"):
+        self.out, self.protocol = out, protocol
         self.proc = subprocess.Popen(
             ["java", "-cp", jar, "ketch.compat.Kip848Consumer", bootstrap, group, topic, str(out)],
-            stdout=subprocess.DEVNULL, stderr=open(str(out) + ".stderr", "w"))
+            stdout=subprocess.DEVNULL, stderr=open(str(out) + ".stderr", "w"),
+            env={**os.environ, "KETCH_GROUP_PROTOCOL": protocol})
 
     def lines(self):
         return self.out.read_text().splitlines() if self.out.exists() else []
@@ -118,6 +119,73 @@ def cgc(kafka_libs, bootstrap, *args):
     out = r.stdout + r.stderr
     print(f"$ kafka-consumer-groups {' '.join(args)}\n{out}")
     return out
+
+
+@KIP848
+def test_rolling_upgrade_from_classic_to_consumer_members_and_back(broker, java_compat_jar, kafka_libs, tmp_path):
+    """Kafka 4.1's online migration (`group.consumer.migration.policy`, bidirectional by default):
+    a group of classic consumers is upgraded one member at a time to group.protocol=consumer, the
+    group turning into a consumer group at the first such member (the classic members stay in it),
+    then downgraded back the same way, turning classic again when its last consumer-protocol
+    member leaves. The partitions are split among the members at every step, every record is
+    consumed, none twice (each member commits before it gives a partition up)."""
+    topic, group = "kip848-migrate", "kip848-migrating"
+    create_topic(broker.bootstrap, topic, 6)
+    produced = []
+    members = []
+
+    def batch(name):
+        values = [f"{name}-{i}" for i in range(120)]
+        produce(broker.bootstrap, topic, values)
+        produced.extend(values)
+        wait_for(f"{len(produced)} records consumed", lambda: set(consumed(members)) >= set(produced), members)
+
+    def start(name, protocol):
+        m = JavaMember(java_compat_jar, broker.bootstrap, group, topic, tmp_path / f"{name}.out", protocol)
+        members.append(m)
+        return m
+
+    def split(live):
+        def ok():
+            sets = [m.assigned() for m in live]
+            return (all(sets) and set().union(*sets) == set(range(6)) and sum(len(s) for s in sets) == 6
+                    and max(len(s) for s in sets) - min(len(s) for s in sets) <= 1)
+        names = ", ".join(m.out.stem for m in live)
+        wait_for(f"{names} sharing the six partitions", ok, members)
+
+    def group_type():
+        out = cgc(kafka_libs, broker.bootstrap, "--list", "--type")
+        line = [ln.split() for ln in out.splitlines() if ln.split()[:1] == [group]]
+        return line[0][1].lower() if line else None
+
+    try:
+        live = [start("a1", "classic"), start("b1", "classic")]
+        split(live)
+        batch("classic")
+        assert group_type() == "classic"
+        steps = [("c1", "consumer", None), ("a2", "consumer", "a1"), ("b2", "consumer", "b1"),
+                 ("a3", "classic", "a2"), ("b3", "classic", "b2"), (None, None, "c1")]
+        for name, protocol, leaving in steps:
+            if name is not None:
+                live.append(start(name, protocol))
+                split(live)
+            if leaving is not None:
+                gone = next(m for m in live if m.out.stem == leaving)
+                live.remove(gone)
+                gone.stop()
+                split(live)
+            batch(f"after-{name or 'last'}")
+            kinds = {m.protocol for m in live}
+            print(f"members {[m.out.stem for m in live]}: {group_type()} group")
+            assert group_type() == ("consumer" if "consumer" in kinds else "classic"), kinds
+        all_records = consumed(members)
+        assert set(all_records) == set(produced)
+        dups = sorted({r for r in all_records if all_records.count(r) > 1})
+        assert not dups, f"consumed twice: {dups[:20]}"
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.kill()
 
 
 @KIP848
@@ -275,3 +343,76 @@ def test_consumer_protocol_probe(broker):
         mism = [line for line in r.stdout.splitlines() if line.startswith("MISMATCH")]
         pytest.fail(f"kip848 probe: exit {r.returncode}, {len(mism)} mismatches:\n" + "\n".join(mism)
                     + f"\n{r.stderr[-3000:]}", pytrace=False)
+
+
+@KIP848
+def test_librdkafka_classic_and_consumer_members_migrate_a_group(broker):
+    """The online migration with librdkafka: two classic consumers (range) are joined by a
+    group.protocol=consumer one (the group becomes a consumer group, the classic members stay in
+    it), the classic ones leave, a classic one joins again and the consumer-protocol one leaves
+    (the group is classic again). Every record is consumed, and read twice only where a commit
+    raced a member's move to its next epoch."""
+    topic, group = "kip848-rdk-migrate", f"rdk-mig-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 4)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    base = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}
+    classic = {**base, "group.protocol": "classic", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+               "partition.assignment.strategy": "range"}
+    modern = {**base, "group.protocol": "consumer"}
+    live, seen, produced = {}, [], []
+    # A commit racing a member's move to its next epoch (or a classic rejoin) is refused by Kafka
+    # too; the partition's next owner then starts at the last commit that went through, so its
+    # records after that one may be read twice.
+    partition_of, refused = {}, set()
+    racing = (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
+              KafkaError.UNKNOWN_MEMBER_ID)
+
+    def poll_all(seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for c in list(live.values()):
+                for m in c.consume(50, 0.1):
+                    if m.error() is None:
+                        seen.append(m.value().decode())
+                        partition_of[m.value().decode()] = m.partition()
+                        try:
+                            c.commit(message=m, asynchronous=False)
+                        except KafkaException as e:
+                            if e.args[0].code() not in racing:
+                                raise
+                            print(f"commit at partition {m.partition()} offset {m.offset()}: {e}")
+                            refused.add(m.partition())
+
+    def step(name, conf=None, leaving=None):
+        if conf is not None:
+            live[name] = Consumer(dict(conf))
+            live[name].subscribe([topic])
+        if leaving is not None:
+            poll_all(1)
+            live.pop(leaving).close()
+        values = [f"{name}-{i}" for i in range(100)]
+        produce(broker.bootstrap, topic, values)
+        produced.extend(values)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not set(seen) >= set(produced):
+            poll_all(0.5)
+        assert set(seen) >= set(produced), f"after {name}: {len(set(produced) - set(seen))} records not consumed"
+        listed = admin.list_consumer_groups().result(30)
+        kinds = {g.group_id: g.type for g in listed.valid}
+        print(f"after {name}: members {sorted(live)}, group type {kinds.get(group)}")
+        return str(kinds.get(group)).lower()
+
+    try:
+        step("a", classic)
+        assert "classic" in step("b", classic)
+        assert "consumer" in step("c", modern)
+        step("a-gone", leaving="a")
+        assert "consumer" in step("b-gone", leaving="b")
+        assert "consumer" in step("d", classic)
+        assert "classic" in step("c-gone", leaving="c")
+        dups = sorted({v for v in seen if seen.count(v) > 1})
+        assert {partition_of[v] for v in dups} <= refused, f"consumed twice without a refused commit: {dups[:20]}"
+    finally:
+        for c in live.values():
+            c.close()

@@ -6,7 +6,8 @@
 //!
 //! A group id names either a classic group (`Inner::groups`) or a consumer group
 //! (`Inner::consumer`): a heartbeat for an empty classic group replaces it (its offsets stay),
-//! a non-empty one is refused as Kafka refuses it without online upgrade (GROUP_ID_NOT_FOUND).
+//! a non-empty one is upgraded online (`migration.rs`), and a consumer group whose last
+//! consumer-protocol member leaves while classic members remain is downgraded back.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -39,7 +40,10 @@ pub fn settings(p: &Properties) -> Settings {
         })
         .filter(|a| !a.is_empty())
         .unwrap_or_else(|| vec![assignor::UNIFORM.into(), assignor::RANGE.into()]);
+    let policy = p.get("group.consumer.migration.policy").map_or("bidirectional".into(), |v| v.trim().to_lowercase());
     Settings {
+        upgrade: policy == "bidirectional" || policy == "upgrade",
+        downgrade: policy == "bidirectional" || policy == "downgrade",
         session_timeout_ms: int("group.consumer.session.timeout.ms", 45_000) as i32,
         heartbeat_interval_ms: int("group.consumer.heartbeat.interval.ms", 5000) as i32,
         max_size: int("group.consumer.max.size", i32::MAX as i64).max(1) as usize,
@@ -156,7 +160,7 @@ pub struct DescribedConsumerGroup {
 
 impl GroupCoordinator {
     /// Appends consumer-group records to the group's offsets partition.
-    fn append_consumer(&self, topics: &TopicRegistry, group: &str, recs: Vec<Rec>) -> Written {
+    pub(super) fn append_consumer(&self, topics: &TopicRegistry, group: &str, recs: Vec<Rec>) -> Written {
         if recs.is_empty() {
             return Ok(None);
         }
@@ -183,30 +187,22 @@ impl GroupCoordinator {
             }
             if let Some(classic) = inner.groups.get(group_id) {
                 if classic.state != GroupState::Empty || !classic.pending.is_empty() {
-                    // Kafka 4.1 upgrades a classic group of consumers online; Ketch answers as
-                    // Kafka does when that is not possible (or disabled).
-                    let why = if classic.protocol_type.as_deref() != Some("consumer") {
-                        "the group does not use the consumer embedded protocol"
-                    } else if classic.members.len() > settings.max_size {
-                        "the group size exceeds the consumer group maximum size"
-                    } else {
-                        "online upgrade is disabled"
-                    };
-                    return Err((
-                        ResponseError::GroupIdNotFound,
-                        format!("Cannot upgrade classic group {group_id} to consumer group because {why}."),
-                    ));
+                    // Kafka's online upgrade (or its refusal).
+                    self.upgrade(&mut inner, group_id, &view, &mut recs)?;
+                } else {
+                    inner.groups.remove(group_id);
+                    let tombstone = (Key::Group { group: group_id.to_string() }.encode(), None);
+                    recs.push(tombstone);
                 }
-                inner.groups.remove(group_id);
-                let tombstone = (Key::Group { group: group_id.to_string() }.encode(), None);
-                recs.push(tombstone);
             }
         }
+        let had_consumer_members = inner.consumer.get(group_id).is_some_and(|g| g.has_consumer_protocol_members());
         let group = inner.consumer.entry(group_id.to_string()).or_insert_with(|| ConsumerGroup::new(group_id));
         let result = group.heartbeat(&hb, &view, settings, Instant::now(), &mut recs);
         if result.is_err() && group.members.is_empty() && group.group_epoch == 0 {
             inner.consumer.remove(group_id);
         }
+        self.maybe_downgrade(&mut inner, group_id, had_consumer_members, &view, &mut recs);
         let written = self.append_consumer(topics, group_id, recs);
         drop(inner);
         let answer = result?;
@@ -222,15 +218,19 @@ impl GroupCoordinator {
             }
             let view = topic_view(storage.topics);
             let now = Instant::now();
-            inner
-                .consumer
-                .values_mut()
-                .filter_map(|g| {
-                    let mut recs = Vec::new();
-                    g.tick(&view, &self.config.consumer, now, &mut recs);
-                    (!recs.is_empty()).then(|| (g.id.clone(), recs))
-                })
-                .collect()
+            let ids: Vec<String> = inner.consumer.keys().cloned().collect();
+            let mut writes = Vec::new();
+            for id in ids {
+                let mut recs = Vec::new();
+                let g = inner.consumer.get_mut(&id).expect("listed above");
+                let had = g.has_consumer_protocol_members();
+                g.tick(&view, &self.config.consumer, now, &mut recs);
+                self.maybe_downgrade(&mut inner, &id, had, &view, &mut recs);
+                if !recs.is_empty() {
+                    writes.push((id, recs));
+                }
+            }
+            writes
         };
         for (group, recs) in writes {
             match self.append_consumer(storage.topics, &group, recs) {
@@ -292,6 +292,10 @@ impl GroupCoordinator {
             return Some(Ok(()));
         }
         let Some(m) = g.members.get(member_id) else { return Some(Err(ResponseError::UnknownMemberId)) };
+        if m.classic.is_some() {
+            // A classic member commits with its generation: its member epoch.
+            return Some(if m.member_epoch != member_epoch { Err(ResponseError::IllegalGeneration) } else { Ok(()) });
+        }
         if !transactional && version < 9 {
             return Some(Err(ResponseError::UnsupportedVersion));
         }

@@ -14,6 +14,8 @@
 pub mod api;
 pub mod consumer;
 pub mod consumer_api;
+pub mod embedded;
+pub mod migration;
 pub mod ownership;
 pub mod records;
 pub mod state;
@@ -589,7 +591,7 @@ fn apply(inner: &mut Inner, key: Key, value: Option<&[u8]>, now: Instant) {
     }
 }
 
-fn group_value(g: &Group) -> GroupValue {
+pub(crate) fn group_value(g: &Group) -> GroupValue {
     let protocol = g.protocol.clone().unwrap_or_default();
     GroupValue {
         protocol_type: g.protocol_type.clone().unwrap_or_default(),

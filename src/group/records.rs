@@ -217,6 +217,13 @@ impl Reader<'_> {
         }
         Some(Bytes::copy_from_slice(self.take(len as usize)?))
     }
+    pub fn nullable_bytes(&mut self) -> Option<Option<Bytes>> {
+        let len = self.i32()?;
+        if len < 0 {
+            return Some(None);
+        }
+        Some(Some(Bytes::copy_from_slice(self.take(len as usize)?)))
+    }
     pub fn remaining(&self) -> usize {
         self.0.len()
     }

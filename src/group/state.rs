@@ -83,6 +83,18 @@ impl Member {
     }
 }
 
+/// A member of a consumer group turning classic (`Group::downgraded`).
+pub struct Downgraded {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocols: Vec<(String, Bytes)>,
+    pub partitions: super::embedded::TopicPartitions,
+}
+
 /// A JoinGroup as the state machine sees it.
 pub struct JoinRequest {
     pub member_id: String,
@@ -560,6 +572,49 @@ impl Group {
                 let _ = w.send(SyncResult { error: ResponseError::UnknownMemberId.code(), ..Default::default() });
             }
         }
+    }
+
+    /// The classic group a consumer group whose remaining members all use the classic protocol
+    /// becomes (online downgrade): at `generation` (the consumer group's epoch), the first
+    /// member as leader, the protocol its members vote for, each member holding `partitions`
+    /// (its target assignment, in the consumer protocol's format at its subscription's
+    /// version); then a rebalance, so that the members rejoin it as a classic group.
+    pub fn downgraded(id: &str, generation: i32, members: Vec<Downgraded>, now: Instant, now_ms: i64) -> Group {
+        let mut g = Group::new(id, now_ms);
+        g.generation = generation;
+        g.protocol_type = Some("consumer".into());
+        for m in members.iter() {
+            if let Some(instance) = &m.instance_id {
+                g.instances.insert(instance.clone(), m.id.clone());
+            }
+            g.members.insert(
+                m.id.clone(),
+                Member {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
+                    protocols: m.protocols.clone(),
+                    assignment: Bytes::new(),
+                    heartbeat_deadline: now + m.session_timeout,
+                    join_waiter: None,
+                    sync_waiter: None,
+                },
+            );
+        }
+        g.leader = g.members.keys().next().cloned();
+        g.protocol = g.select_protocol();
+        let protocol = g.protocol.clone().unwrap_or_default();
+        for m in members {
+            let member = g.members.get_mut(&m.id).expect("inserted above");
+            let version = super::embedded::version(&member.metadata_for(&protocol)).unwrap_or(0);
+            member.assignment = super::embedded::encode_assignment(version, &m.partitions);
+        }
+        g.set_state(GroupState::Stable, now_ms);
+        g.prepare_rebalance(now, now_ms, Duration::ZERO);
+        g
     }
 
     /// Removes a member and starts a rebalance (or completes the one under way).

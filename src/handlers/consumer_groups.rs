@@ -151,7 +151,8 @@ pub fn describe(
                                 .with_assignment(described_assignment(broker, &m.assigned))
                                 .with_target_assignment(described_assignment(broker, target));
                             if version >= 1 {
-                                member.with_member_type(1)
+                                // 0: a classic member (online migration), 1: a consumer-protocol one.
+                                member.with_member_type(if m.classic.is_some() { 0 } else { 1 })
                             } else {
                                 member
                             }

@@ -1,5 +1,6 @@
 //! The classic group membership APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, plus
-//! ListGroups, DescribeGroups and DeleteGroups. The state machine lives in `crate::group`.
+//! ListGroups, DescribeGroups and DeleteGroups. The state machine lives in `crate::group`; a
+//! classic member of a consumer group (online migration) is served by `group::migration`.
 //! Authorization as Kafka's: membership needs READ on the group, DescribeGroups DESCRIBE,
 //! DeleteGroups DELETE (else GROUP_AUTHORIZATION_FAILED); ListGroups shows the groups the
 //! principal may describe, or all with DESCRIBE on the cluster.
@@ -36,6 +37,11 @@ fn storage(broker: &Broker) -> Storage<'_> {
     Storage { topics: &broker.topics, flusher: &broker.flusher }
 }
 
+/// Waits until a coordinator's write is durable (or says why it failed).
+async fn durable(broker: &Broker, written: crate::group::api::Written) -> Result<(), ResponseError> {
+    broker.groups.sync_to_disk(&broker.flusher, written?).await
+}
+
 pub async fn join(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
@@ -68,13 +74,21 @@ pub async fn join(
             require_known_member_id: version >= 4,
             new_member_id: format!("{client_id}-{}", uuid::Uuid::from_bytes(crate::metadata::random_bytes())),
         };
-        let reply = broker.groups.join(&group_id, join);
-        let result = match reply {
-            Reply::Now(r) => r,
-            Reply::Wait(rx) => rx.await.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, "")),
-        };
-        broker.groups.persist_dirty(&storage(broker)).await;
-        result
+        if let Some((result, written)) = broker.groups.consumer_group_join(&broker.topics, &group_id, &join) {
+            // A classic member of a consumer group (online migration): answered once durable.
+            match durable(broker, written).await {
+                Ok(()) => result,
+                Err(e) => JoinResult::error(e, &result.member_id),
+            }
+        } else {
+            let reply = broker.groups.join(&group_id, join);
+            let result = match reply {
+                Reply::Now(r) => r,
+                Reply::Wait(rx) => rx.await.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, "")),
+            };
+            broker.groups.persist_dirty(&storage(broker)).await;
+            result
+        }
     };
     let mut response = JoinGroupResponse::default()
         .with_error_code(result.error)
@@ -122,6 +136,18 @@ pub async fn sync(
     if let Err(e) = broker.groups.check_coordinator(group_id) {
         return SyncGroupResponse::default().with_error_code(e.code());
     }
+    let classic_member = broker.groups.consumer_group_sync(
+        &broker.topics,
+        group_id,
+        req.member_id.as_str(),
+        req.group_instance_id.as_ref().map(|s| s.as_str()),
+        req.generation_id,
+        req.protocol_type.as_ref().map(|s| s.as_str()),
+        req.protocol_name.as_ref().map(|s| s.as_str()),
+    );
+    if let Some(result) = classic_member {
+        return sync_response(result, version);
+    }
     let assignments =
         req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
     let reply = broker.groups.sync(
@@ -140,6 +166,10 @@ pub async fn sync(
         }
     };
     broker.groups.persist_dirty(&storage(broker)).await;
+    sync_response(result, version)
+}
+
+fn sync_response(result: SyncResult, version: i16) -> SyncGroupResponse {
     let response = SyncGroupResponse::default().with_error_code(result.error).with_assignment(result.assignment);
     if version >= 5 {
         response
@@ -157,16 +187,13 @@ pub fn heartbeat(broker: &Arc<Broker>, ctx: &RequestContext, req: HeartbeatReque
     if let Err(e) = broker.groups.check_coordinator(req.group_id.0.as_str()) {
         return HeartbeatResponse::default().with_error_code(e.code());
     }
-    let error = broker
-        .groups
-        .heartbeat(
-            req.group_id.0.as_str(),
-            req.member_id.as_str(),
-            req.group_instance_id.as_ref().map(|s| s.as_str()),
-            req.generation_id,
-        )
-        .err()
-        .map_or(0, |e| e.code());
+    let (group_id, member_id) = (req.group_id.0.as_str(), req.member_id.as_str());
+    let instance_id = req.group_instance_id.as_ref().map(|s| s.as_str());
+    let outcome = match broker.groups.consumer_group_heartbeat(group_id, member_id, instance_id, req.generation_id) {
+        Some(outcome) => outcome,
+        None => broker.groups.heartbeat(group_id, member_id, instance_id, req.generation_id),
+    };
+    let error = outcome.err().map_or(0, |e| e.code());
     HeartbeatResponse::default().with_error_code(error)
 }
 
@@ -190,8 +217,20 @@ pub async fn leave(
     } else {
         vec![(req.member_id.as_str().to_string(), None)]
     };
-    let results = broker.groups.leave(req.group_id.0.as_str(), leaving);
-    broker.groups.persist_dirty(&storage(broker)).await;
+    let group_id = req.group_id.0.as_str();
+    let results = match broker.groups.consumer_group_leave(&broker.topics, group_id, leaving.clone()) {
+        Some((results, written)) => {
+            if let Err(e) = durable(broker, written).await {
+                return LeaveGroupResponse::default().with_error_code(e.code());
+            }
+            results
+        }
+        None => {
+            let results = broker.groups.leave(group_id, leaving);
+            broker.groups.persist_dirty(&storage(broker)).await;
+            results
+        }
+    };
     if version >= 3 {
         let members = results
             .into_iter()

@@ -10,6 +10,7 @@
 //! Invariant: the in-memory group only changes together with the records describing the change.
 
 pub mod assignor;
+pub mod classic;
 pub mod reconcile;
 pub mod records;
 pub mod state;
@@ -35,6 +36,10 @@ pub struct Settings {
     pub max_size: usize,
     /// Assignor names, the first is the default.
     pub assignors: Vec<String>,
+    /// `group.consumer.migration.policy`: whether a non-empty classic group may become a
+    /// consumer group (upgrade), and back (downgrade).
+    pub upgrade: bool,
+    pub downgrade: bool,
 }
 
 /// A ConsumerGroupHeartbeat, after the request-level checks.
@@ -215,7 +220,7 @@ impl ConsumerGroup {
             self.assign(topics, settings, out);
         }
         let reconciled = self.reconcile_member(&updated.id, hb.owned.as_deref(), now, out)?;
-        self.deadlines.entry(updated.id.clone()).or_insert(Deadlines { session: now, rebalance: None }).session =
+        self.deadlines.entry(updated.id.clone()).or_insert(Deadlines::new(now)).session =
             now + Duration::from_millis(settings.session_timeout_ms.max(0) as u64);
         let full =
             joining || (hb.rebalance_timeout_ms != -1 && hb.subscribed_topic_names.is_some() && hb.owned.is_some());
@@ -241,8 +246,9 @@ impl ConsumerGroup {
             .map_err(fenced)?;
         if next.assignment_differs(&member) {
             out.push(records::current_assignment(&self.id, &next));
-            let d = self.deadlines.entry(id.to_string()).or_insert(Deadlines { session: now, rebalance: None });
-            d.rebalance = (next.state == MemberState::UnrevokedPartitions)
+            let d = self.deadlines.entry(id.to_string()).or_insert(Deadlines::new(now));
+            // (A classic member revokes by rejoining: its join and sync timers bound that.)
+            d.rebalance = (next.state == MemberState::UnrevokedPartitions && next.classic.is_none())
                 .then(|| (now + Duration::from_millis(next.rebalance_timeout_ms.max(0) as u64), next.member_epoch));
             self.members.insert(id.to_string(), next.clone());
         }
@@ -371,14 +377,21 @@ impl ConsumerGroup {
         let session = Duration::from_millis(settings.session_timeout_ms.max(0) as u64);
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {
-            let d = *self.deadlines.entry(id.clone()).or_insert(Deadlines { session: now + session, rebalance: None });
+            let d = *self.deadlines.entry(id.clone()).or_insert(Deadlines::new(now + session));
             let member = &self.members[&id];
             let revoke_late = d.rebalance.is_some_and(|(at, epoch)| {
                 at <= now && member.state == MemberState::UnrevokedPartitions && member.member_epoch == epoch
             });
-            if d.session <= now || revoke_late {
-                tracing::info!(group = %self.id, member = %id, "consumer group member fenced: {}",
-                    if revoke_late { "it did not revoke its partitions in time" } else { "its session expired" });
+            let classic_late = self.classic_late(&id, now);
+            if d.session <= now || revoke_late || classic_late {
+                let why = if revoke_late {
+                    "it did not revoke its partitions in time"
+                } else if classic_late {
+                    "the classic member did not rejoin or sync within its rebalance timeout"
+                } else {
+                    "its session expired"
+                };
+                tracing::info!(group = %self.id, member = %id, "consumer group member fenced: {why}");
                 self.fence(&id, topics, settings, out);
             }
         }

@@ -13,8 +13,8 @@
 //!
 //! - ConsumerGroupMetadataValue: `[i32 epoch]`, tag 0 `[i64 metadata hash]`
 //! - MemberMetadataValue: `[instance id?][rack id?][client id][client host][[]topic names]
-//!   [regex?][i32 rebalance timeout][server assignor?]` (tag 0, the classic member metadata,
-//!   is skipped)
+//!   [regex?][i32 rebalance timeout][server assignor?]`, tag 0 a classic member's
+//!   ClassicMemberMetadata: `[i32 session timeout][[]{name, compact bytes metadata}]`
 //! - TargetAssignmentMetadataValue: `[i32 assignment epoch]`
 //! - TargetAssignmentMemberValue: `[[]{uuid topic, []i32 partitions}]`
 //! - CurrentMemberAssignmentValue: `[i32 epoch][i32 previous epoch][i8 state][[]assigned]
@@ -26,7 +26,7 @@
 use bytes::BufMut;
 use uuid::Uuid;
 
-use super::state::{Assignment, Member, MemberState};
+use super::state::{Assignment, ClassicMeta, Member, MemberState};
 use crate::group::records::Reader;
 
 pub const GROUP_METADATA: i16 = 3;
@@ -139,7 +139,25 @@ pub fn member_metadata(group: &str, m: &Member) -> Rec {
     put_cstr(&mut v, m.subscribed_topic_regex.as_deref());
     v.put_i32(m.rebalance_timeout_ms);
     put_cstr(&mut v, m.server_assignor.as_deref());
-    put_uvarint(&mut v, 0);
+    match &m.classic {
+        None => put_uvarint(&mut v, 0),
+        Some(c) => {
+            let mut tag = Vec::new();
+            tag.put_i32(c.session_timeout_ms);
+            put_uvarint(&mut tag, c.protocols.len() as u32 + 1);
+            for (name, metadata) in &c.protocols {
+                put_cstr(&mut tag, Some(name));
+                put_uvarint(&mut tag, metadata.len() as u32 + 1);
+                tag.put_slice(metadata);
+                put_uvarint(&mut tag, 0);
+            }
+            put_uvarint(&mut tag, 0);
+            put_uvarint(&mut v, 1);
+            put_uvarint(&mut v, 0);
+            put_uvarint(&mut v, tag.len() as u32);
+            v.put_slice(&tag);
+        }
+    }
     (key(MEMBER_METADATA, group, Some(&m.id)), Some(v))
 }
 
@@ -262,6 +280,26 @@ impl Flex<'_> {
         }
         Some(tag0)
     }
+    fn classic(&mut self) -> Option<ClassicMeta> {
+        let session_timeout_ms = self.0.i32()?;
+        let n = self.count(3)?;
+        let mut protocols = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = self.cstr()?.unwrap_or_default();
+            let len = self.uvarint()?.checked_sub(1)? as usize;
+            if len > self.0.remaining() {
+                return None;
+            }
+            let mut metadata = Vec::with_capacity(len);
+            for _ in 0..len {
+                metadata.push(self.0.i8()? as u8);
+            }
+            self.tags()?;
+            protocols.push((name, bytes::Bytes::from(metadata)));
+        }
+        self.tags()?;
+        Some(ClassicMeta { session_timeout_ms, protocols })
+    }
     fn assignment(&mut self) -> Option<Assignment> {
         let n = self.count(18)?;
         let mut a = Assignment::new();
@@ -302,7 +340,9 @@ impl ConsumerValue {
                 m.subscribed_topic_regex = r.cstr()?;
                 m.rebalance_timeout_ms = r.0.i32()?;
                 m.server_assignor = r.cstr()?;
-                r.tags()?;
+                if let Some(tag) = r.tags()? {
+                    m.classic = Some(Flex(Reader(&tag)).classic()?);
+                }
                 ConsumerValue::Member(Box::new(m))
             }
             TARGET_METADATA => ConsumerValue::TargetMetadata { assignment_epoch: r.0.i32()? },
@@ -345,6 +385,17 @@ mod tests {
         m.server_assignor = Some("range".into());
         let (_, v) = split(member_metadata("g", &m));
         assert_eq!(v, ConsumerValue::Member(Box::new(m.clone())));
+        // A classic member's metadata rides in tag 0.
+        let mut classic = m.clone();
+        classic.classic = Some(ClassicMeta {
+            session_timeout_ms: 10_000,
+            protocols: vec![
+                ("range".into(), bytes::Bytes::from_static(b"\0\x01sub")),
+                ("cooperative-sticky".into(), bytes::Bytes::new()),
+            ],
+        });
+        let (_, v) = split(member_metadata("g", &classic));
+        assert_eq!(v, ConsumerValue::Member(Box::new(classic)));
         let a = Assignment::from([(Uuid::from_u128(5), BTreeSet::from([0, 3]))]);
         assert_eq!(split(target_member("g", "m1", &a)).1, ConsumerValue::TargetMember(a.clone()));
         assert_eq!(split(target_metadata("g", 9)).1, ConsumerValue::TargetMetadata { assignment_epoch: 9 });

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
+use bytes::Bytes;
 use uuid::Uuid;
 
 /// Partitions per topic id.
@@ -65,6 +66,18 @@ pub struct Member {
     pub state: MemberState,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// A member of the classic protocol (JoinGroup / SyncGroup / Heartbeat) in this group
+    /// (online migration): its session timeout and protocols; None for a consumer-protocol one.
+    pub classic: Option<ClassicMeta>,
+}
+
+/// What a classic member joined with (Kafka's ClassicMemberMetadata, tag 0 of the member's
+/// metadata record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMeta {
+    pub session_timeout_ms: i32,
+    /// (name, embedded subscription) in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 impl Member {
@@ -84,6 +97,7 @@ impl Member {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            classic: None,
         }
     }
 
@@ -101,6 +115,7 @@ impl Member {
             || self.subscribed_topic_regex != other.subscribed_topic_regex
             || self.rebalance_timeout_ms != other.rebalance_timeout_ms
             || self.server_assignor != other.server_assignor
+            || self.classic != other.classic
     }
 
     /// The assignment part (what a ConsumerGroupCurrentMemberAssignment record holds) differs.
@@ -119,6 +134,16 @@ pub struct Deadlines {
     pub session: Instant,
     /// Revocation deadline, with the member epoch it was set at.
     pub rebalance: Option<(Instant, i32)>,
+    /// A classic member told to rejoin (REBALANCE_IN_PROGRESS) must JoinGroup by then.
+    pub classic_join: Option<Instant>,
+    /// A classic member that joined must SyncGroup by then.
+    pub classic_sync: Option<Instant>,
+}
+
+impl Deadlines {
+    pub fn new(session: Instant) -> Deadlines {
+        Deadlines { session, rebalance: None, classic_join: None, classic_sync: None }
+    }
 }
 
 /// A topic as the assignors and the metadata hash see it.

@@ -9,6 +9,8 @@ fn topics() -> TopicView {
 
 fn settings() -> Settings {
     Settings {
+        upgrade: true,
+        downgrade: true,
         session_timeout_ms: 45_000,
         heartbeat_interval_ms: 5000,
         max_size: 3,

@@ -20,7 +20,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
  * One KafkaConsumer with group.protocol=consumer (KIP-848), run as its own process so a test can
- * SIGKILL it: `Kip848Consumer <bootstrap> <group> <topic> <out file> [assignor]`.
+ * SIGKILL it: `Kip848Consumer <bootstrap> <group> <topic> <out file> [assignor]`. With the
+ * environment's KETCH_GROUP_PROTOCOL=classic it is a classic consumer instead (the default
+ * assignors, range and cooperative-sticky), for groups migrating between the two protocols.
  *
  * It writes to the out file (flushed per line): `ASSIGNED p,p,...` after every assignment change,
  * `R <partition> <offset> <value>` per record, and `COMMITTED` after each synchronous commit of a
@@ -35,7 +37,12 @@ public final class Kip848Consumer {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        String protocol = System.getenv().getOrDefault("KETCH_GROUP_PROTOCOL", "consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("classic")) {
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        }
         if (args.length > 4) props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, args[4]);
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
