@@ -75,9 +75,11 @@ impl GroupCoordinator {
         Ok(())
     }
 
-    /// After members left a consumer group: if the last consumer-protocol member went (it had
-    /// one before) and classic members remain, the group becomes classic again, when the policy
-    /// and `group.max.size` allow (a refused downgrade only logs, as Kafka's).
+    /// After members left a consumer group (or a classic static member replaced one): if the
+    /// last consumer-protocol member went (it had one before) and classic members remain, the
+    /// group becomes classic again, when the policy and `group.max.size` allow (a refused
+    /// downgrade only logs, as Kafka's). It then rebalances (Kafka 4.1.0 skips that after a
+    /// static replacement; its later patch releases rebalance when the subscription changed).
     pub(super) fn maybe_downgrade(
         &self,
         inner: &mut Inner,
@@ -157,6 +159,7 @@ impl GroupCoordinator {
             protocols: join.protocols.clone(),
             require_known_member_id: join.require_known_member_id,
         };
+        let had = group.has_consumer_protocol_members();
         let mut recs = Vec::new();
         let result = match group.classic_join(&req, &view, &self.config.consumer, Instant::now(), &mut recs) {
             Ok(joined) => JoinResult {
@@ -174,6 +177,9 @@ impl GroupCoordinator {
             }
             Err(e) => JoinResult::error(e, &join.member_id),
         };
+        // A classic static member that took over the last consumer-protocol member's instance
+        // id: the group turns classic (and rebalances: the joiner syncs after rejoining).
+        self.maybe_downgrade(&mut inner, group_id, had, &view, &mut recs);
         drop(inner);
         Some((result, self.append_consumer(topics, group_id, recs)))
     }

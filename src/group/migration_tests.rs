@@ -246,3 +246,28 @@ impl ConcatPartitions for embedded::TopicPartitions {
         self.iter().flat_map(|(_, ps)| ps.iter().copied()).collect()
     }
 }
+
+#[tokio::test]
+async fn a_classic_static_member_taking_over_the_last_consumer_protocol_member_downgrades_the_group() {
+    let s = Setup::new("bidirectional");
+    let static_join = Heartbeat { instance_id: Some("i1".into()), ..consumer_join("n") };
+    let (_, written) = s.coordinator.consumer_heartbeat(&s.topics, "g", static_join).unwrap();
+    s.durable(written).await;
+    let (joined, written) = s.coordinator.consumer_group_join(&s.topics, "g", &classic_join("", &[])).unwrap();
+    s.durable(written).await;
+    let (joined, written) =
+        s.coordinator.consumer_group_join(&s.topics, "g", &classic_join(&joined.member_id, &[])).unwrap();
+    s.durable(written).await;
+    assert_eq!(joined.error, 0);
+    assert!(s.coordinator.lock().consumer.contains_key("g"), "n still uses the consumer protocol");
+    let replacing = JoinRequest { instance_id: Some("i1".into()), ..classic_join("", &[]) };
+    let (joined, written) = s.coordinator.consumer_group_join(&s.topics, "g", &replacing).unwrap();
+    s.durable(written).await;
+    assert_eq!(joined.error, 0);
+    let inner = s.coordinator.lock();
+    assert!(!inner.consumer.contains_key("g"));
+    let g = &inner.groups["g"];
+    assert_eq!(g.members.len(), 2);
+    assert!(!g.members.contains_key("n") && g.members.contains_key(&joined.member_id));
+    assert_eq!(g.instances.get("i1"), Some(&joined.member_id));
+}
