@@ -67,6 +67,11 @@ pub struct RaftCore<V> {
     fetching_snapshot: Option<(u64, i32)>,
     /// Follower: a request to the leader failed in transport since its last answer.
     leader_unreachable: bool,
+    /// When this node last heard from the leader it follows (an answer to its fetch, or its
+    /// BeginQuorumEpoch): a follower refuses pre-votes only within a fetch timeout of that.
+    leader_contact_ms: i64,
+    /// Leader: when to repeat BeginQuorumEpoch to voters that have not fetched lately.
+    begin_epoch_resend_ms: i64,
 }
 
 impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
@@ -112,6 +117,8 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             snapshot,
             fetching_snapshot: None,
             leader_unreachable: false,
+            leader_contact_ms: now_ms,
+            begin_epoch_resend_ms: 0,
         };
         core.election_deadline_ms = now_ms + core.election_timeout();
         core.fetch_deadline_ms = now_ms + core.config.fetch_timeout_ms;
@@ -278,6 +285,20 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                     self.broadcast(Message::EndQuorumEpoch { epoch: self.state.epoch }, out);
                     self.role = Role::Resigned;
                     self.election_deadline_ms = now + self.jitter(self.config.election_backoff_max_ms / 2 + 1);
+                } else if now >= self.begin_epoch_resend_ms {
+                    // BeginQuorumEpoch again to voters that have not fetched lately (Kafka's leader
+                    // repeats it until they do): one that missed it learns the leader; one that
+                    // moved to a later epoch (a lost election) answers with it, and this leader
+                    // steps down for an election everyone can join.
+                    let quiet: Vec<NodeId> = progress
+                        .iter()
+                        .filter(|(_, p)| now - p.last_fetch_ms >= self.config.fetch_timeout_ms)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for to in quiet {
+                        out.push(Output::Send { to, message: Message::BeginQuorumEpoch { epoch: self.state.epoch } });
+                    }
+                    self.begin_epoch_resend_ms = now + self.config.fetch_timeout_ms / 2;
                 }
             }
         }
@@ -326,6 +347,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         let progress =
             self.others().into_iter().map(|v| (v, Progress { end: 0, last_fetch_ms: self.now_ms })).collect();
         self.role = Role::Leader { epoch_start, progress };
+        self.begin_epoch_resend_ms = self.now_ms + self.config.fetch_timeout_ms / 2;
         self.append(vec![Entry { epoch: self.state.epoch, value: None }], out);
         self.broadcast(Message::BeginQuorumEpoch { epoch: self.state.epoch }, out);
     }
@@ -333,6 +355,19 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     fn become_follower(&mut self, epoch: i32, leader: NodeId, out: &mut Vec<Output<V>>) {
         let voted_for = if epoch == self.state.epoch { self.state.voted_for } else { None };
         self.persist(ElectionState { epoch, voted_for, leader: Some(leader) }, out);
+        self.role = Role::Follower { leader };
+        self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
+        self.leader_contact_ms = self.now_ms;
+        self.fetch_sent = None;
+        self.leader_unreachable = false;
+        self.send_fetch(leader, out);
+    }
+
+    /// Back to following this epoch's leader after a lost pre-vote election (Kafka's prospective
+    /// state with a known leader): fetching again, but with no fresh contact with it, so this
+    /// node grants pre-votes as soon as its last contact is a fetch timeout old (two nodes
+    /// sending each other back to a dead leader would otherwise never elect a new one).
+    fn refollow(&mut self, leader: NodeId, out: &mut Vec<Output<V>>) {
         self.role = Role::Follower { leader };
         self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
         self.fetch_sent = None;
@@ -458,7 +493,10 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             // (or is) a live leader.
             let live_leader = match self.role {
                 Role::Leader { .. } => true,
-                Role::Follower { .. } => self.now_ms < self.fetch_deadline_ms && !self.leader_unreachable,
+                Role::Follower { .. } => {
+                    let lease_end = self.fetch_deadline_ms.min(self.leader_contact_ms + self.config.fetch_timeout_ms);
+                    self.now_ms < lease_end && !self.leader_unreachable
+                }
                 _ => false,
             };
             // Two voters campaigning at once with the same log would grant each other and split
@@ -499,6 +537,17 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             match leader {
                 Some(l) if l != self.config.id => self.become_follower(epoch, l, out),
                 _ => self.become_unattached(epoch, out),
+            }
+            return;
+        }
+        if pre_vote && !granted && epoch == self.state.epoch && matches!(self.role, Role::Prospective { .. }) {
+            // A voter still follows a live leader of this epoch: follow it again (Kafka's
+            // prospective state after a lost election), rather than campaign on forever while
+            // the leader's other followers keep refusing (a leader is not voted away).
+            match leader.filter(|l| *l != self.config.id) {
+                Some(l) if self.state.leader == Some(l) => self.refollow(l, out),
+                Some(l) if self.state.leader.is_none() => self.become_follower(epoch, l, out),
+                _ => {}
             }
             return;
         }
@@ -582,6 +631,9 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         }
         self.fetch_sent = None;
         self.leader_unreachable = false;
+        if !matches!(result, FetchResult::NotLeader) {
+            self.leader_contact_ms = self.now_ms;
+        }
         match result {
             FetchResult::NotLeader => {}
             FetchResult::Snapshot { end_offset, epoch } => {
