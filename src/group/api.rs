@@ -10,7 +10,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use super::records::{Key, OffsetValue};
-use super::{Group, GroupCoordinator, GroupState, JoinRequest, JoinResult, Reply, SyncResult};
+use super::{Group, GroupCoordinator, GroupState, JoinRequest, JoinResult, Reply, SyncRequest, SyncResult};
 use crate::log::{now_ms, Partition};
 use crate::metadata::TopicRegistry;
 use std::sync::Arc;
@@ -75,17 +75,8 @@ impl GroupCoordinator {
     }
 
     /// SyncGroup: the leader's assignments, or wait for them.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sync(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
-        assignments: Vec<(String, Bytes)>,
-    ) -> Reply<SyncResult> {
+    pub fn sync(&self, group_id: &str, req: SyncRequest<'_>, assignments: Vec<(String, Bytes)>) -> Reply<SyncResult> {
+        let SyncRequest { member_id, instance_id, generation, protocol_type, protocol_name } = req;
         let mut inner = self.lock();
         let Some(group) = inner.groups.get_mut(group_id) else {
             return Reply::Now(SyncResult { error: ResponseError::UnknownMemberId.code(), ..Default::default() });

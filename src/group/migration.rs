@@ -22,7 +22,7 @@ use super::consumer::{ConsumerGroup, Refusal, TopicView};
 use super::consumer_api::topic_view;
 use super::records::Key;
 use super::state::Downgraded;
-use super::{group_value, Group, GroupCoordinator, Inner, JoinRequest, JoinResult, SyncResult};
+use super::{group_value, Group, GroupCoordinator, Inner, JoinRequest, JoinResult, SyncRequest, SyncResult};
 use crate::log::now_ms;
 use crate::metadata::TopicRegistry;
 
@@ -185,16 +185,11 @@ impl GroupCoordinator {
     }
 
     /// SyncGroup of a classic member of a consumer group (`None`: not a consumer group).
-    #[allow(clippy::too_many_arguments)]
     pub fn consumer_group_sync(
         &self,
         topics: &TopicRegistry,
         group_id: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
+        req: SyncRequest<'_>,
     ) -> Option<SyncResult> {
         let view = topic_view(topics);
         let mut inner = self.lock();
@@ -202,13 +197,13 @@ impl GroupCoordinator {
         let synced = if group.members.is_empty() {
             Err(ResponseError::UnknownMemberId)
         } else {
-            group.classic_sync(member_id, instance_id, generation, protocol_type, protocol_name, &view, Instant::now())
+            group.classic_sync(req, &view, Instant::now())
         };
         Some(match synced {
             Ok(assignment) => SyncResult {
                 error: 0,
-                protocol_type: protocol_type.map(str::to_string),
-                protocol_name: protocol_name.map(str::to_string),
+                protocol_type: req.protocol_type.map(str::to_string),
+                protocol_name: req.protocol_name.map(str::to_string),
                 assignment,
             },
             Err(e) => SyncResult { error: e.code(), ..Default::default() },

@@ -35,6 +35,10 @@ fn subscription(topics: &[&str], owned: &[i32]) -> Bytes {
     Bytes::from(out)
 }
 
+fn sync<'a>(member_id: &'a str, generation: i32, ptype: Option<&'a str>, pname: Option<&'a str>) -> SyncRequest<'a> {
+    SyncRequest { member_id, instance_id: None, generation, protocol_type: ptype, protocol_name: pname }
+}
+
 fn classic_join(member_id: &str, owned: &[i32]) -> JoinRequest {
     JoinRequest {
         member_id: member_id.into(),
@@ -142,7 +146,7 @@ async fn a_consumer_protocol_member_upgrades_a_classic_group_which_downgrades_wh
     assert_eq!(joined.protocol_name.as_deref(), Some("range"));
     let synced = s
         .coordinator
-        .consumer_group_sync(&s.topics, "g", "a", None, joined.generation, Some("consumer"), Some("range"))
+        .consumer_group_sync(&s.topics, "g", sync("a", joined.generation, Some("consumer"), Some("range")))
         .unwrap();
     assert_eq!(synced.error, 0);
     let a_holds = embedded::assignment(&synced.assignment).unwrap().partitions;
@@ -220,7 +224,7 @@ async fn a_classic_member_revokes_by_rejoining_before_its_partition_moves() {
     let (joined, written) = s.coordinator.consumer_group_join(&s.topics, "g", &classic_join(&x, &owned)).unwrap();
     s.durable(written).await;
     assert_eq!(joined.generation, 5, "revoking at its old epoch");
-    let synced = s.coordinator.consumer_group_sync(&s.topics, "g", &x, None, 5, None, None).unwrap();
+    let synced = s.coordinator.consumer_group_sync(&s.topics, "g", sync(&x, 5, None, None)).unwrap();
     let kept: Vec<i32> = embedded::assignment(&synced.assignment).unwrap().partitions.concat_partitions();
     assert_eq!(kept.len(), 1);
     assert!(!kept.contains(&taken));

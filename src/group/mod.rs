@@ -41,7 +41,7 @@ pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
 /// A record to write: key and value (None: tombstone).
 type KeyedValue = (Key, Option<Vec<u8>>);
 use records::{GroupValue, Key, MemberValue, OffsetValue};
-pub use state::{Group, GroupState, JoinRequest, JoinResult, Reply, SyncResult};
+pub use state::{Group, GroupState, JoinRequest, JoinResult, Reply, SyncRequest, SyncResult};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 

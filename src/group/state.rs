@@ -83,6 +83,16 @@ impl Member {
     }
 }
 
+/// A SyncGroup as the coordinator sees it (the leader's assignments aside).
+#[derive(Debug, Clone, Copy)]
+pub struct SyncRequest<'a> {
+    pub member_id: &'a str,
+    pub instance_id: Option<&'a str>,
+    pub generation: i32,
+    pub protocol_type: Option<&'a str>,
+    pub protocol_name: Option<&'a str>,
+}
+
 /// A member of a consumer group turning classic (`Group::downgraded`).
 pub struct Downgraded {
     pub id: String,

@@ -30,7 +30,7 @@ use kafka_protocol::messages::GroupId;
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::group::api::DescribedGroup as Described;
-use crate::group::{JoinRequest, JoinResult, Reply, Storage, SyncResult};
+use crate::group::{JoinRequest, JoinResult, Reply, Storage, SyncRequest, SyncResult};
 use crate::security::acl;
 
 fn storage(broker: &Broker) -> Storage<'_> {
@@ -136,29 +136,19 @@ pub async fn sync(
     if let Err(e) = broker.groups.check_coordinator(group_id) {
         return SyncGroupResponse::default().with_error_code(e.code());
     }
-    let classic_member = broker.groups.consumer_group_sync(
-        &broker.topics,
-        group_id,
-        req.member_id.as_str(),
-        req.group_instance_id.as_ref().map(|s| s.as_str()),
-        req.generation_id,
-        req.protocol_type.as_ref().map(|s| s.as_str()),
-        req.protocol_name.as_ref().map(|s| s.as_str()),
-    );
-    if let Some(result) = classic_member {
+    let sync_req = SyncRequest {
+        member_id: req.member_id.as_str(),
+        instance_id: req.group_instance_id.as_ref().map(|s| s.as_str()),
+        generation: req.generation_id,
+        protocol_type: req.protocol_type.as_ref().map(|s| s.as_str()),
+        protocol_name: req.protocol_name.as_ref().map(|s| s.as_str()),
+    };
+    if let Some(result) = broker.groups.consumer_group_sync(&broker.topics, group_id, sync_req) {
         return sync_response(result, version);
     }
     let assignments =
         req.assignments.iter().map(|a| (a.member_id.as_str().to_string(), a.assignment.clone())).collect();
-    let reply = broker.groups.sync(
-        group_id,
-        req.member_id.as_str(),
-        req.group_instance_id.as_ref().map(|s| s.as_str()),
-        req.generation_id,
-        req.protocol_type.as_ref().map(|s| s.as_str()),
-        req.protocol_name.as_ref().map(|s| s.as_str()),
-        assignments,
-    );
+    let reply = broker.groups.sync(group_id, sync_req, assignments);
     let result = match reply {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {

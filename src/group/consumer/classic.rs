@@ -186,28 +186,12 @@ impl ConsumerGroup {
         if req.require_known_member_id && req.member_id.is_empty() && req.instance_id.is_none() {
             return Err(ResponseError::MemberIdRequired);
         }
-        let mut replaced = false;
         let existing = match &req.instance_id {
             None => self.members.get(&id).cloned(),
             Some(instance) => match self.static_member(instance).cloned() {
                 None => self.members.get(&id).cloned(),
                 // A new instance of a static member replaces it: same target, the new id.
-                Some(old) if !self.members.contains_key(&id) => {
-                    let mut m = old.clone();
-                    m.id = id.clone();
-                    m.member_epoch = 0;
-                    m.previous_member_epoch = 0;
-                    let target = self.target.remove(&old.id);
-                    self.remove_member(&old.id, out);
-                    if let Some(target) = target {
-                        out.push(records::target_member(&self.id, &m.id, &target));
-                        self.target.insert(m.id.clone(), target);
-                    }
-                    out.push(records::current_assignment(&self.id, &m));
-                    self.members.insert(m.id.clone(), m.clone());
-                    replaced = true;
-                    Some(m)
-                }
+                Some(old) if !self.members.contains_key(&id) => Some(self.replace_static(&old, &id, out)),
                 Some(old) if old.id != id => return Err(ResponseError::FencedInstanceId),
                 Some(old) => Some(old),
             },
@@ -228,7 +212,7 @@ impl ConsumerGroup {
             Some(ClassicMeta { session_timeout_ms: req.session_timeout_ms, protocols: req.protocols.clone() });
         let is_new = !self.members.contains_key(&id);
         let mut bump = false;
-        if is_new || replaced || updated.metadata_differs(&member) {
+        if is_new || updated.metadata_differs(&member) {
             out.push(records::member_metadata(&self.id, &updated));
             bump = is_new || updated.subscribed_topic_names != member.subscribed_topic_names;
         }
@@ -280,17 +264,13 @@ impl ConsumerGroup {
 
     /// A classic SyncGroup: the member's current partitions, in the consumer protocol's
     /// assignment format at its subscription's version.
-    #[allow(clippy::too_many_arguments)]
     pub fn classic_sync(
         &mut self,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
+        req: crate::group::SyncRequest<'_>,
         topics: &TopicView,
         now: Instant,
     ) -> Result<Bytes, ResponseError> {
+        let crate::group::SyncRequest { member_id, instance_id, generation, protocol_type, protocol_name } = req;
         let m = self.classic_member(member_id, instance_id)?;
         if generation != m.member_epoch {
             return Err(ResponseError::IllegalGeneration);

@@ -149,21 +149,7 @@ impl ConsumerGroup {
                             ),
                         ));
                     }
-                    // Replaces the previous instance: same subscription and target, new id.
-                    let mut m = old.clone();
-                    m.id = hb.member_id.clone();
-                    m.member_epoch = 0;
-                    m.previous_member_epoch = 0;
-                    let target = self.target.remove(&old.id);
-                    self.remove_member(&old.id, out);
-                    if let Some(target) = target {
-                        out.push(records::target_member(&self.id, &m.id, &target));
-                        self.target.insert(m.id.clone(), target);
-                    }
-                    out.push(records::member_metadata(&self.id, &m));
-                    out.push(records::current_assignment(&self.id, &m));
-                    self.members.insert(m.id.clone(), m.clone());
-                    Some(m)
+                    Some(self.replace_static(&old, &hb.member_id, out))
                 }
                 Some(old) => {
                     if old.id != hb.member_id {
@@ -311,6 +297,25 @@ impl ConsumerGroup {
         let hash = self.compute_metadata_hash(topics);
         self.bump_epoch(hash, out);
         self.assign(topics, settings, out);
+    }
+
+    /// A new instance of a static member replaces the previous one: same subscription and
+    /// target, the new id, epoch 0.
+    fn replace_static(&mut self, old: &Member, new_id: &str, out: &mut Vec<Rec>) -> Member {
+        let mut m = old.clone();
+        m.id = new_id.to_string();
+        m.member_epoch = 0;
+        m.previous_member_epoch = 0;
+        let target = self.target.remove(&old.id);
+        self.remove_member(&old.id, out);
+        if let Some(target) = target {
+            out.push(records::target_member(&self.id, &m.id, &target));
+            self.target.insert(m.id.clone(), target);
+        }
+        out.push(records::member_metadata(&self.id, &m));
+        out.push(records::current_assignment(&self.id, &m));
+        self.members.insert(m.id.clone(), m.clone());
+        m
     }
 
     fn remove_member(&mut self, id: &str, out: &mut Vec<Rec>) {
