@@ -118,17 +118,7 @@ impl GroupCoordinator {
             })
             .collect();
         let classic = Group::downgraded(group_id, g.group_epoch, members, Instant::now(), now_ms());
-        let ids: Vec<&String> = g.members.keys().collect();
-        let member_key = |kind: i16, id: &str| {
-            crecords::ConsumerKey { kind, group: group_id.to_string(), member: Some(id.to_string()) }.encode()
-        };
-        let group_key = |kind: i16| crecords::ConsumerKey { kind, group: group_id.to_string(), member: None }.encode();
-        recs.extend(ids.iter().map(|id| (member_key(crecords::CURRENT_ASSIGNMENT, id), None)));
-        recs.extend(ids.iter().map(|id| (member_key(crecords::TARGET_MEMBER, id), None)));
-        recs.push((group_key(crecords::TARGET_METADATA), None));
-        recs.extend(ids.iter().map(|id| (member_key(crecords::MEMBER_METADATA, id), None)));
-        recs.push((group_key(crecords::PARTITION_METADATA), None));
-        recs.push((group_key(crecords::GROUP_METADATA), None));
+        recs.extend(crecords::downgrade_tombstones(group_id, g.members.keys().map(String::as_str)));
         recs.push((Key::Group { group: group_id.to_string() }.encode(), Some(group_value(&classic).encode())));
         tracing::info!(group = %group_id, generation = classic.generation, members = classic.members.len(),
             "consumer group downgraded to a classic group");

@@ -194,6 +194,19 @@ pub fn member_tombstones(group: &str, member: &str) -> Vec<Rec> {
     [CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA].iter().map(|k| (key(*k, group, Some(member)), None)).collect()
 }
 
+/// Tombstones of a whole group turning classic, in Kafka's order: every member's current
+/// assignment, then target assignment, the target metadata, every member's metadata, then the
+/// partition and group metadata.
+pub fn downgrade_tombstones<'a>(group: &str, members: impl Iterator<Item = &'a str> + Clone) -> Vec<Rec> {
+    let per_member = |kind: i16| members.clone().map(move |m| (key(kind, group, Some(m)), None));
+    let mut out: Vec<Rec> = per_member(CURRENT_ASSIGNMENT).chain(per_member(TARGET_MEMBER)).collect();
+    out.push((key(TARGET_METADATA, group, None), None));
+    out.extend(per_member(MEMBER_METADATA));
+    out.push((key(PARTITION_METADATA, group, None), None));
+    out.push((key(GROUP_METADATA, group, None), None));
+    out
+}
+
 /// Tombstones of the group-level records (after its members').
 pub fn group_tombstones(group: &str) -> Vec<Rec> {
     [TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA].iter().map(|k| (key(*k, group, None), None)).collect()
