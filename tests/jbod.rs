@@ -25,8 +25,20 @@ fn config(dirs: &[&Path]) -> BrokerConfig {
     BrokerConfig::from_properties(props).unwrap()
 }
 
+/// Opens the registry on `dirs`. A `.lock` released by a registry just dropped can still be held
+/// for a moment by a child process another test thread is starting (`mount`): the fork copies
+/// every descriptor, and the flock goes with the copy until exec closes it. So a refused lock is
+/// tried again for up to two seconds (a lock held by a live registry stays refused).
 fn open(dirs: &[&Path]) -> anyhow::Result<TopicRegistry> {
-    TopicRegistry::open(&config(dirs))
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match TopicRegistry::open(&config(dirs)) {
+            Err(e) if e.to_string().contains("Failed to acquire lock") && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return result,
+        }
+    }
 }
 
 /// For each partition of `topic`, the index (in `dirs`) of the log dir holding it.
@@ -128,7 +140,7 @@ fn partitions_are_found_again_after_a_restart_and_moves_by_hand_are_recorded() {
     assert_eq!(registry.get("a").unwrap().id, id);
     assert_eq!(registry.log_dirs().cluster_id(), cluster);
     // A second broker on any of the directories refuses to start (each is locked).
-    let err = open(&[&d._root.path().join("other"), dirs[2]]).unwrap_err().to_string();
+    let err = TopicRegistry::open(&config(&[&d._root.path().join("other"), dirs[2]])).unwrap_err().to_string();
     assert!(err.contains("Failed to acquire lock"), "{err}");
     drop(registry);
 
