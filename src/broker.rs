@@ -130,6 +130,7 @@ impl Broker {
             .with_mutation_window(Window::controller_from_properties(&config.properties)?);
         let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
         groups.load(&topics)?;
+        groups.adopt_configs(&topics.metadata_image());
         let p = &config.properties;
         let txns = TxnCoordinator::new(TxnConfig {
             partitions: p

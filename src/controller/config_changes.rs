@@ -9,16 +9,18 @@
 //! `min.insync.replicas`, the 32767-character limit); then the validator (the resource name;
 //! a topic's whole resulting set against the controller's topic defaults, with the broker's
 //! messages; a broker resource's name only: Kafka's controller does not check broker config
-//! values, the forwarding broker does); then the resource must exist (a topic of the image; a
-//! registered broker or this controller; "" is the cluster default).
+//! values, the forwarding broker does; a group's whole set with Kafka's `GroupConfig` rules and
+//! the controller's own `group.*` bounds); then the resource must exist (a topic of the image; a
+//! registered broker or this controller; "" is the cluster default; any group name but "").
 //! Invariants: a refused resource yields no record; a record is made only for a name whose value
 //! changes, except on BROKER resources, where Kafka writes every name given (KAFKA-14136: the
 //! brokers reload); legacy AlterConfigs deletes every dynamic name not given.
 
 use kafka_protocol::error::ResponseError;
 
-use crate::config::TopicConfig;
+use crate::config::{Properties, TopicConfig};
 use crate::dynconf::defs::{self, Type};
+use crate::dynconf::group as group_config;
 use crate::metadata::image::MetadataImage;
 use crate::metadata::records::{ClearElrRecord, ConfigRecord, MetadataRecord};
 use crate::metadata::validate_topic_name;
@@ -55,6 +57,8 @@ pub struct ConfigContext<'a> {
     pub topic_defaults: &'a TopicConfig,
     /// This controller's node id (a BROKER resource may name it).
     pub controller_id: i32,
+    /// Its static settings: a GROUP resource's defaults and bounds (`group.consumer.*`, ...).
+    pub group_settings: &'a Properties,
 }
 
 /// One operation of IncrementalAlterConfigs.
@@ -293,7 +297,13 @@ fn validate(
         CLIENT_METRICS => {
             return Err(invalid_request("Altering CLIENT_METRICS configs is not supported by this controller yet."))
         }
-        GROUP => return Err(invalid_request("Altering GROUP configs is not supported by this controller yet.")),
+        GROUP => {
+            // Kafka's ControllerConfigurationValidator: no default group, then the whole set.
+            if name.is_empty() {
+                return Err(invalid_request("Default group resources are not allowed."));
+            }
+            group_config::validate(&all, ctx.group_settings).map_err(|m| (ResponseError::InvalidConfig, m))?;
+        }
         other => return Err(invalid_request(&format!("Unknown resource type {other}"))),
     }
     Ok(())

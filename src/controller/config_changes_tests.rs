@@ -53,7 +53,11 @@ fn legacy(resource_type: i8, name: &str, pairs: &[(&str, Option<&str>)]) -> Alte
 /// Decides `request` on the cluster's image and applies its records; returns the answers.
 fn run(c: &mut Cluster, request: &IncrementalAlterConfigsRequest) -> (Vec<MetadataRecord>, Vec<Answer>) {
     let defaults = defaults();
-    let ctx = ConfigContext { topic_defaults: &defaults, controller_id: config().node_id };
+    let ctx = ConfigContext {
+        topic_defaults: &defaults,
+        controller_id: config().node_id,
+        group_settings: &Properties::new(),
+    };
     let (records, answers) = decide_incremental(&c.image, &ctx, request);
     c.apply(&records);
     (records, answers)
@@ -61,7 +65,11 @@ fn run(c: &mut Cluster, request: &IncrementalAlterConfigsRequest) -> (Vec<Metada
 
 fn run_legacy(c: &mut Cluster, request: &AlterConfigsRequest) -> (Vec<MetadataRecord>, Vec<Answer>) {
     let defaults = defaults();
-    let ctx = ConfigContext { topic_defaults: &defaults, controller_id: config().node_id };
+    let ctx = ConfigContext {
+        topic_defaults: &defaults,
+        controller_id: config().node_id,
+        group_settings: &Properties::new(),
+    };
     let (records, answers) = decide_legacy(&c.image, &ctx, request);
     c.apply(&records);
     (records, answers)
@@ -255,6 +263,45 @@ fn broker_configs_cluster_default_and_per_node() {
         incremental(vec![resource(BROKER, "", vec![op("log.cleanup.policy", OP_APPEND, Some("compact"))])], false);
     run(&mut c, &append);
     assert_eq!(configs(&c, BROKER, "")[0], ("log.cleanup.policy".to_string(), "delete,compact".to_string()));
+}
+
+#[test]
+fn group_configs_with_kafkas_validation() {
+    let mut c = cluster();
+    let set = |name: &str, value: &str| op(name, OP_SET, Some(value));
+    let (_, answers) =
+        run(&mut c, &incremental(vec![resource(GROUP, "g", vec![set("consumer.session.timeout.ms", "50000")])], false));
+    assert_eq!(answers, vec![ok(GROUP, "g")]);
+    assert_eq!(configs(&c, GROUP, "g"), pairs(&[("consumer.session.timeout.ms", "50000")]));
+    // The whole resulting set is checked: a heartbeat interval at the session timeout is refused.
+    let (records, answers) = run(
+        &mut c,
+        &incremental(
+            vec![
+                resource(GROUP, "g", vec![set("consumer.heartbeat.interval.ms", "50000")]),
+                resource(GROUP, "", vec![set("consumer.session.timeout.ms", "50000")]),
+                resource(GROUP, "h", vec![set("nope", "1")]),
+            ],
+            false,
+        ),
+    );
+    assert!(records.is_empty());
+    let message =
+        "consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms";
+    assert_eq!(
+        answers,
+        vec![
+            refused(GROUP, "g", ResponseError::InvalidConfig, message),
+            refused(GROUP, "", ResponseError::InvalidRequest, "Default group resources are not allowed."),
+            refused(GROUP, "h", ResponseError::InvalidConfig, "Unknown group config name: nope"),
+        ]
+    );
+    let (_, answers) = run(
+        &mut c,
+        &incremental(vec![resource(GROUP, "g", vec![op("consumer.session.timeout.ms", OP_DELETE, None)])], false),
+    );
+    assert_eq!(answers, vec![ok(GROUP, "g")]);
+    assert_eq!(configs(&c, GROUP, "g"), Vec::new());
 }
 
 #[test]

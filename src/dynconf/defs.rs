@@ -155,6 +155,18 @@ pub struct Def {
 }
 
 impl Def {
+    /// A table row as a definition (`applied`: Ketch applies a dynamic change of it).
+    pub(super) fn of_row(row: &KafkaDef, applied: bool) -> Def {
+        Def {
+            name: row.name,
+            kind: row.kind,
+            default: row.default,
+            flags: row.flags,
+            check: row.check,
+            doc: row.doc,
+            applied,
+        }
+    }
     pub fn listed(&self) -> bool {
         self.flags & LISTED != 0
     }
@@ -188,15 +200,7 @@ pub fn lookup(name: &str) -> Option<Def> {
         Err(_) => KETCH_CONFIGS.iter().find(|r| r.name == name)?,
     };
     let default = KETCH_DEFAULTS.iter().find(|(n, _)| *n == name).map_or(row.default, |(_, d)| Some(*d));
-    Some(Def {
-        name: row.name,
-        kind: row.kind,
-        default,
-        flags: row.flags,
-        check: row.check,
-        doc: row.doc,
-        applied: row.flags & ALTERABLE != 0 && applied(name),
-    })
+    Some(Def { default, ..Def::of_row(row, row.flags & ALTERABLE != 0 && applied(name)) })
 }
 
 /// Every broker config name DescribeConfigs lists without it being set, sorted.

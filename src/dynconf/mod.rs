@@ -15,8 +15,11 @@
 //! (`Broker::reconfigure`).
 
 pub mod defs;
+pub mod group;
 #[rustfmt::skip]
 mod kafka_broker_configs;
+#[rustfmt::skip]
+mod kafka_group_configs;
 #[rustfmt::skip]
 mod kafka_topic_configs;
 

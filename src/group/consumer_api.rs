@@ -9,7 +9,9 @@
 //! a non-empty one is upgraded online (`migration.rs`), and a consumer group whose last
 //! consumer-protocol member leaves while classic members remain is downgraded back.
 
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use kafka_protocol::error::ResponseError;
@@ -19,6 +21,8 @@ use super::consumer::{assignor, state, Answer, Assignment, ConsumerGroup, Heartb
 use super::records::Key;
 use super::{api::Written, GroupCoordinator, GroupState, Inner, Storage};
 use crate::config::Properties;
+use crate::dynconf::group as group_config;
+use crate::metadata::image::MetadataImage;
 use crate::metadata::TopicRegistry;
 
 /// `group.consumer.*` with Kafka 4.1's defaults.
@@ -159,6 +163,52 @@ pub struct DescribedConsumerGroup {
 }
 
 impl GroupCoordinator {
+    /// Takes the per-group configs (GROUP config resources) of `image`, which the next
+    /// heartbeat of each group uses, as Kafka's coordinator does.
+    pub fn adopt_configs(&self, image: &MetadataImage) {
+        let configs: HashMap<String, Properties> = image
+            .configs
+            .iter()
+            .filter(|((kind, _), set)| *kind == group_config::RESOURCE && !set.is_empty())
+            .map(|((_, name), set)| (name.clone(), set.clone()))
+            .collect();
+        let mut current = self.group_configs.write().unwrap_or_else(|p| p.into_inner());
+        if **current != configs {
+            *current = Arc::new(configs);
+        }
+    }
+
+    /// The configs set on `group` (empty when none).
+    pub fn configs_of(&self, group: &str) -> Properties {
+        let configs = self.group_configs.read().unwrap_or_else(|p| p.into_inner());
+        configs.get(group).cloned().unwrap_or_default()
+    }
+
+    /// Every group with configs set, by name.
+    pub fn groups_with_configs(&self) -> Vec<String> {
+        let configs = self.group_configs.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> = configs.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The consumer-group settings of `group`: the broker's, with the group's own session
+    /// timeout and heartbeat interval where it has them (Kafka's `GroupConfig`).
+    pub(super) fn settings_for(&self, group: &str) -> Cow<'_, Settings> {
+        let configs = self.group_configs.read().unwrap_or_else(|p| p.into_inner());
+        let Some(set) = configs.get(group) else { return Cow::Borrowed(&self.config.consumer) };
+        let own = |name: &str| set.get(name).and_then(|v| v.trim().parse::<i32>().ok());
+        let (session, heartbeat) =
+            (own(group_config::CONSUMER_SESSION_TIMEOUT_MS), own(group_config::CONSUMER_HEARTBEAT_INTERVAL_MS));
+        if session.is_none() && heartbeat.is_none() {
+            return Cow::Borrowed(&self.config.consumer);
+        }
+        let mut settings = self.config.consumer.clone();
+        settings.session_timeout_ms = session.unwrap_or(settings.session_timeout_ms);
+        settings.heartbeat_interval_ms = heartbeat.unwrap_or(settings.heartbeat_interval_ms);
+        Cow::Owned(settings)
+    }
+
     /// Appends consumer-group records to the group's offsets partition.
     pub(super) fn append_consumer(&self, topics: &TopicRegistry, group: &str, recs: Vec<Rec>) -> Written {
         if recs.is_empty() {
@@ -178,7 +228,7 @@ impl GroupCoordinator {
             hb.member_id = uuid::Uuid::from_bytes(crate::metadata::random_bytes()).to_string();
         }
         let view = topic_view(topics);
-        let settings = &self.config.consumer;
+        let settings = self.settings_for(group_id);
         let mut inner = self.lock();
         let mut recs = Vec::new();
         if !inner.consumer.contains_key(group_id) {
@@ -198,7 +248,7 @@ impl GroupCoordinator {
         }
         let had_consumer_members = inner.consumer.get(group_id).is_some_and(|g| g.has_consumer_protocol_members());
         let group = inner.consumer.entry(group_id.to_string()).or_insert_with(|| ConsumerGroup::new(group_id));
-        let result = group.heartbeat(&hb, &view, settings, Instant::now(), &mut recs);
+        let result = group.heartbeat(&hb, &view, &settings, Instant::now(), &mut recs);
         if result.is_err() && group.members.is_empty() && group.group_epoch == 0 {
             inner.consumer.remove(group_id);
         }
@@ -224,7 +274,7 @@ impl GroupCoordinator {
                 let mut recs = Vec::new();
                 let g = inner.consumer.get_mut(&id).expect("listed above");
                 let had = g.has_consumer_protocol_members();
-                g.tick(&view, &self.config.consumer, now, &mut recs);
+                g.tick(&view, &self.settings_for(&id), now, &mut recs);
                 self.maybe_downgrade(&mut inner, &id, had, &view, &mut recs);
                 if !recs.is_empty() {
                     writes.push((id, recs));

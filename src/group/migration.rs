@@ -151,7 +151,7 @@ impl GroupCoordinator {
         };
         let had = group.has_consumer_protocol_members();
         let mut recs = Vec::new();
-        let result = match group.classic_join(&req, &view, &self.config.consumer, Instant::now(), &mut recs) {
+        let result = match group.classic_join(&req, &view, &self.settings_for(group_id), Instant::now(), &mut recs) {
             Ok(joined) => JoinResult {
                 error: 0,
                 generation: joined.generation,
@@ -229,7 +229,7 @@ impl GroupCoordinator {
         let group = inner.consumer.get_mut(group_id)?;
         let had = group.has_consumer_protocol_members();
         let mut recs = Vec::new();
-        let codes = group.leave_members(&leaving, &view, &self.config.consumer, &mut recs);
+        let codes = group.leave_members(&leaving, &view, &self.settings_for(group_id), &mut recs);
         self.maybe_downgrade(&mut inner, group_id, had, &view, &mut recs);
         drop(inner);
         let results = leaving.into_iter().zip(codes).map(|((m, i), code)| (m, i, code)).collect();

@@ -106,6 +106,9 @@ pub struct Inner {
 pub struct GroupCoordinator {
     pub config: GroupConfig,
     inner: Mutex<Inner>,
+    /// Per-group configs (`kafka-configs --entity-type groups`): the GROUP config resources of
+    /// the last metadata image adopted. Never held while taking `inner`.
+    group_configs: std::sync::RwLock<Arc<HashMap<String, Properties>>>,
     /// In a cluster: writes go through the offsets partitions' replicas (leader epoch, high
     /// watermark), and wait for the in-sync replicas.
     pub replicas: std::sync::OnceLock<Arc<crate::replica::manager::ReplicaManager>>,
@@ -118,7 +121,12 @@ pub fn java_hash(s: &str) -> i32 {
 
 impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> GroupCoordinator {
-        GroupCoordinator { config, inner: Mutex::new(Inner::default()), replicas: std::sync::OnceLock::new() }
+        GroupCoordinator {
+            config,
+            inner: Mutex::new(Inner::default()),
+            group_configs: Default::default(),
+            replicas: std::sync::OnceLock::new(),
+        }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -1,5 +1,6 @@
-//! Config APIs: DescribeConfigs (topics, this broker, the cluster default), AlterConfigs and
-//! IncrementalAlterConfigs (topic configs; dynamic broker configs per broker and cluster-wide).
+//! Config APIs: DescribeConfigs (topics, this broker, the cluster default, groups), AlterConfigs
+//! and IncrementalAlterConfigs (topic configs; dynamic broker configs per broker and
+//! cluster-wide; group configs, in `group_configs.rs`).
 //!
 //! Owns: how configs are reported, the way Kafka's `ConfigHelper` does it: sources, synonyms
 //! (every layer of every synonym name: per-broker, cluster default, static, default, then
@@ -165,6 +166,12 @@ pub fn describe_configs(
                         return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
                     }
                     Ok(scope) => broker_entries(&Layers::of(broker), scope, &wanted, doc),
+                },
+                RESOURCE_GROUP => match super::group_configs::describe(broker, name, &wanted, doc) {
+                    Ok(entries) => entries,
+                    Err((error, message)) => {
+                        return result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
+                    }
                 },
                 // `kafka-configs --entity-type broker-loggers`: Ketch has no log4j loggers to list
                 // or change (its log level is `ketch.log.level`).
@@ -414,6 +421,10 @@ pub fn alter_configs(broker: &Arc<Broker>, ctx: &RequestContext, req: AlterConfi
                 .and_then(|()| match r.resource_type {
                     RESOURCE_TOPIC => apply_topic_config(broker, r.resource_name.as_str(), set, req.validate_only),
                     RESOURCE_BROKER => alter_broker(broker, r.resource_name.as_str(), req.validate_only, |_| Ok(set)),
+                    RESOURCE_GROUP => {
+                        let change = super::group_configs::replace(&set);
+                        super::group_configs::alter(broker, r.resource_name.as_str(), change, req.validate_only)
+                    }
                     _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
                 });
             let (error_code, error_message) = outcome_fields(outcome);
@@ -583,6 +594,10 @@ pub fn incremental_alter_configs(
                             defs::lookup(k).and_then(|d| d.default).unwrap_or_default().to_string()
                         })
                     }),
+                    RESOURCE_GROUP => {
+                        let change = super::group_configs::incremental(&r.configs);
+                        super::group_configs::alter(broker, name, change, req.validate_only)
+                    }
                     _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),
                 });
             let (error_code, error_message) = outcome_fields(outcome);

@@ -12,7 +12,7 @@
 //! BROKER_LOGGER and CLIENT_METRICS need it on the cluster (CLUSTER_AUTHORIZATION_FAILED), a TOPIC
 //! or GROUP on itself (TOPIC_ / GROUP_AUTHORIZATION_FAILED).
 //!
-//! Not yet: AlterConfigPolicy, GROUP and CLIENT_METRICS configs.
+//! Not yet: AlterConfigPolicy, CLIENT_METRICS configs.
 //! Invariants: `validate_only` writes nothing; a refused resource writes nothing; the response
 //! lists the early refusals (request order), then the decided resources (request order), then
 //! the BROKER_LOGGER ones, as Kafka does; an operation Kafka cannot process at all fails every
@@ -108,6 +108,7 @@ fn context(controller: &QuorumController) -> ConfigContext<'_> {
     ConfigContext {
         topic_defaults: &controller.settings.topic_defaults,
         controller_id: controller.settings.config.node_id,
+        group_settings: &controller.settings.static_props,
     }
 }
 

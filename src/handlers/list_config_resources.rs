@@ -2,7 +2,8 @@
 //! `kafka-configs --describe` can list without a name. v0 lists client-metrics resources only;
 //! v1 lists the requested types (all supported ones when none is given), and a request naming a
 //! type that has no configs is refused whole with UNSUPPORTED_VERSION, as Kafka does.
-//! Ketch has no client-metrics subscriptions and no group configs, so those lists are empty.
+//! GROUP lists the groups with configs set (Kafka's `GroupConfigManager.groupIds`; kafka-configs
+//! adds the groups ListGroups knows). Ketch has no client-metrics subscriptions: that list is empty.
 //! Needs DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 
 use std::sync::Arc;
@@ -54,6 +55,9 @@ pub fn handle(
         let mut names: Vec<String> = broker.topics.all().iter().map(|t| t.name.clone()).collect();
         names.sort();
         resources.extend(names.iter().map(|n| resource(n, TOPIC)));
+    }
+    if types.contains(&GROUP) {
+        resources.extend(broker.groups.groups_with_configs().iter().map(|g| resource(g, GROUP)));
     }
     ListConfigResourcesResponse::default().with_config_resources(resources)
 }

@@ -33,6 +33,7 @@ pub(crate) mod describe_quorum;
 pub mod fetch;
 mod find_coordinator;
 mod forward;
+mod group_configs;
 mod groups;
 mod list_config_resources;
 mod list_offsets;

@@ -419,6 +419,23 @@ impl TopicRegistry {
         self.store().image()
     }
 
+    /// On a node that is its own controller: the records `decide` makes on the current image,
+    /// made durable under the store's lock (no other change decided in between); the image
+    /// after them. An error when they cannot be written (or this broker's metadata belongs to
+    /// a controller quorum).
+    pub fn change_metadata<E>(
+        &self,
+        decide: impl FnOnce(&image::MetadataImage) -> Result<Vec<records::MetadataRecord>, E>,
+    ) -> anyhow::Result<Result<Arc<image::MetadataImage>, E>> {
+        let mut store = self.store();
+        let records = match decide(&store.image()) {
+            Ok(records) => records,
+            Err(e) => return Ok(Err(e)),
+        };
+        store.commit(records)?;
+        Ok(Ok(store.image()))
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Topic>>> {
         self.topics.read().unwrap_or_else(|p| p.into_inner())
     }

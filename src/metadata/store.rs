@@ -219,7 +219,7 @@ impl MetadataStore {
     }
 
     /// Checks that `records` apply, appends them as one batch, then applies and publishes them.
-    fn commit(&mut self, records: Vec<MetadataRecord>) -> anyhow::Result<()> {
+    pub(super) fn commit(&mut self, records: Vec<MetadataRecord>) -> anyhow::Result<()> {
         if records.is_empty() {
             return Ok(());
         }

@@ -261,6 +261,7 @@ fn start_membership(
             if let Some(effective) = adopted {
                 broker.reconfigure(&effective);
             }
+            broker.groups.adopt_configs(image);
             let changes = manager.apply(image, &broker.topics, &broker.topics.defaults(), crate::log::now_ms());
             for (partition, leads) in changes {
                 if partition.topic == crate::group::OFFSETS_TOPIC {
