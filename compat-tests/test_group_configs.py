@@ -6,8 +6,9 @@ broker's `group.consumer.*` settings, run with Kafka 4.1's own ConfigCommand and
   bad values with its messages (unknown names, types, the broker's min/max bounds, session timeout
   above heartbeat interval, share.auto.offset.reset), a group's configs are listed by
   `--describe --entity-type groups`, and they survive a broker restart;
-- the effect: a group whose `consumer.session.timeout.ms` is below the broker's
-  `group.consumer.session.timeout.ms` loses a killed member after its own timeout.
+- the effect: a group whose `consumer.heartbeat.interval.ms` is above the broker's has its Java
+  consumers heartbeat at its own interval, and one whose `consumer.session.timeout.ms` is below the
+  broker's `group.consumer.session.timeout.ms` loses a killed member after its own timeout.
 """
 
 from __future__ import annotations
@@ -113,17 +114,25 @@ def test_kafka_configs_groups(broker, kt):
     soft.verify()
 
 
+def heartbeats(member: JavaMember) -> int:
+    """The member's last reported heartbeat-total (Java consumer metric)."""
+    counts = [int(line.split()[1]) for line in member.lines() if line.startswith("HEARTBEATS ")]
+    assert counts, f"{member.out.name} reported no heartbeat count"
+    return counts[-1]
+
+
 @pytest.mark.broker_config(**{
     "group.consumer.min.session.timeout.ms": "6000",
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "500",
 })
 def test_group_session_timeout_config_expires_a_killed_member(broker, kt, java_compat_jar, tmp_path):
-    """The broker keeps Kafka's 45 s consumer session timeout; the group's own 6 s applies."""
+    """The broker keeps Kafka's 45 s consumer session timeout and a 500 ms heartbeat interval; the
+    group's own 6 s and 2 s apply."""
     topic, group = f"cfg-topic-{uid()}", f"cfg-group-{uid()}"
     create_topic(broker.bootstrap, topic, 4)
     r = kt.tool(CONFIG_CMD, "--alter", "--entity-type", "groups", "--entity-name", group, "--add-config",
-                "consumer.session.timeout.ms=6000,consumer.heartbeat.interval.ms=1000")
+                "consumer.session.timeout.ms=6000,consumer.heartbeat.interval.ms=2000")
     assert_in(f"Completed updating config for group {group}.", r.out, "--alter --add-config")
     a = JavaMember(java_compat_jar, broker.bootstrap, group, topic, tmp_path / "a.out")
     b = JavaMember(java_compat_jar, broker.bootstrap, group, topic, tmp_path / "b.out")
@@ -131,6 +140,11 @@ def test_group_session_timeout_config_expires_a_killed_member(broker, kt, java_c
     try:
         wait_for("two members sharing the four partitions",
                  lambda: all(m.assigned() for m in members) and a.assigned() | b.assigned() == set(range(4)), members)
+        # The group's 2 s heartbeat interval, not the broker's 500 ms: about 5 heartbeats in 10 s, not 20.
+        first = heartbeats(a)
+        time.sleep(10)
+        sent = heartbeats(a) - first
+        assert 2 <= sent <= 8, f"{sent} heartbeats in 10 s with a 2 s heartbeat interval"
         b.kill()
         t0 = time.monotonic()
         # The broker's 45 s would still hold b's partitions at 30 s.

@@ -209,6 +209,11 @@ impl GroupCoordinator {
         Cow::Owned(settings)
     }
 
+    /// The heartbeat interval `group`'s members are given.
+    pub fn heartbeat_interval_ms(&self, group: &str) -> i32 {
+        self.settings_for(group).heartbeat_interval_ms
+    }
+
     /// Appends consumer-group records to the group's offsets partition.
     pub(super) fn append_consumer(&self, topics: &TopicRegistry, group: &str, recs: Vec<Rec>) -> Written {
         if recs.is_empty() {

@@ -81,7 +81,8 @@ pub async fn heartbeat(
     if let Err(e) = synced {
         return ConsumerGroupHeartbeatResponse::default().with_error_code(e.code());
     }
-    let interval = if answer.member_epoch < 0 { 0 } else { settings.heartbeat_interval_ms };
+    // The group's own heartbeat interval where it has one (Kafka's GroupConfig).
+    let interval = if answer.member_epoch < 0 { 0 } else { broker.groups.heartbeat_interval_ms(group_id) };
     ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(str_bytes(&answer.member_id)))
         .with_member_epoch(answer.member_epoch)

@@ -27,7 +27,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * It writes to the out file (flushed per line): `ASSIGNED p,p,...` after every assignment change,
  * `R <partition> <offset> <value>` per record, and `COMMITTED` after each synchronous commit of a
  * poll's records (records are written before their commit, so a kill can only duplicate, never
- * lose). It stops cleanly (close: the member leaves the group) once `<out file>.stop` exists.
+ * lose), and about every second `HEARTBEATS <n>`: the consumer's heartbeat-total metric (how often
+ * it heartbeats is the interval the coordinator gave it). It stops cleanly (close: the member
+ * leaves the group) once `<out file>.stop` exists.
  */
 public final class Kip848Consumer {
     public static void main(String[] args) throws Exception {
@@ -74,7 +76,15 @@ public final class Kip848Consumer {
                     w.println("ASSIGNED " + String.join(",", ps.stream().map(String::valueOf).toList()));
                 }
             });
+            long lastReport = 0;
             while (!Files.exists(stop)) {
+                if (System.nanoTime() - lastReport > 1_000_000_000L) {
+                    lastReport = System.nanoTime();
+                    consumer.metrics().forEach((name, metric) -> {
+                        if (name.name().equals("heartbeat-total") && name.group().equals("consumer-coordinator-metrics"))
+                            w.println("HEARTBEATS " + ((Number) metric.metricValue()).longValue());
+                    });
+                }
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) continue;
                 for (ConsumerRecord<String, String> r : records) {
