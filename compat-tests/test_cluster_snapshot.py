@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 
 import pytest
@@ -57,7 +58,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                   NewTopic)
 
-from cluster import KafkaController, broker_under, create_topic, read_all, wait_for, wait_for_partitions
+from cluster import KafkaController, KetchController, broker_under, create_topic, read_all, wait_for, wait_for_partitions
 from conftest import TARGET
 from kafka_tools import KafkaTools
 from test_kafka_controller_leader import produce as produce_values
@@ -365,3 +366,75 @@ def test_restarted_broker_behind_the_log_start_loads_the_new_snapshot(nodes, kaf
     kept += produce(b2.bootstrap, "kept", [f"n{i}".encode() for i in range(10)], 1)
     assert_reads(b2.bootstrap, "kept", kept, 1)
     print(f"done {time.monotonic() - t0:.1f} s after the controller's start")
+
+
+def test_single_ketch_controller_snapshots_and_serves_its_snapshot(kafka_libs, tmp_path, request):
+    """The only voter's snapshots (src/raft/single_snapshots.rs): a Ketch controller
+    (`process.roles=controller`, the only voter of its quorum) with
+    `metadata.log.max.record.bytes.between.snapshots=1` and `metadata.max.retention.bytes=0` writes a
+    snapshot after every change and, from its second one on, moves its log start to the newest.
+    Kafka's DumpLogSegments decodes its snapshot; a new broker of the target kind joining afterwards
+    (its Fetch at 0 is below the log start) is pointed at the snapshot, downloads it with
+    FetchSnapshot and sees every topic, config and record; the controller restarted opens from its
+    snapshot and serves both brokers on."""
+    ctl = KetchController(tmp_path / "controller", {"metadata.log.max.record.bytes.between.snapshots": "1",
+                                                    "metadata.max.retention.bytes": "0"})
+    b1 = broker_under(ctl, tmp_path / "broker1", 1, TARGET)
+    b2 = broker_under(ctl, tmp_path / "broker2", 2, TARGET)
+    request.node._compat_brokers = [ctl, b1, b2]
+    try:
+        ctl.start()
+        admin1 = started(b1, [1], "broker 1 registered and unfenced")
+        create_topic(admin1, NewTopic("before", num_partitions=2, replication_factor=1),
+                     KafkaError.INVALID_REPLICATION_FACTOR)
+        wait_for_partitions(admin1, "before", leaders=[1], count=2, what="before's partitions led by broker 1")
+        before = produce(b1.bootstrap, "before", [f"b{i}".encode() for i in range(20)], 2)
+        alter_topic(admin1, "before", TOPIC_CONFIGS)
+        # One snapshot left: each new one takes the log start and the older one goes (a new one comes
+        # with every change, the controller's periodic NoOpRecord included: copied before decoding).
+        copies = tmp_path / "copied"
+
+        def newest_alone():
+            snaps = checkpoints(ctl.data_dir)
+            if len(snaps) != 1:
+                return None
+            path = checkpoint_path(ctl.data_dir, *snaps[0][:2])
+            copy = copies / path.parent.name / path.name  # Kafka's names, which DumpLogSegments parses
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.copyfile(path, copy)
+            except FileNotFoundError:
+                return None
+            return copy
+
+        copy = wait_for(newest_alone, "the controller's newest snapshot, the older ones cleaned", timeout=10)
+        by_type = decoded(kafka_libs, b1, tmp_path, copy)
+        assert "before" in [t["name"] for t in by_type.get("TOPIC_RECORD", [])], sorted(by_type)
+        assert {c["name"]: c["value"] for c in by_type.get("CONFIG_RECORD", [])
+                if c["resourceName"] == "before"} == TOPIC_CONFIGS
+
+        # A new broker: pointed at the snapshot, which it downloads and keeps.
+        admin2 = started(b2, [1, 2], "broker 2 registered and unfenced")
+        got = checkpoints(b2.data_dir)
+        print(f"broker 2's snapshots: {got}; the controller's: {checkpoints(ctl.data_dir)}")
+        assert got and all(o > 0 for o, _, _ in got), f"broker 2 joined without the controller's snapshot: {got}"
+        wait_for_partitions(admin2, "before", leaders=[1], count=2, what="before as broker 2 knows it")
+        assert topic_configs(admin2, "before") == {k: (v, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+                                                   for k, v in TOPIC_CONFIGS.items()}
+        assert_reads(b2.bootstrap, "before", before, 2)
+
+        # The controller restarted: it opens from its snapshot; both brokers go on.
+        ctl.stop()
+        ctl.start()
+        create_topic(admin2, NewTopic("after", num_partitions=2, replication_factor=-1,
+                                      replica_assignment=[[2, 1], [1, 2]]), KafkaError.INVALID_REPLICA_ASSIGNMENT,
+                     timeout=60)
+        wait_for_partitions(admin1, "after", isr=[1, 2], count=2, what="after with ISR [1, 2] on broker 1")
+        wait_for_partitions(admin2, "after", isr=[1, 2], count=2, what="after with ISR [1, 2] on broker 2")
+        after = produce(b2.bootstrap, "after", [f"a{i}".encode() for i in range(20)], 2)
+        assert_reads(b1.bootstrap, "after", after, 2)
+        assert {k: v for k, (v, _) in topic_configs(admin1, "before").items()} == TOPIC_CONFIGS
+    finally:
+        for b in (b2, b1):
+            b.kill9()
+        ctl.close()

@@ -97,6 +97,37 @@ def test_kafka_dump_log_decodes_topic_changes(start_broker, kafka_libs, tmp_path
     assert any(r["topicId"] == topics["beta"] for r in by_type.get("REMOVE_TOPIC_RECORD", [])), records
 
 
+@pytest.mark.broker_config(**{"metadata.log.max.record.bytes.between.snapshots": "1",
+                               "metadata.max.retention.bytes": "0"})
+def test_snapshots_of_a_single_node_keep_its_state_across_restarts(broker, kafka_libs, tmp_path):
+    """A single node (the only voter of its metadata log) snapshots after every change with these
+    settings and cleans its log below the newest snapshot; a restart loads that snapshot and
+    replays only the log after it: every change holds."""
+    a = admin(broker)
+    for i in range(5):
+        for f in a.create_topics([NewTopic(f"snap-{i}", 1, 1, config={"retention.ms": str(100000 + i)})]).values():
+            f.result(timeout=20)
+    a.delete_topics(["snap-0"])["snap-0"].result(timeout=20)
+    wait_for(lambda: "snap-0" not in topic_names(broker), "snap-0 deleted")
+
+    def snapshots():
+        found = [p.name for p in broker.data_dir.rglob("__cluster_metadata-0/*.checkpoint")
+                 if not p.name.startswith("00000000000000000000-")]
+        return found or None
+
+    print("snapshots:", wait_for(snapshots, "a metadata snapshot", timeout=30))
+    broker.restart()
+    names = wait_for(lambda: topic_names(broker) if "snap-4" in topic_names(broker) else None, "topics after restart")
+    assert {f"snap-{i}" for i in range(1, 5)} <= set(names) and "snap-0" not in names, names
+    a = admin(broker)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "snap-3")
+    assert a.describe_configs([res])[res].result(timeout=20)["retention.ms"].value == "100003"
+    for f in a.create_topics([NewTopic("snap-after", 1, 1)]).values():
+        f.result(timeout=20)
+    broker.restart()
+    wait_for(lambda: "snap-after" in topic_names(broker) or None, "snap-after after a second restart")
+
+
 @pytest.mark.skipif(TARGET != "ketch", reason="upgrade from an older Ketch's data directory")
 def test_upgrade_keeps_everything(start_broker, kafka_libs, tmp_path):
     """The fixture (see scripts/make-upgrade-fixture for what it holds) opened by this Ketch."""

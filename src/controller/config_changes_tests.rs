@@ -411,6 +411,7 @@ fn through_the_quorum_controller_durably() {
         static_config_keys: Default::default(),
         static_props: Properties::new(),
         tokens: crate::security::tokens::TokenSettings::from_properties(&Properties::new()),
+        snapshots: Default::default(),
     };
     let controller = QuorumController::open(dir.path(), settings.clone()).unwrap();
     let topic = TopicRecord { name: "t".to_string(), topic_id: uuid::Uuid::from_u128(7), ..Default::default() };

@@ -48,6 +48,9 @@ pub struct ControllerSettings {
     pub static_props: crate::config::Properties,
     /// The `delegation.token.*` configs delegation token changes are decided with.
     pub tokens: crate::security::tokens::TokenSettings,
+    /// When the only voter snapshots its log and how much it keeps (`metadata.log.*`,
+    /// `metadata.max.retention.*`).
+    pub snapshots: crate::raft::voter::SnapshotPolicy,
 }
 
 impl ControllerSettings {
@@ -78,6 +81,7 @@ impl ControllerSettings {
                 .collect(),
             static_props: config.properties.clone(),
             tokens: crate::security::tokens::TokenSettings::from_properties(&config.properties),
+            snapshots: crate::raft::voter::SnapshotPolicy::from_config(config).unwrap_or_default(),
         }
     }
 }
@@ -147,11 +151,13 @@ impl QuorumController {
     pub fn open(metadata_dir: &std::path::Path, settings: ControllerSettings) -> anyhow::Result<QuorumController> {
         let mut builder = ImageBuilder::new();
         let mut replayed = 0u64;
-        let log = MetadataLog::open(metadata_dir, settings.config.node_id, crate::log::now_ms(), |offset, record| {
-            replayed += 1;
-            builder.apply(offset, &record)?;
-            Ok(())
-        })?;
+        let mut log =
+            MetadataLog::open(metadata_dir, settings.config.node_id, crate::log::now_ms(), |offset, record| {
+                replayed += 1;
+                builder.apply(offset, &record)?;
+                Ok(())
+            })?;
+        log.set_snapshot_policy(settings.snapshots.clone());
         let image = builder.publish();
         let (appended, _) = watch::channel(log.end_offset());
         // A new active controller gives every registered broker a full session.
@@ -221,6 +227,35 @@ impl QuorumController {
         self.applied.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// A FetchSnapshot of the only voter's snapshots (a voter of a quorum answers its own).
+    pub async fn fetch_single_snapshot(
+        &self,
+        request: &kafka_protocol::messages::FetchSnapshotRequest,
+    ) -> kafka_protocol::messages::FetchSnapshotResponse {
+        let (dir, epoch) = match &self.lock().log {
+            Log::Single(log) => (log.dir(), log.epoch()),
+            Log::Voter => {
+                return kafka_protocol::messages::FetchSnapshotResponse::default()
+                    .with_error_code(kafka_protocol::error::ResponseError::InvalidRequest.code())
+            }
+        };
+        let (request, cluster_id, node_id) =
+            (request.clone(), self.settings.cluster_id.clone(), self.settings.config.node_id);
+        let answer = tokio::task::spawn_blocking(move || {
+            let view = crate::raft::snapshot_wire::LeaderView {
+                cluster_id: &cluster_id,
+                epoch,
+                leader: Some(node_id),
+                leading: true,
+            };
+            crate::raft::snapshot_wire::serve(&request, &view, &dir)
+        });
+        answer.await.unwrap_or_else(|_| {
+            kafka_protocol::messages::FetchSnapshotResponse::default()
+                .with_error_code(kafka_protocol::error::ResponseError::UnknownServerError.code())
+        })
+    }
+
     /// The image as of the last committed change.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.applied().image.clone()
@@ -273,6 +308,13 @@ impl QuorumController {
         applied.image = applied.builder.publish();
         debug_assert_eq!(applied.image.offset, last);
         self.appended.send_replace(log.end_offset());
+        // A snapshot of the applied state when one is due (the records are durable already).
+        let settled = applied.builder.settled();
+        if let Err(e) =
+            log.maybe_snapshot(|| settled.map(crate::metadata::image_records::records), crate::log::now_ms())
+        {
+            tracing::warn!(error = %e, "metadata snapshot not written");
+        }
         Ok(last)
     }
 

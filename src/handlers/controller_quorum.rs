@@ -26,10 +26,8 @@ pub async fn voter_request(controller: &QuorumController, request: &RequestKind)
         (RequestKind::BeginQuorumEpoch(r), Some(v)) => ResponseKind::BeginQuorumEpoch(v.begin_quorum_epoch(r).await),
         (RequestKind::EndQuorumEpoch(r), Some(v)) => ResponseKind::EndQuorumEpoch(v.end_quorum_epoch(r).await),
         (RequestKind::FetchSnapshot(r), Some(v)) => ResponseKind::FetchSnapshot(v.fetch_snapshot(r).await),
-        // (A single voter keeps no snapshots: none is ever named in its Fetch answers.)
-        (RequestKind::FetchSnapshot(_), None) => {
-            return super::controller_authz::plain_error(request, ResponseError::SnapshotNotFound.code());
-        }
+        // The only voter's snapshots (named in its Fetch answers to observers behind its log start).
+        (RequestKind::FetchSnapshot(r), None) => ResponseKind::FetchSnapshot(controller.fetch_single_snapshot(r).await),
         (RequestKind::Vote(_) | RequestKind::BeginQuorumEpoch(_) | RequestKind::EndQuorumEpoch(_), None) => {
             return super::controller_authz::plain_error(request, ResponseError::InvalidRequest.code());
         }

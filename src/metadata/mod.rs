@@ -170,7 +170,8 @@ impl TopicRegistry {
     /// directory that holds it.
     pub fn open_in(log_dirs: LogDirs, config: &BrokerConfig) -> anyhow::Result<TopicRegistry> {
         let log_dir = log_dirs.first().to_path_buf();
-        let metadata = store::MetadataStore::open(&log_dir, config.node_id)?;
+        let snapshots = crate::raft::voter::SnapshotPolicy::from_config(config)?;
+        let metadata = store::MetadataStore::open(&log_dir, config.node_id, snapshots)?;
         Self::open_with(log_dirs, config, metadata)
     }
 

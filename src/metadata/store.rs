@@ -119,7 +119,11 @@ impl std::fmt::Debug for MetadataStore {
 impl MetadataStore {
     /// Opens the metadata log in `log_dir`, replays it, and moves the topic files of an older
     /// Ketch into it.
-    pub fn open(log_dir: &Path, node_id: i32) -> anyhow::Result<MetadataStore> {
+    pub fn open(
+        log_dir: &Path,
+        node_id: i32,
+        snapshots: crate::raft::voter::SnapshotPolicy,
+    ) -> anyhow::Result<MetadataStore> {
         let mut builder = ImageBuilder::new();
         let mut replayed = 0u64;
         let log = MetadataLog::open(log_dir, node_id, crate::log::now_ms(), |offset, record| {
@@ -127,6 +131,8 @@ impl MetadataStore {
             builder.apply(offset, &record)?;
             Ok(())
         })?;
+        let mut log = log;
+        log.set_snapshot_policy(snapshots);
         let image = builder.publish();
         let mut store = MetadataStore { log: Some(log), builder, image };
         store.move_legacy_topics(log_dir, replayed == 0)?;
@@ -233,6 +239,13 @@ impl MetadataStore {
         self.builder = trial;
         self.image = self.builder.publish();
         assert_eq!(self.image.offset, last, "the image is the replay of the log");
+        // A snapshot of the image when one is due (the records are durable already).
+        let settled = self.builder.settled();
+        if let Some(log) = self.log.as_mut() {
+            if let Err(e) = log.maybe_snapshot(|| settled.map(super::image_records::records), crate::log::now_ms()) {
+                tracing::warn!(error = %e, "metadata snapshot not written");
+            }
+        }
         Ok(())
     }
 

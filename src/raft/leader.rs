@@ -4,6 +4,8 @@
 //!
 //! Pure over the log: `answer` reads, never writes; the caller holds the fetch when there is
 //! nothing new (`Answer::Wait`) and asks again when the log grows or `max_wait_ms` passes.
+//! An observer behind the log start (cleaned below a snapshot, `single_snapshots.rs`) is told the
+//! newest snapshot, which it fetches with FetchSnapshot.
 //! Invariants: records are only ever sent from a position the observer's last fetched epoch
 //! agrees with (else a diverging epoch tells it where to truncate); the high watermark sent is
 //! the committed end (everything appended is durable, one voter), never past the log end; a
@@ -15,7 +17,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -97,6 +99,14 @@ pub fn answer(
         return Answer::Now(Box::new(response.with_responses(topic(partition))));
     }
     let replica_id = request.replica_state.replica_id.0;
+    // Below the log start (cleaned below a snapshot): the observer fetches the newest snapshot
+    // (Kafka's `validateOffsetAndEpoch`).
+    if wanted.fetch_offset < log.start_offset() {
+        if let Some(id) = log.latest_snapshot() {
+            partition.snapshot_id = SnapshotId::default().with_end_offset(id.end_offset).with_epoch(id.epoch);
+            return Answer::Now(Box::new(response.with_responses(topic(partition))));
+        }
+    }
     if let Some(diverging) = diverging(log, wanted.fetch_offset, wanted.last_fetched_epoch) {
         partition.diverging_epoch = diverging;
         return Answer::Now(Box::new(response.with_responses(topic(partition))));

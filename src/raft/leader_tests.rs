@@ -136,3 +136,32 @@ fn a_copy_that_went_past_an_epoch_s_end_is_told_where_it_ended() {
     assert_eq!(partition(&fine).diverging_epoch.epoch, -1);
     assert!(!partition(&fine).records.as_ref().unwrap().is_empty());
 }
+
+#[test]
+fn an_observer_behind_the_log_start_is_told_the_newest_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.set_snapshot_policy(crate::raft::voter::SnapshotPolicy {
+        max_bytes_between: 1,
+        max_interval_ms: 0,
+        retention_bytes: 0,
+        retention_ms: -1,
+    });
+    let mut state = Vec::new();
+    for name in ["a", "b", "c"] {
+        state.push(topic(name));
+        log.append(&state[state.len() - 1..], 0).unwrap();
+        log.maybe_snapshot(|| Some(state.clone()), 0).unwrap();
+    }
+    let latest = log.latest_snapshot().expect("snapshots written");
+    assert_eq!(latest.end_offset, log.end_offset());
+    assert!(log.start_offset() > 0, "cleaned below a snapshot");
+    let epoch = log.epoch();
+    let got = now(ask(&log, &request(0, -1, epoch), false));
+    let p = partition(&got);
+    assert_eq!((p.snapshot_id.end_offset, p.snapshot_id.epoch), (latest.end_offset, latest.epoch));
+    assert!(p.records.as_ref().is_none_or(|r| r.is_empty()), "no records with a snapshot id");
+    // From the log start on, records as usual.
+    let got = now(ask(&log, &request(log.start_offset(), epoch, epoch), false));
+    assert_eq!(partition(&got).snapshot_id.end_offset, -1);
+}

@@ -26,6 +26,7 @@ pub mod core_io;
 pub mod entries;
 pub mod leader;
 pub mod observer;
+mod single_snapshots;
 pub mod snapshot;
 pub mod snapshot_wire;
 pub mod voter;
@@ -65,6 +66,8 @@ pub struct MetadataLog {
     log: PartitionLog,
     node_id: i32,
     epoch: i32,
+    /// The only voter's snapshots (`single_snapshots.rs`; a voter of a quorum has its driver's).
+    snapshots: single_snapshots::SingleSnapshots,
 }
 
 impl std::fmt::Debug for MetadataLog {
@@ -88,13 +91,25 @@ impl MetadataLog {
         mut apply: impl FnMut(i64, MetadataRecord) -> anyhow::Result<()>,
     ) -> anyhow::Result<MetadataLog> {
         let dir = metadata_dir.join(METADATA_LOG_DIR_NAME);
+        let latest = snapshot::list(&dir)?.last().copied();
         let log = PartitionLog::open(&dir, log_config()?, now_ms)?;
-        replay(&log, &mut apply)?;
+        let mut this =
+            MetadataLog { log, node_id, epoch: 0, snapshots: single_snapshots::SingleSnapshots::new(latest) };
+        // The newest snapshot first (each record at the offset before its end), then the log after it.
+        let mut from = 0;
+        if let Some(id) = latest {
+            this.reach_snapshot(id, now_ms)?;
+            for record in snapshot::read(&dir, id)? {
+                apply(id.end_offset - 1, record)?;
+            }
+            from = id.end_offset;
+        }
+        this.snapshots.since_bytes = replay(&this.log, from, &mut apply)?;
         let stored_epoch = read_quorum_epoch(&dir)?;
-        let log_epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
+        let log_epoch = this.log.latest_epoch().map_or(0, |(epoch, _)| epoch).max(latest.map_or(0, |s| s.epoch));
         let epoch = stored_epoch.max(log_epoch) + 1;
         write_atomically(&dir.join(QUORUM_STATE), quorum_state(node_id, epoch).as_bytes())?;
-        let mut this = MetadataLog { log, node_id, epoch };
+        this.epoch = epoch;
         this.append_batch(leader_change_batch(node_id, now_ms))?;
         tracing::info!(epoch, end_offset = this.end_offset(), "metadata log open: this node leads it (single voter)");
         Ok(this)
@@ -124,7 +139,7 @@ impl MetadataLog {
         let latest = snapshot::list(&dir)?.last().copied();
         let log = PartitionLog::open(&dir, log_config()?, now_ms)?;
         let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch);
-        let mut this = MetadataLog { log, node_id, epoch };
+        let mut this = MetadataLog { log, node_id, epoch, snapshots: single_snapshots::SingleSnapshots::new(latest) };
         let mut records = Vec::new();
         let mut from = 0;
         if let Some(id) = latest {
@@ -134,10 +149,8 @@ impl MetadataLog {
             this.epoch = this.epoch.max(id.epoch);
             from = id.end_offset;
         }
-        replay(&this.log, &mut |offset, record| {
-            if offset >= from {
-                records.push((offset, record));
-            }
+        replay(&this.log, from, &mut |offset, record| {
+            records.push((offset, record));
             Ok(())
         })?;
         Ok((this, records))
@@ -260,9 +273,11 @@ impl MetadataLog {
     fn append_batch(&mut self, batch: Vec<u8>) -> anyhow::Result<i64> {
         let before = self.end_offset();
         let (bytes, summary) = batch::validate_internal(batch, self.log.config(), crate::log::now_ms())?;
+        let size = bytes.len() as u64;
         let info = self.log.append(bytes, &summary, self.epoch, crate::log::now_ms())?;
         assert_eq!(info.base_offset, before, "metadata batches are appended at the log end");
         self.sync()?;
+        self.snapshots.since_bytes += size;
         // One voter: durable here is committed.
         self.log.advance_high_watermark(info.last_offset + 1);
         assert!(self.log.flushed_offset() > info.last_offset, "acknowledged only once durable");
@@ -296,8 +311,9 @@ impl MetadataLog {
     }
 }
 
-/// The metadata log is never cleaned by retention (a voter moves its start to a snapshot itself,
-/// `voter_snapshots.rs`; a single voter keeps it whole) and is synced by `append` itself.
+/// The metadata log is never cleaned by retention (its start moves to a snapshot: a voter's
+/// driver does it, `voter_snapshots.rs`, the only voter `single_snapshots.rs`) and is synced by
+/// `append` itself.
 fn log_config() -> anyhow::Result<crate::config::TopicConfig> {
     let mut props = Properties::new();
     props.insert("log.retention.ms".into(), "-1".into());
@@ -327,9 +343,15 @@ pub fn encode_batch(records: &[MetadataRecord], now_ms: i64) -> anyhow::Result<V
     Ok(buf.to_vec())
 }
 
-/// Reads every batch from the start; data batches' records go to `apply`.
-fn replay(log: &PartitionLog, apply: &mut impl FnMut(i64, MetadataRecord) -> anyhow::Result<()>) -> anyhow::Result<()> {
-    let mut offset = log.log_start_offset();
+/// Reads every batch from `from` (or the log start, if later); the records of data batches go to
+/// `apply`. Returns the bytes of the batches read.
+fn replay(
+    log: &PartitionLog,
+    from: i64,
+    apply: &mut impl FnMut(i64, MetadataRecord) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let mut offset = log.log_start_offset().max(from);
+    let mut bytes_read = 0u64;
     let end = log.log_end_offset();
     while offset < end {
         let chunk = log.read(offset, end, REPLAY_CHUNK_BYTES, true)?;
@@ -344,11 +366,12 @@ fn replay(log: &PartitionLog, apply: &mut impl FnMut(i64, MetadataRecord) -> any
             if header.last_offset() < offset {
                 continue;
             }
+            bytes_read += len as u64;
             if !header.is_control() {
                 let mut input = Bytes::copy_from_slice(bytes);
                 let set = RecordBatchDecoder::decode(&mut input)
                     .map_err(|e| anyhow::anyhow!("metadata log batch at {}: {e:?}", header.base_offset()))?;
-                for record in set.records {
+                for record in set.records.into_iter().filter(|r| r.offset >= from) {
                     let value = record.value.as_deref().unwrap_or_default();
                     let framed = ApiMessageAndVersion::decode(value)
                         .map_err(|e| anyhow::anyhow!("metadata log record at offset {}: {e:?}", record.offset))?;
@@ -359,7 +382,7 @@ fn replay(log: &PartitionLog, apply: &mut impl FnMut(i64, MetadataRecord) -> any
         }
         anyhow::ensure!(at > 0, "metadata log: a batch at offset {offset} is larger than a replay step");
     }
-    Ok(())
+    Ok(bytes_read)
 }
 
 /// The metadata records of one data batch, in offset order.

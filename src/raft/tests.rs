@@ -77,3 +77,37 @@ fn a_record_that_cannot_be_applied_stops_the_open() {
     let err = MetadataLog::open(dir.path(), 1, 0, |_, _| anyhow::bail!("refused")).unwrap_err();
     assert!(err.to_string().contains("refused"), "{err}");
 }
+
+#[test]
+fn the_only_voter_snapshots_cleans_and_reopens_from_its_newest_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path());
+    log.set_snapshot_policy(voter::SnapshotPolicy {
+        max_bytes_between: 1,
+        max_interval_ms: 0,
+        retention_bytes: 0,
+        retention_ms: -1,
+    });
+    let mut state = Vec::new();
+    for name in ["a", "b", "c"] {
+        state.push(topic(name));
+        log.append(&state[state.len() - 1..], 0).unwrap();
+        log.maybe_snapshot(|| Some(state.clone()), 0).unwrap();
+    }
+    // Inside a metadata transaction (no settled state): no snapshot.
+    let d = topic("d");
+    log.append(std::slice::from_ref(&d), 0).unwrap();
+    log.maybe_snapshot(|| None, 0).unwrap();
+    let snapshot_end = log.latest_snapshot().unwrap().end_offset;
+    assert_eq!(snapshot_end, log.end_offset() - 1);
+    let dir_path = dir.path().join(METADATA_LOG_DIR_NAME);
+    assert_eq!(snapshot::ids(&dir_path).unwrap().len(), 1, "older snapshots cleaned: {:?}", snapshot::ids(&dir_path));
+    assert_eq!(log.log.log_start_offset(), snapshot_end, "the log starts at the newest snapshot");
+    drop(log);
+
+    let (log, seen) = open(dir.path());
+    let mut want: Vec<(i64, MetadataRecord)> = state.iter().map(|r| (snapshot_end - 1, r.clone())).collect();
+    want.push((snapshot_end, d));
+    assert_eq!(seen, want, "the snapshot's records, then the log after it");
+    assert_eq!(log.latest_snapshot().map(|s| s.end_offset), Some(snapshot_end));
+}

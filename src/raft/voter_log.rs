@@ -49,7 +49,8 @@ impl MetadataLog {
         let snapshots = snapshot::list(&dir)?;
         let log = PartitionLog::open(&dir, super::log_config()?, now_ms)?;
         let state = read_election_state(&dir)?;
-        let mut this = MetadataLog { log, node_id, epoch: 0 };
+        let mut this =
+            MetadataLog { log, node_id, epoch: 0, snapshots: super::single_snapshots::SingleSnapshots::new(None) };
         let latest = snapshots.last().copied();
         if let Some(id) = latest {
             this.reach_snapshot(id, now_ms)?;

@@ -48,6 +48,26 @@ impl Default for SnapshotPolicy {
     }
 }
 
+impl SnapshotPolicy {
+    /// Kafka's snapshot and metadata retention configs of `config` (defaults as Kafka's).
+    pub fn from_config(config: &crate::config::BrokerConfig) -> anyhow::Result<SnapshotPolicy> {
+        let defaults = SnapshotPolicy::default();
+        let int = |key: &str, default: i64, min: i64| {
+            crate::config::int_property(&config.properties, key, default, min, i64::MAX)
+        };
+        Ok(SnapshotPolicy {
+            max_bytes_between: int(
+                "metadata.log.max.record.bytes.between.snapshots",
+                defaults.max_bytes_between as i64,
+                1,
+            )? as u64,
+            max_interval_ms: int("metadata.log.max.snapshot.interval.ms", defaults.max_interval_ms, 0)?,
+            retention_bytes: int("metadata.max.retention.bytes", defaults.retention_bytes, -1)?,
+            retention_ms: int("metadata.max.retention.ms", defaults.retention_ms, -1)?,
+        })
+    }
+}
+
 /// The driver's snapshot bookkeeping.
 pub(super) struct Snapshots {
     /// Committed bytes applied since the last snapshot.

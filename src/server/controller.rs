@@ -137,22 +137,7 @@ fn voter_settings(
         election_backoff_max_ms: ms("controller.quorum.election.backoff.max.ms", 1000)?.max(1),
         request_timeout_ms: node.request_timeout_ms as i64,
         security: node.controller_security.clone(),
-        snapshots: snapshot_policy(config)?,
-    })
-}
-
-/// Kafka's snapshot and metadata retention configs (defaults as Kafka's).
-fn snapshot_policy(config: &BrokerConfig) -> anyhow::Result<crate::raft::voter::SnapshotPolicy> {
-    let defaults = crate::raft::voter::SnapshotPolicy::default();
-    let int = |key: &str, default: i64, min: i64| {
-        crate::config::int_property(&config.properties, key, default, min, i64::MAX)
-    };
-    Ok(crate::raft::voter::SnapshotPolicy {
-        max_bytes_between: int("metadata.log.max.record.bytes.between.snapshots", defaults.max_bytes_between as i64, 1)?
-            as u64,
-        max_interval_ms: int("metadata.log.max.snapshot.interval.ms", defaults.max_interval_ms, 0)?,
-        retention_bytes: int("metadata.max.retention.bytes", defaults.retention_bytes, -1)?,
-        retention_ms: int("metadata.max.retention.ms", defaults.retention_ms, -1)?,
+        snapshots: crate::raft::voter::SnapshotPolicy::from_config(config)?,
     })
 }
 
