@@ -1,18 +1,18 @@
 //! KRaft's metadata log on this node: `__cluster_metadata` partition 0, kept by Ketch's segment
-//! engine (`PartitionLog`). Today this node is the only voter (issue 14's single-voter
-//! controller): every start elects itself in a new epoch. Issue 15 replaces that self-election
-//! with Vote / BeginQuorumEpoch and replicates the log with Fetch; the files stay the same.
-//! Its consensus is `core.rs`, a side-effect-free state machine checked by a deterministic
-//! simulation (`core_sim.rs`); `voter.rs` drives it over these files (`voter_log.rs`) and Kafka
-//! 4.1's Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch (`voter_wire.rs`). Putting the
-//! controller on top of that driver (a quorum of several Ketch voters) is next.
+//! engine (`PartitionLog`). As the only voter (a single node, or a single controller) every start
+//! elects itself in a new epoch (`MetadataLog::open`) and snapshots as a voter does
+//! (`single_snapshots.rs`). A voter of a quorum runs the consensus of `core.rs`, a side-effect-free
+//! state machine checked by a deterministic simulation (`core_sim.rs`), which `voter.rs` drives
+//! over these files (`voter_log.rs`) and Kafka 4.1's Vote / BeginQuorumEpoch / EndQuorumEpoch /
+//! Fetch (`voter_wire.rs`); an observer copies the log (`observer.rs`).
 //!
 //! On disk, laid out as Kafka lays it out: `<metadata dir>/__cluster_metadata-0/` holding Kafka
 //! v2 record batches (segments, indexes, `leader-epoch-checkpoint`), and `quorum-state`
 //! (Kafka's JSON, data version 0: leader id, leader epoch, voters). A data batch holds metadata
 //! records, each a record with a null key whose value is the record framed as Kafka's
 //! `ApiMessageAndVersion` (`metadata::records::framing`). At every start the voter appends a
-//! control batch holding a LeaderChangeMessage for its new epoch. Kafka's
+//! control batch holding a LeaderChangeMessage for its new epoch. Snapshots are Kafka's
+//! `<end offset>-<epoch>.checkpoint` files beside the segments (`snapshot.rs`). Kafka's
 //! `kafka-dump-log --cluster-metadata-decoder` reads these files.
 //!
 //! Invariants: an append returns only once its batch is fsynced (with one voter a record is
@@ -81,9 +81,10 @@ impl std::fmt::Debug for MetadataLog {
 }
 
 impl MetadataLog {
-    /// Opens (recovering a torn tail) or creates the metadata log in `metadata_dir`, replays
-    /// every metadata record in it through `apply` (offset, record), then elects this node
-    /// leader of a new epoch: `quorum-state` first, then a LeaderChangeMessage, both durable.
+    /// Opens (recovering a torn tail) or creates the metadata log in `metadata_dir`, replays its
+    /// metadata records through `apply` (offset, record: the newest snapshot's first, each at the
+    /// offset before its end, then the log's after it), then elects this node leader of a new
+    /// epoch: `quorum-state` first, then a LeaderChangeMessage, both durable.
     pub fn open(
         metadata_dir: &Path,
         node_id: i32,
