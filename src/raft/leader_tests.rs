@@ -141,18 +141,7 @@ fn a_copy_that_went_past_an_epoch_s_end_is_told_where_it_ended() {
 fn an_observer_behind_the_log_start_is_told_the_newest_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path());
-    log.set_snapshot_policy(crate::raft::voter::SnapshotPolicy {
-        max_bytes_between: 1,
-        max_interval_ms: 0,
-        retention_bytes: 0,
-        retention_ms: -1,
-    });
-    let mut state = Vec::new();
-    for name in ["a", "b", "c"] {
-        state.push(topic(name));
-        log.append(&state[state.len() - 1..], 0).unwrap();
-        log.maybe_snapshot(|| Some(state.clone()), 0).unwrap();
-    }
+    crate::raft::tests::append_snapshotting_each(&mut log, vec![topic("a"), topic("b"), topic("c")]);
     let latest = log.latest_snapshot().expect("snapshots written");
     assert_eq!(latest.end_offset, log.end_offset());
     assert!(log.start_offset() > 0, "cleaned below a snapshot");

@@ -20,7 +20,7 @@
 use std::time::Instant;
 
 use super::snapshot::{self, SnapshotId};
-use super::voter::SnapshotPolicy;
+use super::voter::{clean_target, SnapshotPolicy};
 use super::MetadataLog;
 use crate::metadata::records::MetadataRecord;
 
@@ -82,22 +82,8 @@ impl MetadataLog {
     /// Kafka's retention of the metadata log (see the module comment).
     fn clean_single(&mut self) -> anyhow::Result<()> {
         let dir = self.dir();
-        let policy = self.snapshots.policy.clone();
         let ids = snapshot::ids(&dir)?;
-        let sizes: Vec<u64> = ids.iter().map(|id| snapshot::size(&dir, *id).unwrap_or(0)).collect();
-        let mut total = self.size_bytes() + sizes.iter().sum::<u64>();
-        let mut target = None;
-        for (i, pair) in ids.windows(2).enumerate() {
-            let over = policy.retention_bytes >= 0 && total > policy.retention_bytes as u64;
-            let old = policy.retention_ms >= 0
-                && snapshot::age_ms(&dir, pair[0]).is_some_and(|age| age > policy.retention_ms as u64);
-            if !(over || old) {
-                break;
-            }
-            target = Some(pair[1]);
-            total = total.saturating_sub(sizes[i]);
-        }
-        let Some(id) = target else { return Ok(()) };
+        let Some(id) = clean_target(&dir, &self.snapshots.policy, &ids, self.size_bytes()) else { return Ok(()) };
         if id.end_offset <= self.log.log_start_offset() {
             return Ok(());
         }

@@ -78,10 +78,9 @@ fn a_record_that_cannot_be_applied_stops_the_open() {
     assert!(err.to_string().contains("refused"), "{err}");
 }
 
-#[test]
-fn the_only_voter_snapshots_cleans_and_reopens_from_its_newest_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(dir.path());
+/// With a snapshot after every append and no log kept below the newest: appends `records` one
+/// at a time, each followed by a snapshot of all of them so far. Returns them.
+pub(super) fn append_snapshotting_each(log: &mut MetadataLog, records: Vec<MetadataRecord>) -> Vec<MetadataRecord> {
     log.set_snapshot_policy(voter::SnapshotPolicy {
         max_bytes_between: 1,
         max_interval_ms: 0,
@@ -89,11 +88,19 @@ fn the_only_voter_snapshots_cleans_and_reopens_from_its_newest_snapshot() {
         retention_ms: -1,
     });
     let mut state = Vec::new();
-    for name in ["a", "b", "c"] {
-        state.push(topic(name));
-        log.append(&state[state.len() - 1..], 0).unwrap();
+    for record in records {
+        log.append(std::slice::from_ref(&record), 0).unwrap();
+        state.push(record);
         log.maybe_snapshot(|| Some(state.clone()), 0).unwrap();
     }
+    state
+}
+
+#[test]
+fn the_only_voter_snapshots_cleans_and_reopens_from_its_newest_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path());
+    let state = append_snapshotting_each(&mut log, vec![topic("a"), topic("b"), topic("c")]);
     // Inside a metadata transaction (no settled state): no snapshot.
     let d = topic("d");
     log.append(std::slice::from_ref(&d), 0).unwrap();

@@ -638,6 +638,7 @@ fn stopped() -> anyhow::Error {
 mod handle;
 #[path = "voter_snapshots.rs"]
 mod snapshots;
+pub(crate) use snapshots::clean_target;
 pub use snapshots::SnapshotPolicy;
 
 #[cfg(test)]

@@ -48,6 +48,32 @@ impl Default for SnapshotPolicy {
     }
 }
 
+/// Kafka's `KafkaMetadataLog.maybeClean` over the snapshots `ids` (ascending) in `dir` and a log
+/// of `log_bytes`: the snapshot the log start moves to, if any (while the log and the snapshots
+/// exceed the retention bytes, or the oldest snapshot is older than the retention time, and a
+/// newer snapshot exists, the start moves to the next one; the newest always stays).
+pub(crate) fn clean_target(
+    dir: &std::path::Path,
+    policy: &SnapshotPolicy,
+    ids: &[SnapshotId],
+    log_bytes: u64,
+) -> Option<SnapshotId> {
+    let sizes: Vec<u64> = ids.iter().map(|id| snapshot::size(dir, *id).unwrap_or(0)).collect();
+    let mut total = log_bytes + sizes.iter().sum::<u64>();
+    let mut target = None;
+    for (i, pair) in ids.windows(2).enumerate() {
+        let over = policy.retention_bytes >= 0 && total > policy.retention_bytes as u64;
+        let old = policy.retention_ms >= 0
+            && snapshot::age_ms(dir, pair[0]).is_some_and(|age| age > policy.retention_ms as u64);
+        if !(over || old) {
+            break;
+        }
+        target = Some(pair[1]);
+        total = total.saturating_sub(sizes[i]);
+    }
+    target
+}
+
 impl SnapshotPolicy {
     /// Kafka's snapshot and metadata retention configs of `config` (defaults as Kafka's).
     pub fn from_config(config: &crate::config::BrokerConfig) -> anyhow::Result<SnapshotPolicy> {
@@ -155,20 +181,7 @@ impl Driver {
         let policy = self.settings.snapshots.clone();
         let known = self.core.snapshot().map_or(0, |(end, _)| end as i64);
         let ids: Vec<SnapshotId> = snapshot::ids(&dir)?.into_iter().filter(|s| s.end_offset <= known).collect();
-        let sizes: Vec<u64> = ids.iter().map(|id| snapshot::size(&dir, *id).unwrap_or(0)).collect();
-        let mut total = self.log.size_bytes() + sizes.iter().sum::<u64>();
-        let mut target = None;
-        for (i, pair) in ids.windows(2).enumerate() {
-            let over = policy.retention_bytes >= 0 && total > policy.retention_bytes as u64;
-            let old = policy.retention_ms >= 0
-                && snapshot::age_ms(&dir, pair[0]).is_some_and(|age| age > policy.retention_ms as u64);
-            if !(over || old) {
-                break;
-            }
-            target = Some(pair[1]);
-            total = total.saturating_sub(sizes[i]);
-        }
-        let Some(id) = target else { return Ok(()) };
+        let Some(id) = clean_target(&dir, &policy, &ids, self.log.size_bytes()) else { return Ok(()) };
         let end = id.end_offset as u64;
         if end <= self.core.log().start() {
             return Ok(());
