@@ -14,7 +14,7 @@
 //! Invariants: `validate` accepts exactly the sets Kafka 4.1's does (same broker settings); the
 //! effective value of a name always parses to its type when its set was accepted.
 
-use super::defs::{self, Def, Type};
+use super::defs::{self, Def};
 use super::kafka_group_configs::KAFKA_GROUP_CONFIGS;
 use crate::config::Properties;
 
@@ -193,11 +193,6 @@ fn java_duration_seconds(text: &str) -> Option<i128> {
         return None;
     }
     Some(if negative { -total } else { total })
-}
-
-/// The DescribeConfigs type of a group config.
-pub fn config_type(name: &str) -> Option<Type> {
-    lookup(name).map(|d| d.kind)
 }
 
 #[cfg(test)]

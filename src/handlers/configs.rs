@@ -595,7 +595,7 @@ pub fn incremental_alter_configs(
                         })
                     }),
                     RESOURCE_GROUP => {
-                        let change = super::group_configs::incremental(&r.configs);
+                        let change = super::controller_configs::incremental_change(&r.configs);
                         super::group_configs::alter(broker, name, change, req.validate_only)
                     }
                     _ => Err((ResponseError::InvalidRequest, "unsupported resource type".to_string())),

@@ -192,20 +192,27 @@ pub(crate) fn decide_incremental(
             sorted.loggers.push((r.resource_type, name, error));
             continue;
         }
-        let ops = r
-            .configs
+        sort_in(&mut sorted, &mut duplicates, r.resource_type, name, incremental_change(&r.configs));
+    }
+    let resources = || request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string()));
+    decide_all(image, ctx, sorted, request.validate_only)
+        .unwrap_or_else(|Unprocessable| (Vec::new(), failed(resources())))
+}
+
+/// The operations of an IncrementalAlterConfigs resource as `config_changes` takes them.
+pub(super) fn incremental_change(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Change {
+    Change::Incremental(
+        configs
             .iter()
             .map(|c| Op {
                 name: c.name.to_string(),
                 op: c.config_operation,
                 value: c.value.as_ref().map(|v| v.to_string()),
             })
-            .collect();
-        sort_in(&mut sorted, &mut duplicates, r.resource_type, name, Change::Incremental(ops));
-    }
-    let resources = || request.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string()));
-    decide_all(image, ctx, sorted, request.validate_only)
-        .unwrap_or_else(|Unprocessable| (Vec::new(), failed(resources())))
+            .collect(),
+    )
 }
 
 /// Legacy AlterConfigs decided on `image`: the records to write and the answers.

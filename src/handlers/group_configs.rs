@@ -94,22 +94,6 @@ pub(super) fn alter(broker: &Arc<Broker>, name: &str, change: Change, validate_o
     }
 }
 
-/// The operations of an IncrementalAlterConfigs resource as the controller takes them.
-pub(super) fn incremental(
-    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
-) -> Change {
-    Change::Incremental(
-        configs
-            .iter()
-            .map(|c| crate::controller::config_changes::Op {
-                name: c.name.to_string(),
-                op: c.config_operation,
-                value: c.value.as_ref().map(|v| v.to_string()),
-            })
-            .collect(),
-    )
-}
-
 /// A legacy AlterConfigs resource's whole new set as the controller takes it.
 pub(super) fn replace(set: &Properties) -> Change {
     Change::Replace(set.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())

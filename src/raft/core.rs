@@ -355,12 +355,8 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     fn become_follower(&mut self, epoch: i32, leader: NodeId, out: &mut Vec<Output<V>>) {
         let voted_for = if epoch == self.state.epoch { self.state.voted_for } else { None };
         self.persist(ElectionState { epoch, voted_for, leader: Some(leader) }, out);
-        self.role = Role::Follower { leader };
-        self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
         self.leader_contact_ms = self.now_ms;
-        self.fetch_sent = None;
-        self.leader_unreachable = false;
-        self.send_fetch(leader, out);
+        self.refollow(leader, out);
     }
 
     /// Back to following this epoch's leader after a lost pre-vote election (Kafka's prospective

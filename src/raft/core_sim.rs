@@ -479,6 +479,17 @@ impl Sim {
         Ok(())
     }
 
+    /// Each running voter's role, election state and log end, for a failure's message.
+    fn node_states(&self) -> String {
+        let states: Vec<String> = self
+            .nodes
+            .iter()
+            .filter_map(|(id, n)| n.core.as_ref().map(|c| (id, c)))
+            .map(|(id, c)| format!("{id}: {:?} {:?} log end {}", c.role(), c.election_state(), c.log().end()))
+            .collect();
+        states.join("; ")
+    }
+
     fn leader(&self) -> Option<NodeId> {
         self.nodes.iter().find(|(_, n)| n.core.as_ref().is_some_and(|c| c.is_leader())).map(|(id, _)| *id)
     }
@@ -514,29 +525,20 @@ impl Sim {
             }
         }
         if !self.committed.entries().iter().any(|e| e.value == Some(probe)) {
-            let states: Vec<String> = self
-                .nodes
-                .iter()
-                .filter_map(|(id, n)| n.core.as_ref().map(|c| (id, c)))
-                .map(|(id, c)| format!("{id}: {:?} {:?} log end {}", c.role(), c.election_state(), c.log().end()))
-                .collect();
             return Err(format!(
                 "no progress {settle_ms} ms after the faults stopped (leader: {:?}; {})",
                 self.leader(),
-                states.join("; ")
+                self.node_states()
             ));
         }
         // Liveness of every voter, not only of a majority: each one catches up with what is
         // committed (what `kafka-metadata-quorum` shows as a follower lag of 0).
         let end = self.committed.end();
-        let behind = |sim: &Sim| -> Vec<(NodeId, u64, String)> {
+        let behind = |sim: &Sim| -> Vec<(NodeId, u64)> {
             sim.nodes
                 .iter()
-                .filter_map(|(id, n)| n.core.as_ref().map(|c| (*id, c)))
-                .filter(|(_, c)| c.high_watermark() < end)
-                .map(|(id, c)| {
-                    (id, c.high_watermark(), format!("{:?} {:?} end {}", c.role(), c.election_state(), c.log().end()))
-                })
+                .filter_map(|(id, n)| n.core.as_ref().map(|c| (*id, c.high_watermark())))
+                .filter(|(_, high_watermark)| *high_watermark < end)
                 .collect()
         };
         while self.now < deadline + settle_ms && !behind(self).is_empty() {
@@ -544,18 +546,10 @@ impl Sim {
         }
         match behind(self) {
             b if b.is_empty() => Ok(()),
-            b => {
-                let all: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .filter_map(|(id, n)| n.core.as_ref().map(|c| (id, c)))
-                    .map(|(id, c)| format!("{id}: {:?} {:?} end {}", c.role(), c.election_state(), c.log().end()))
-                    .collect();
-                Err(format!(
-                    "voters not caught up with committed offset {end} after the faults stopped: {b:?} (all: {})",
-                    all.join("; ")
-                ))
-            }
+            b => Err(format!(
+                "voters not caught up with committed offset {end} after the faults stopped: {b:?} (voter, high watermark); all: {})",
+                self.node_states()
+            )),
         }
     }
 }
