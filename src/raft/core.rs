@@ -20,10 +20,16 @@
 //! log end, and truncates only where that leader says the logs diverge; a fetch offset counts
 //! toward the high watermark only once durable (a follower fetches only when its appends are
 //! durable).
+//!
+//! The voter set is the log's (KIP-853, `voter_set.rs`): the newest VotersRecord in it, else the
+//! set at its start. A node outside that set never campaigns: it finds the leader by fetching
+//! from a voter and follows it as an observer (`core_voters.rs`, which also holds the leader's
+//! rules for a change of voters).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use super::entries::{Entries, Entry, Records};
+use super::voter_set::VoterHistory;
 
 pub use super::core_io::*;
 
@@ -37,30 +43,34 @@ pub enum Role {
     Resigned,
 }
 
-/// What the leader knows of a voter: its durable log end, and when it last fetched.
+/// What the leader knows of a voter or an observer: its durable log end, when it last fetched,
+/// and when a fetch of it last reached the leader's log end (Kafka's `lastCaughtUpTimestamp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Progress {
     pub end: u64,
     pub last_fetch_ms: i64,
+    pub caught_up_ms: Option<i64>,
 }
 
 pub struct RaftCore<V> {
-    config: Config,
-    state: ElectionState,
-    role: Role,
-    log: Entries<V>,
+    pub(super) config: Config,
+    /// The voter set in force, and where in the log it changed.
+    pub(super) voters: VoterHistory,
+    pub(super) state: ElectionState,
+    pub(super) role: Role,
+    pub(super) log: Entries<V>,
     durable_end: u64,
-    high_watermark: u64,
-    now_ms: i64,
+    pub(super) high_watermark: u64,
+    pub(super) now_ms: i64,
     random: u64,
     /// Unattached / prospective / candidate / resigned: when to campaign.
-    election_deadline_ms: i64,
+    pub(super) election_deadline_ms: i64,
     /// Follower: when to give up on the leader.
     fetch_deadline_ms: i64,
     /// Follower: when the fetch in flight (if any) was sent, and its id.
-    fetch_sent: Option<(i64, u64)>,
+    pub(super) fetch_sent: Option<(i64, u64)>,
     /// The id of the last fetch sent.
-    fetch_id: u64,
+    pub(super) fetch_id: u64,
     /// The newest snapshot this node has: (end, epoch of its last record).
     snapshot: Option<(u64, i32)>,
     /// Follower: the leader's snapshot being downloaded.
@@ -86,7 +96,6 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         now_ms: i64,
         random: u64,
     ) -> Self {
-        assert!(config.voters.contains(&config.id), "a voter is one of the voters");
         assert!(log.last_epoch() <= state.epoch, "no entry of a future epoch");
         assert!(
             snapshot.is_none_or(|(end, _)| end >= log.start() && end <= log.end())
@@ -101,8 +110,15 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             Some(leader) => Role::Follower { leader },
             None => Role::Unattached,
         };
+        let mut voters = VoterHistory::new(&config.voters);
+        for (i, entry) in log.entries().iter().enumerate() {
+            if let Some(set) = entry.value.as_ref().and_then(Records::voters) {
+                voters.record(log.start_of(i), &set);
+            }
+        }
         let mut core = RaftCore {
             config,
+            voters,
             state,
             role,
             log,
@@ -147,14 +163,29 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.snapshot
     }
 
-    fn majority(&self) -> usize {
-        self.config.voters.len() / 2 + 1
+    /// The voter set in force (the newest in the log, committed or not).
+    pub fn voters(&self) -> &[NodeId] {
+        self.voters.latest()
     }
-    fn others(&self) -> Vec<NodeId> {
-        self.config.voters.iter().copied().filter(|v| *v != self.config.id).collect()
+    pub(super) fn majority(&self) -> usize {
+        self.voters().len() / 2 + 1
     }
-    fn is_voter(&self, id: NodeId) -> bool {
-        self.config.voters.contains(&id)
+    /// Every voter but this node.
+    pub(super) fn others(&self) -> Vec<NodeId> {
+        self.voters().iter().copied().filter(|v| *v != self.config.id).collect()
+    }
+    pub(super) fn is_voter(&self, id: NodeId) -> bool {
+        self.voters.contains(id)
+    }
+    /// Whether this node votes (else it observes: it follows the leader and never campaigns).
+    pub fn am_voter(&self) -> bool {
+        self.is_voter(self.config.id)
+    }
+    /// The leader of this epoch that this node names in its answers: not itself once it no longer
+    /// leads (a resigned leader, removed from the voters, never campaigns again: voters it sent
+    /// back to itself would wait for it forever).
+    fn named_leader(&self) -> Option<NodeId> {
+        self.state.leader.filter(|l| *l != self.config.id || self.is_leader())
     }
     fn last_epoch(&self) -> i32 {
         self.log.last_epoch()
@@ -163,14 +194,14 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.log.end()
     }
     /// A random duration in [base, 2 * base).
-    fn jitter(&mut self, base_ms: i64) -> i64 {
+    pub(super) fn jitter(&mut self, base_ms: i64) -> i64 {
         // splitmix64 over the driver's randomness: deterministic for a deterministic driver.
         let mut rng = SplitMix64(self.random);
         let z = rng.next_u64();
         self.random = rng.0;
         base_ms + (z % base_ms.max(1) as u64) as i64
     }
-    fn election_timeout(&mut self) -> i64 {
+    pub(super) fn election_timeout(&mut self) -> i64 {
         self.jitter(self.config.election_timeout_ms)
     }
 
@@ -189,8 +220,11 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             }
             Input::Message { from, message } => self.on_message(from, message, &mut out),
             Input::Appended { end } => self.on_appended(end, &mut out),
-            Input::Propose(value) => match self.role {
-                Role::Leader { .. } => {
+            Input::Propose(value) => match (&self.role, value.voters()) {
+                (Role::Leader { .. }, None) => {
+                    self.append(vec![Entry { epoch: self.state.epoch, value: Some(value) }], &mut out)
+                }
+                (Role::Leader { .. }, Some(set)) if self.check_voter_change(&set).is_ok() => {
                     self.append(vec![Entry { epoch: self.state.epoch, value: Some(value) }], &mut out)
                 }
                 _ => out.push(Output::Refused(value)),
@@ -204,6 +238,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             Input::Compact { end } => {
                 assert!(self.snapshot.is_some_and(|(e, _)| end <= e), "a log compacts below a snapshot only");
                 self.log.compact(end);
+                self.voters.compact(self.log.start());
             }
             Input::SnapshotFetched(fetched) => self.on_snapshot_fetched(fetched, &mut out),
             Input::Unreachable { to } => {
@@ -220,11 +255,12 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     /// A downloaded snapshot replaces the log, if it is still the one wanted: it is committed,
     /// and beyond this log (the leader points at one only then), so nothing durable this node
     /// had counted for the leader's high watermark is lost.
-    fn on_snapshot_fetched(&mut self, fetched: Option<(u64, i32)>, out: &mut Vec<Output<V>>) {
+    fn on_snapshot_fetched(&mut self, fetched: Option<(u64, i32, Vec<NodeId>)>, out: &mut Vec<Output<V>>) {
         let wanted = self.fetching_snapshot.take();
-        if let (Some((end, epoch)), true) = (fetched, fetched == wanted) {
+        if let Some((end, epoch, voters)) = fetched.filter(|(end, epoch, _)| Some((*end, *epoch)) == wanted) {
             if end > self.log.end() || epoch > self.log.last_epoch() {
                 self.log = Entries::after_snapshot(end, epoch, Vec::new());
+                self.voters = VoterHistory::new(&voters);
                 self.durable_end = end;
                 self.snapshot = Some((end, epoch));
                 out.push(Output::InstallSnapshot { end, epoch });
@@ -240,7 +276,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         }
     }
 
-    fn persist(&mut self, state: ElectionState, out: &mut Vec<Output<V>>) {
+    pub(super) fn persist(&mut self, state: ElectionState, out: &mut Vec<Output<V>>) {
         assert!(state.epoch >= self.state.epoch, "the epoch never goes back");
         if state.epoch == self.state.epoch {
             assert!(self.state.voted_for.is_none() || self.state.voted_for == state.voted_for, "one vote per epoch");
@@ -255,33 +291,54 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             return;
         }
         out.push(Output::Append { start: self.end(), entries: entries.clone() });
+        let mut offset = self.end();
+        let mut changed = false;
+        for entry in &entries {
+            if let Some(set) = entry.value.as_ref().and_then(Records::voters) {
+                self.voters.record(offset, &set);
+                changed = true;
+            }
+            offset += entry.records();
+        }
         self.log.extend(entries);
+        if changed {
+            self.on_voters_changed();
+        }
     }
 
     fn on_tick(&mut self, out: &mut Vec<Output<V>>) {
         let now = self.now_ms;
         match &self.role {
             Role::Unattached | Role::Resigned | Role::Prospective { .. } | Role::Candidate { .. } => {
-                if now >= self.election_deadline_ms {
+                if now >= self.election_deadline_ms && self.am_voter() {
                     self.become_prospective(out);
+                } else if now >= self.election_deadline_ms {
+                    self.discover_leader(out);
                 }
             }
             Role::Follower { leader } => {
                 let leader = *leader;
-                if now >= self.fetch_deadline_ms {
+                if now >= self.fetch_deadline_ms && self.am_voter() {
                     self.become_prospective(out);
+                } else if now >= self.fetch_deadline_ms {
+                    self.discover_leader(out);
                 } else if self.fetch_sent.is_none_or(|(sent, _)| now >= sent + self.config.request_timeout_ms) {
                     self.fetch_sent = None;
                     self.send_fetch(leader, out);
                 }
             }
             Role::Leader { progress, .. } => {
-                // Check quorum: a leader a majority has not fetched from lately resigns.
-                let mut recent: Vec<i64> = progress.values().map(|p| p.last_fetch_ms).collect();
-                recent.push(now);
+                // Check quorum: a leader a majority of voters has not fetched from lately resigns
+                // (itself counted if it votes; a voter it has not heard from counts as silent).
+                let mut recent: Vec<i64> =
+                    progress.iter().filter(|(id, _)| self.is_voter(**id)).map(|(_, p)| p.last_fetch_ms).collect();
+                if self.am_voter() {
+                    recent.push(now);
+                }
                 recent.sort_unstable_by(|a, b| b.cmp(a));
                 let horizon = self.config.fetch_timeout_ms * 3 / 2;
-                if self.config.voters.len() > 1 && now - recent[self.majority() - 1] > horizon {
+                let latest = recent.get(self.majority() - 1).copied().unwrap_or(i64::MIN);
+                if self.voters() != [self.config.id] && now.saturating_sub(latest) > horizon {
                     self.broadcast(Message::EndQuorumEpoch { epoch: self.state.epoch }, out);
                     self.role = Role::Resigned;
                     self.election_deadline_ms = now + self.jitter(self.config.election_backoff_max_ms / 2 + 1);
@@ -292,7 +349,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                     // steps down for an election everyone can join.
                     let quiet: Vec<NodeId> = progress
                         .iter()
-                        .filter(|(_, p)| now - p.last_fetch_ms >= self.config.fetch_timeout_ms)
+                        .filter(|(id, p)| self.is_voter(**id) && now - p.last_fetch_ms >= self.config.fetch_timeout_ms)
                         .map(|(id, _)| *id)
                         .collect();
                     for to in quiet {
@@ -326,13 +383,16 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.check_election(out);
     }
 
-    fn broadcast(&self, message: Message<V>, out: &mut Vec<Output<V>>) {
+    pub(super) fn broadcast(&self, message: Message<V>, out: &mut Vec<Output<V>>) {
         for to in self.others() {
             out.push(Output::Send { to, message: message.clone() });
         }
     }
 
     fn check_election(&mut self, out: &mut Vec<Output<V>>) {
+        if !self.am_voter() {
+            return;
+        }
         match &self.role {
             Role::Prospective { granted } if granted.len() >= self.majority() => self.become_candidate(out),
             Role::Candidate { granted } if granted.len() >= self.majority() => self.become_leader(out),
@@ -344,15 +404,18 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         let state = ElectionState { leader: Some(self.config.id), ..self.state };
         self.persist(state, out);
         let epoch_start = self.end();
-        let progress =
-            self.others().into_iter().map(|v| (v, Progress { end: 0, last_fetch_ms: self.now_ms })).collect();
+        let progress = self
+            .others()
+            .into_iter()
+            .map(|v| (v, Progress { end: 0, last_fetch_ms: self.now_ms, caught_up_ms: None }))
+            .collect();
         self.role = Role::Leader { epoch_start, progress };
         self.begin_epoch_resend_ms = self.now_ms + self.config.fetch_timeout_ms / 2;
         self.append(vec![Entry { epoch: self.state.epoch, value: None }], out);
         self.broadcast(Message::BeginQuorumEpoch { epoch: self.state.epoch }, out);
     }
 
-    fn become_follower(&mut self, epoch: i32, leader: NodeId, out: &mut Vec<Output<V>>) {
+    pub(super) fn become_follower(&mut self, epoch: i32, leader: NodeId, out: &mut Vec<Output<V>>) {
         let voted_for = if epoch == self.state.epoch { self.state.voted_for } else { None };
         self.persist(ElectionState { epoch, voted_for, leader: Some(leader) }, out);
         self.leader_contact_ms = self.now_ms;
@@ -363,7 +426,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
     /// state with a known leader): fetching again, but with no fresh contact with it, so this
     /// node grants pre-votes as soon as its last contact is a fetch timeout old (two nodes
     /// sending each other back to a dead leader would otherwise never elect a new one).
-    fn refollow(&mut self, leader: NodeId, out: &mut Vec<Output<V>>) {
+    pub(super) fn refollow(&mut self, leader: NodeId, out: &mut Vec<Output<V>>) {
         self.role = Role::Follower { leader };
         self.fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms;
         self.fetch_sent = None;
@@ -408,14 +471,19 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
 
     fn advance_high_watermark(&mut self, out: &mut Vec<Output<V>>) {
         let Role::Leader { epoch_start, progress } = &self.role else { return };
+        // The voters' durable ends (this node's only if it votes; a voter not heard from yet
+        // holds nothing).
         let mut ends: Vec<u64> = progress.iter().filter(|(id, _)| self.is_voter(**id)).map(|(_, p)| p.end).collect();
-        ends.push(self.durable_end);
+        if self.am_voter() {
+            ends.push(self.durable_end);
+        }
         ends.sort_unstable_by(|a, b| b.cmp(a));
-        let candidate = ends[self.majority() - 1];
+        let Some(&candidate) = ends.get(self.majority() - 1) else { return };
         // Only once an entry of this epoch (its first at epoch_start) is on a majority.
         if candidate > *epoch_start && candidate > self.high_watermark {
             self.high_watermark = candidate;
             out.push(Output::HighWatermark(candidate));
+            self.resign_if_removed(out);
         }
     }
 
@@ -446,6 +514,8 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             if let Some(leader) = named.filter(|l| *l != self.config.id) {
                 self.become_follower(epoch, leader, out);
             }
+        } else if epoch == self.state.epoch {
+            self.observer_found_leader(&message, out);
         }
         match message {
             Message::Vote { epoch, pre_vote, last_epoch, end_offset } => {
@@ -482,9 +552,9 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
 
     fn on_vote(&mut self, from: NodeId, epoch: i32, pre_vote: bool, last: (i32, u64), out: &mut Vec<Output<V>>) {
         let up_to_date = last >= (self.last_epoch(), self.end());
-        let granted = if !self.is_voter(from) {
-            false
-        } else if pre_vote {
+        // (As in Kafka, a vote is not refused for the candidate's membership: a voter behind on
+        // the log may not know it was added yet, and the candidate counts only its voters.)
+        let granted = if pre_vote {
             // Granted to a better-or-equal log for a future epoch, unless this node still follows
             // (or is) a live leader.
             let live_leader = match self.role {
@@ -515,7 +585,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         // A granted pre-vote answers in the epoch asked for; otherwise this node's epoch and leader
         // (a voter behind catches up with them).
         let epoch = if pre_vote && granted { epoch } else { self.state.epoch };
-        let message = Message::VoteResponse { epoch, pre_vote, granted, leader: self.state.leader };
+        let message = Message::VoteResponse { epoch, pre_vote, granted, leader: self.named_leader() };
         out.push(Output::Send { to: from, message });
     }
 
@@ -547,7 +617,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             }
             return;
         }
-        if !granted {
+        if !granted || !self.is_voter(from) {
             return;
         }
         let current = self.state.epoch;
@@ -565,7 +635,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
 
     fn on_fetch(&mut self, from: NodeId, epoch: i32, position: (u64, i32), id: u64, out: &mut Vec<Output<V>>) {
         let (fetch_offset, last_fetched_epoch) = position;
-        let (my_epoch, leader) = (self.state.epoch, self.state.leader);
+        let (my_epoch, leader) = (self.state.epoch, self.named_leader());
         let reply = move |result| Message::FetchResponse { epoch: my_epoch, leader, result, id };
         if !self.is_leader() || epoch != self.state.epoch {
             out.push(Output::Send { to: from, message: reply(FetchResult::NotLeader) });
@@ -592,13 +662,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 return;
             }
         }
-        let now = self.now_ms;
-        if let Role::Leader { progress, .. } = &mut self.role {
-            if let Some(p) = progress.get_mut(&from) {
-                p.end = p.end.max(fetch_offset);
-                p.last_fetch_ms = now;
-            }
-        }
+        self.record_fetch(from, fetch_offset);
         self.advance_high_watermark(out);
         let (start, entries) = self.log.read(fetch_offset, self.config.max_fetch_entries);
         let result = FetchResult::Records { start, entries, high_watermark: self.high_watermark };
@@ -644,6 +708,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 let end = end_offset.min(own_end).max(self.log.start());
                 if end < self.end() {
                     let end = self.log.truncate(end);
+                    self.voters.truncate(end);
                     self.durable_end = self.durable_end.min(end);
                     out.push(Output::Truncate { end });
                 }
@@ -669,3 +734,11 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
 #[cfg(test)]
 #[path = "core_sim.rs"]
 mod sim;
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "core_voters_tests.rs"]
+mod voters_tests;

@@ -33,6 +33,8 @@ pub struct ElectionState {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub id: NodeId,
+    /// The voter set at the log's start (`controller.quorum.voters`, or the bootstrap
+    /// checkpoint's, or the newest snapshot's); VotersRecords in the log change it (KIP-853).
     pub voters: Vec<NodeId>,
     /// `controller.quorum.election.timeout.ms`: the base of a randomized election timeout.
     pub election_timeout_ms: i64,
@@ -141,8 +143,9 @@ pub enum Input<V> {
     Compact {
         end: u64,
     },
-    /// The snapshot the leader pointed at is downloaded (Some) or could not be (None).
-    SnapshotFetched(Option<(u64, i32)>),
+    /// The snapshot the leader pointed at is downloaded (Some: its end, epoch and the voter set
+    /// it holds) or could not be (None).
+    SnapshotFetched(Option<(u64, i32, Vec<NodeId>)>),
     /// A request to `to` failed in transport: the connection was refused or closed (its process
     /// is gone, typically). A follower whose leader this is campaigns after a short random
     /// backoff instead of the whole fetch timeout, and grants pre-votes meanwhile: the pre-vote

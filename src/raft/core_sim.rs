@@ -4,7 +4,8 @@
 //! length), crashes and restarts, and clocks that run at different rates. Voters snapshot what
 //! they committed at random times and compact their logs below a snapshot; a follower behind the
 //! leader's log start downloads the leader's snapshot (the download fails when the leader is down
-//! or cut off). After every step:
+//! or cut off). Two more nodes start as observers, and leaders add and remove voters one at a time
+//! (KIP-853) all along: a voter set is a VotersRecord in the log. After every step:
 //! at most one leader per epoch; every entry below any voter's high watermark is the one
 //! committed at that offset (committed entries never change or disappear); every new leader
 //! holds every committed entry. At the end the faults stop and a new proposal must commit
@@ -14,7 +15,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use super::tests::config;
 use super::*;
+use crate::raft::entries::SIM_VOTERS;
 
 /// The run's deterministic generator.
 struct Rng(SplitMix64);
@@ -58,7 +61,10 @@ struct Node {
 
 struct Sim {
     rng: Rng,
-    voters: Vec<NodeId>,
+    /// Every node (voters and observers).
+    ids: Vec<NodeId>,
+    /// The voter set at offset 0.
+    initial: Vec<NodeId>,
     nodes: BTreeMap<NodeId, Node>,
     /// Messages in flight: (delivery time, sequence) -> (from, to, message).
     net: BTreeMap<(i64, u64), (NodeId, NodeId, Message<u64>)>,
@@ -80,6 +86,12 @@ struct Sim {
     refused: Vec<(i64, NodeId, NodeId)>,
 }
 
+/// The voter set a log (or a snapshot's entries from 0) ends with: its newest VotersRecord, else
+/// the initial set.
+fn voters_after(log: &Entries<u64>, initial: &[NodeId]) -> Vec<NodeId> {
+    log.entries().iter().rev().find_map(|e| e.value.and_then(|v| v.voters())).unwrap_or_else(|| initial.to_vec())
+}
+
 /// How hostile a run is (drawn from its seed): some runs crash often, some lose many messages,
 /// some fetch one entry at a time (which exposes commit rules that only whole batches hide).
 #[derive(Debug, Clone, Copy)]
@@ -91,18 +103,6 @@ struct Profile {
     duplicate_per_mille: u64,
     max_delay_ms: i64,
     snapshot_per_mille: u64,
-}
-
-fn config(id: NodeId, voters: &[NodeId], max_fetch_entries: usize) -> Config {
-    Config {
-        id,
-        voters: voters.to_vec(),
-        election_timeout_ms: 1000,
-        fetch_timeout_ms: 2000,
-        election_backoff_max_ms: 1000,
-        request_timeout_ms: 300,
-        max_fetch_entries,
-    }
 }
 
 impl Sim {
@@ -117,10 +117,11 @@ impl Sim {
             max_delay_ms: rng.range(5, 200),
             snapshot_per_mille: rng.below(30),
         };
-        let voters: Vec<NodeId> = (1..=n as NodeId).collect();
+        let initial: Vec<NodeId> = (1..=n as NodeId).collect();
+        let ids: Vec<NodeId> = (1..=n as NodeId + 2).collect();
         let mut nodes = BTreeMap::new();
-        for &id in &voters {
-            let config = config(id, &voters, profile.max_fetch_entries);
+        for &id in &ids {
+            let config = config(id, &initial, profile.max_fetch_entries);
             let core =
                 RaftCore::restore(config, ElectionState::default(), Entries::new(Vec::new()), None, 0, rng.next());
             let node = Node {
@@ -141,7 +142,8 @@ impl Sim {
         }
         Sim {
             rng,
-            voters,
+            ids,
+            initial,
             nodes,
             net: BTreeMap::new(),
             seq: 0,
@@ -299,8 +301,9 @@ impl Sim {
                         return Err(format!("snapshot {end} of leader {leader}: offset {offset} is not committed"));
                     }
                 }
+                let voters = voters_after(&content, &self.initial);
                 self.nodes.get_mut(&id).expect("node").downloaded = Some((end, epoch, content));
-                self.deliver(id, Input::SnapshotFetched(Some((end, epoch))))
+                self.deliver(id, Input::SnapshotFetched(Some((end, epoch, voters))))
             }
             None => self.deliver(id, Input::SnapshotFetched(None)),
         }
@@ -375,9 +378,7 @@ impl Sim {
     fn restart(&mut self, id: NodeId) {
         let random = self.rng.next();
         let now = self.local_now(id);
-        let voters = self.voters.clone();
         let node = self.nodes.get_mut(&id).expect("node");
-        let config = config(id, &voters, self.profile.max_fetch_entries);
         let snapshot = node.snapshots.iter().next_back().map(|(&end, (epoch, _))| (end, *epoch));
         if let Some((end, epoch)) = snapshot {
             // A log that does not reach its newest snapshot (a torn tail) starts over there.
@@ -386,6 +387,13 @@ impl Sim {
                 node.synced = end;
             }
         }
+        // The voter set at the log's start: the snapshot's there (a log starts at one), or the
+        // initial set.
+        let at_start = match node.disk.start() {
+            0 => self.initial.clone(),
+            start => voters_after(&node.snapshots[&start].1, &self.initial),
+        };
+        let config = config(id, &at_start, self.profile.max_fetch_entries);
         let core = RaftCore::restore(config, node.persisted, node.disk.clone(), snapshot, now, random);
         node.core = Some(core);
         node.restart_at = None;
@@ -397,8 +405,8 @@ impl Sim {
             self.cut.clear();
         }
         if self.rng.chance(self.profile.partition_per_mille) && self.cut.is_empty() {
-            // Isolate one node, or split the voters in two.
-            let ids = self.voters.clone();
+            // Isolate one node, or split the nodes in two.
+            let ids = self.ids.clone();
             let isolated: Vec<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(400)).collect();
             let one_way = self.rng.chance(300);
             for &a in &isolated {
@@ -415,7 +423,7 @@ impl Sim {
         }
         let live = self.nodes.values().filter(|n| n.core.is_some()).count();
         if self.rng.chance(self.profile.crash_per_mille) && live > 1 {
-            let id = self.voters[self.rng.below(self.voters.len() as u64) as usize];
+            let id = self.ids[self.rng.below(self.ids.len() as u64) as usize];
             if self.nodes[&id].core.is_some() {
                 self.crash(id);
             }
@@ -428,7 +436,7 @@ impl Sim {
             self.inject_faults();
         }
         // Restarts, disk completions, messages due by now.
-        let ids = self.voters.clone();
+        let ids = self.ids.clone();
         for &id in &ids {
             if self.nodes[&id].restart_at.is_some_and(|at| at <= self.now) {
                 self.restart(id);
@@ -471,12 +479,36 @@ impl Sim {
             }
         }
         if self.now % 50 == 0 {
-            let id = self.voters[self.rng.below(self.voters.len() as u64) as usize];
+            let id = self.ids[self.rng.below(self.ids.len() as u64) as usize];
             let value = self.next_value;
             self.next_value += 1;
             self.deliver(id, Input::Propose(value))?;
         }
+        if self.now % 100 == 0 && self.rng.chance(100) {
+            self.propose_voter_change()?;
+        }
         Ok(())
+    }
+
+    /// The leader is asked to add a node to its voter set or remove one (it refuses what the
+    /// rules forbid now: a change pending, none committed in its epoch, a lagging node).
+    fn propose_voter_change(&mut self) -> Result<(), String> {
+        let Some(leader) = self.leader() else { return Ok(()) };
+        let current = self.nodes[&leader].core.as_ref().expect("leader").voters().to_vec();
+        let add = match current.len() {
+            1 | 2 => true,
+            n if n > self.initial.len() => false,
+            _ => self.rng.chance(500),
+        };
+        let mut new = current.clone();
+        if add {
+            let outside: Vec<NodeId> = self.ids.iter().copied().filter(|i| !current.contains(i)).collect();
+            new.push(outside[self.rng.below(outside.len() as u64) as usize]);
+        } else {
+            new.remove(self.rng.below(current.len() as u64) as usize);
+        }
+        let value = new.iter().fold(SIM_VOTERS, |bits, id| bits | (1 << id));
+        self.deliver(leader, Input::Propose(value))
     }
 
     /// Each running voter's role, election state and log end, for a failure's message.
@@ -485,7 +517,10 @@ impl Sim {
             .nodes
             .iter()
             .filter_map(|(id, n)| n.core.as_ref().map(|c| (id, c)))
-            .map(|(id, c)| format!("{id}: {:?} {:?} log end {}", c.role(), c.election_state(), c.log().end()))
+            .map(|(id, c)| {
+                let (role, state, end, hw) = (c.role(), c.election_state(), c.log().end(), c.high_watermark());
+                format!("{id}: {role:?} {state:?} log end {end} hw {hw} voters {:?}", c.voters())
+            })
             .collect();
         states.join("; ")
     }
@@ -501,14 +536,14 @@ impl Sim {
         }
         self.faults = false;
         self.cut.clear();
-        let ids = self.voters.clone();
+        let ids = self.ids.clone();
         for id in ids {
             if self.nodes[&id].core.is_none() {
                 self.restart(id);
             }
         }
         let deadline = self.now + settle_ms;
-        let probe = u64::MAX;
+        let probe = SIM_VOTERS - 1;
         // (Proposed again to each new leader: an uncommitted proposal may go with its leader.)
         let mut proposed_to = None;
         while self.now < deadline {
@@ -531,8 +566,8 @@ impl Sim {
                 self.node_states()
             ));
         }
-        // Liveness of every voter, not only of a majority: each one catches up with what is
-        // committed (what `kafka-metadata-quorum` shows as a follower lag of 0).
+        // Liveness of every node, not only of a majority: each voter and observer catches up with
+        // what is committed (what `kafka-metadata-quorum` shows as a lag of 0).
         let end = self.committed.end();
         let behind = |sim: &Sim| -> Vec<(NodeId, u64)> {
             sim.nodes
@@ -554,22 +589,25 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64, voters: usize) -> Result<(usize, usize, usize), String> {
+fn run_seed(seed: u64, voters: usize) -> Result<(usize, usize, usize, usize), String> {
     let mut sim = Sim::new(seed, voters);
     sim.run(20_000, 15_000)?;
-    Ok((sim.leaders.len(), sim.committed.len(), sim.installed))
+    let changes = sim.committed.entries().iter().filter(|e| e.value.is_some_and(|v| v.voters().is_some())).count();
+    Ok((sim.leaders.len(), sim.committed.len(), sim.installed, changes))
 }
 
 fn check_seeds(voters: usize, first: u64, runs: u64) {
     let mut elections = 0;
     let mut committed = 0;
     let mut installed = 0;
+    let mut changes = 0;
     for seed in first..first + runs {
         match run_seed(seed, voters) {
-            Ok((e, c, i)) => {
+            Ok((e, c, i, v)) => {
                 elections += e;
                 committed += c;
                 installed += i;
+                changes += v;
             }
             Err(why) => panic!(
                 "seed {seed} with {voters} voters: {why}\nreplay: RAFT_SIM_SEED={seed} RAFT_SIM_VOTERS={voters} \
@@ -581,9 +619,10 @@ fn check_seeds(voters: usize, first: u64, runs: u64) {
     assert!(elections as u64 >= runs, "{elections} elections in {runs} runs");
     assert!(committed as u64 >= runs * 50, "{committed} entries committed in {runs} runs");
     assert!(runs < 100 || installed as u64 >= runs / 10, "{installed} snapshots installed in {runs} runs");
+    assert!(runs < 100 || changes as u64 >= runs, "{changes} voter changes committed in {runs} runs");
     println!(
         "{voters} voters, {runs} seeds from {first}: {elections} elections, {committed} entries committed, \
-         {installed} snapshots installed from a leader"
+         {installed} snapshots installed from a leader, {changes} voter changes committed"
     );
 }
 
@@ -605,113 +644,4 @@ fn five_voters_stay_safe_under_faults() {
         return;
     }
     check_seeds(5, 2_000, env("RAFT_SIM_RUNS").unwrap_or(1_000));
-}
-
-#[test]
-fn one_voter_leads_at_once_and_commits_alone() {
-    let voters = [1];
-    let mut core: RaftCore<u64> =
-        RaftCore::restore(config(1, &voters, 8), ElectionState::default(), Entries::new(Vec::new()), None, 0, 7);
-    let out = core.step(Input::Tick { now_ms: 5_000, random: 1 });
-    assert!(core.is_leader(), "{out:?}");
-    assert_eq!(core.election_state(), ElectionState { epoch: 1, voted_for: Some(1), leader: Some(1) });
-    let out = core.step(Input::Propose(42));
-    assert_eq!(out, vec![Output::Append { start: 1, entries: vec![Entry { epoch: 1, value: Some(42) }] }]);
-    assert_eq!(core.step(Input::Appended { end: 2 }), vec![Output::HighWatermark(2)]);
-}
-
-#[test]
-fn a_follower_truncates_where_the_leader_says_the_logs_diverge() {
-    let voters = [1, 2, 3];
-    // (Values that are multiples of 3 weigh one record each.)
-    let e = |epoch, value| Entry { epoch, value: Some(value) };
-    // Node 2 has entries of epoch 2 the leader (epoch 3) never had.
-    let state = ElectionState { epoch: 3, voted_for: None, leader: Some(1) };
-    let log = Entries::new(vec![e(1, 3), e(2, 6), e(2, 9)]);
-    let mut f = RaftCore::restore(config(2, &voters, 8), state, log, None, 0, 1);
-    let diverging = FetchResult::Diverging { epoch: 1, end_offset: 1 };
-    let message = Message::FetchResponse { epoch: 3, leader: Some(1), result: diverging, id: 1 };
-    // (It sends its first fetch on a tick past its request timeout.)
-    let _ = f.step(Input::Tick { now_ms: 400, random: 0 });
-    let out = f.step(Input::Message { from: 1, message });
-    assert_eq!(out[0], Output::Truncate { end: 1 });
-    assert!(matches!(
-        &out[1],
-        Output::Send { to: 1, message: Message::Fetch { fetch_offset: 1, last_fetched_epoch: 1, id: 2, .. } }
-    ));
-    // A late copy of that answer is not taken again.
-    let stale = Message::FetchResponse {
-        epoch: 3,
-        leader: Some(1),
-        result: FetchResult::Diverging { epoch: 0, end_offset: 0 },
-        id: 1,
-    };
-    assert!(f.step(Input::Message { from: 1, message: stale }).is_empty());
-    assert_eq!(f.log().entries(), &[e(1, 3)]);
-}
-
-#[test]
-fn a_follower_that_lost_its_leader_for_a_moment_follows_it_again_when_a_pre_vote_is_refused() {
-    // (The fault suite's stall: a voter paused as leader came back in the next epoch as a
-    // follower, could not reach the new leader once and campaigned; the others, following a live
-    // leader, refuse its pre-votes, so it must go back to fetching from that leader.)
-    let voters = [1, 2, 3];
-    let state = ElectionState { epoch: 4, voted_for: None, leader: Some(1) };
-    let log = Entries::new(vec![Entry { epoch: 3, value: Some(3) }]);
-    let mut f = RaftCore::restore(config(2, &voters, 8), state, log, None, 0, 1);
-    let _ = f.step(Input::Tick { now_ms: 400, random: 0 });
-    let _ = f.step(Input::Unreachable { to: 1 });
-    let out = f.step(Input::Tick { now_ms: 3_000, random: 0 });
-    assert!(matches!(f.role(), Role::Prospective { .. }), "{out:?}");
-    let refused = Message::VoteResponse { epoch: 4, pre_vote: true, granted: false, leader: Some(1) };
-    let out = f.step(Input::Message { from: 3, message: refused });
-    assert_eq!(f.role(), &Role::Follower { leader: 1 });
-    assert!(
-        out.iter().any(|o| matches!(o, Output::Send { to: 1, message: Message::Fetch { epoch: 4, .. } })),
-        "{out:?}"
-    );
-    // It refuses pre-votes only while its last contact with the leader is recent: none since
-    // it went back, so a campaign for the next epoch is not held up by it.
-    let pre_vote = Message::Vote { epoch: 5, pre_vote: true, last_epoch: 3, end_offset: 1 };
-    let out = f.step(Input::Message { from: 3, message: pre_vote });
-    assert!(
-        out.iter().any(|o| matches!(o, Output::Send { to: 3, message: Message::VoteResponse { granted: true, .. } })),
-        "{out:?}"
-    );
-}
-
-#[test]
-fn a_leader_repeats_begin_quorum_epoch_to_a_quiet_voter_and_steps_down_for_a_later_epoch() {
-    let voters = [1, 2, 3];
-    let mut l: RaftCore<u64> =
-        RaftCore::restore(config(1, &voters, 8), ElectionState::default(), Entries::new(Vec::new()), None, 0, 7);
-    let _ = l.step(Input::Tick { now_ms: 5_000, random: 1 });
-    for from in [2, 3] {
-        let grant = Message::VoteResponse { epoch: 1, pre_vote: true, granted: true, leader: None };
-        let _ = l.step(Input::Message { from, message: grant });
-    }
-    for from in [2, 3] {
-        let grant = Message::VoteResponse { epoch: 1, pre_vote: false, granted: true, leader: None };
-        let _ = l.step(Input::Message { from, message: grant });
-    }
-    assert!(l.is_leader());
-    let _ = l.step(Input::Appended { end: 1 });
-    // Voter 2 fetches, voter 3 stays quiet: BeginQuorumEpoch again to 3 only.
-    let fetch = Message::Fetch { epoch: 1, fetch_offset: 1, last_fetched_epoch: 1, id: 1 };
-    let _ = l.step(Input::Message { from: 2, message: fetch.clone() });
-    let _ = l.step(Input::Tick { now_ms: 6_000, random: 0 });
-    let _ = l.step(Input::Message { from: 2, message: fetch.clone() });
-    let out = l.step(Input::Tick { now_ms: 7_100, random: 0 });
-    let begins: Vec<NodeId> = out
-        .iter()
-        .filter_map(|o| match o {
-            Output::Send { to, message: Message::BeginQuorumEpoch { .. } } => Some(*to),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(begins, vec![3], "{out:?}");
-    // 3 moved on to epoch 2 (an election it lost): its answer makes the leader step down.
-    let _ = l.step(Input::Message { from: 3, message: Message::BeginQuorumEpochResponse { epoch: 2 } });
-    assert!(!l.is_leader());
-    assert_eq!(l.election_state().epoch, 2);
 }

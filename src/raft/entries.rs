@@ -11,15 +11,26 @@
 //! records(entries[i])`); epochs never decrease along the log, from `start_epoch` on; every
 //! entry holds at least one record; truncation never goes below `start`.
 
-/// What an entry's value weighs in offsets (a record batch: its record count).
+/// What the core needs to know of an entry's value: what it weighs in offsets (a record batch:
+/// its record count), and the voter set it makes current if it holds a VotersRecord (KIP-853).
 pub trait Records {
     fn records(&self) -> u64;
+    fn voters(&self) -> Option<Vec<super::core_io::NodeId>> {
+        None
+    }
 }
+
+/// The simulation's values mark a voter set with this bit; the bits below it are the voters.
+pub const SIM_VOTERS: u64 = 1 << 63;
 
 impl Records for u64 {
     /// (The simulation's values: 1 to 3 records each, from the value.)
     fn records(&self) -> u64 {
         1 + self % 3
+    }
+    /// (A simulation value with `SIM_VOTERS` set is a voter set: voter i is bit i.)
+    fn voters(&self) -> Option<Vec<super::core_io::NodeId>> {
+        (self & SIM_VOTERS != 0).then(|| (0..63).filter(|i| self & (1 << i) != 0).collect())
     }
 }
 

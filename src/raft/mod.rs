@@ -23,6 +23,7 @@
 
 pub mod core;
 pub mod core_io;
+pub mod core_voters;
 pub mod entries;
 pub mod leader;
 pub mod observer;
@@ -31,6 +32,7 @@ pub mod snapshot;
 pub mod snapshot_wire;
 pub mod voter;
 pub mod voter_log;
+pub mod voter_set;
 pub mod voter_wire;
 
 use std::path::{Path, PathBuf};

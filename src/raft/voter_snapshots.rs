@@ -232,7 +232,10 @@ impl Driver {
         let fetched = match result {
             Ok(records) => {
                 self.snapshots.downloaded = Some((id, records));
-                Some((id.end_offset as u64, id.epoch))
+                // (The static voters: a snapshot of a quorum formatted with
+                // `controller.quorum.voters` holds no VotersRecord.)
+                let voters = self.settings.voters.keys().copied().collect();
+                Some((id.end_offset as u64, id.epoch, voters))
             }
             Err(e) => {
                 tracing::warn!(snapshot = ?id, error = %e, "fetching the leader's snapshot failed");
