@@ -34,6 +34,7 @@ pub mod voter;
 pub mod voter_log;
 pub mod voter_set;
 pub mod voter_wire;
+pub mod voters_record;
 
 use std::path::{Path, PathBuf};
 

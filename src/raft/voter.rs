@@ -335,8 +335,9 @@ fn spawn_peer(
 }
 
 impl Driver {
+    /// The voter set in force (the log's newest VotersRecord, else `controller.quorum.voters`).
     fn voter_ids(&self) -> Vec<NodeId> {
-        self.settings.voters.keys().copied().collect()
+        self.core.voters().to_vec()
     }
 
     fn now_ms(&self) -> i64 {
@@ -407,7 +408,7 @@ impl Driver {
                 self.pending.insert(id, Bytes::from(bytes));
                 let end = self.core.log().end() + records.len() as u64;
                 self.waiting.push((end, reply));
-                self.step(Input::Propose(Batch { records: records.len() as u64, id }), None)?;
+                self.step(Input::Propose(Batch { records: records.len() as u64, id, voters: None }), None)?;
             }
             Event::Downloaded { id, result } => self.on_downloaded(id, result)?,
             Event::Unreachable { to } => {
@@ -502,7 +503,7 @@ impl Driver {
                     Output::Append { start, entries } => {
                         let mut at = start;
                         for entry in entries {
-                            let bytes = match entry.value {
+                            let bytes = match &entry.value {
                                 None => Bytes::from(MetadataLog::leader_change(
                                     self.settings.node_id,
                                     &self.voter_ids(),
@@ -587,8 +588,11 @@ impl Driver {
         let mut progress = Vec::new();
         if let Role::Leader { progress: voters, .. } = self.core.role() {
             let (wall, core_now) = (crate::log::now_ms(), self.now_ms());
-            progress.push(VoterProgress { id: self.settings.node_id, end: end as i64, last_fetch_ms: wall });
-            for (id, p) in voters {
+            if self.core.am_voter() {
+                progress.push(VoterProgress { id: self.settings.node_id, end: end as i64, last_fetch_ms: wall });
+            }
+            // (The core tracks observers too; they are reported as observers elsewhere.)
+            for (id, p) in voters.iter().filter(|(id, _)| self.core.voters().contains(id)) {
                 let last_fetch_ms = wall - (core_now - p.last_fetch_ms).max(0);
                 progress.push(VoterProgress { id: *id, end: p.end as i64, last_fetch_ms });
             }

@@ -25,17 +25,32 @@ use super::{leader_change_batch_of, MetadataLog, METADATA_LOG_DIR_NAME, QUORUM_S
 use crate::log::batch::{self, Header};
 use crate::log::partition_log::{write_atomically, PartitionLog};
 
-/// A Raft entry as the core sees a record batch: how many offsets it takes, and an id the
-/// driver finds its bytes by when it is appended (0: already on disk).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A Raft entry as the core sees a record batch: how many offsets it takes, an id the driver
+/// finds its bytes by when it is appended (0: already on disk), and the voter ids of the
+/// VotersRecord it holds, if any (KIP-853).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
     pub records: u64,
     pub id: u64,
+    pub voters: Option<std::sync::Arc<[i32]>>,
+}
+
+impl Batch {
+    /// The entry for the whole v2 batch `bytes` (read from disk or fetched from the leader).
+    pub fn of(bytes: &[u8]) -> anyhow::Result<Batch> {
+        let header = Header::new(bytes);
+        let records = (header.last_offset() - header.base_offset() + 1) as u64;
+        let voters = super::voters_record::decode_voters(bytes)?.map(|v| v.iter().map(|v| v.id).collect());
+        Ok(Batch { records, id: 0, voters })
+    }
 }
 
 impl Records for Batch {
     fn records(&self) -> u64 {
         self.records
+    }
+    fn voters(&self) -> Option<Vec<i32>> {
+        self.voters.as_ref().map(|v| v.to_vec())
     }
 }
 
@@ -66,9 +81,9 @@ impl MetadataLog {
         };
         let log = &this.log;
         let mut entries = Vec::new();
-        scan(log, &mut |header| {
-            let records = (header.last_offset() - header.base_offset() + 1) as u64;
-            entries.push(Entry { epoch: header.leader_epoch(), value: Some(Batch { records, id: 0 }) });
+        scan(log, &mut |bytes| {
+            entries.push(Entry { epoch: Header::new(bytes).leader_epoch(), value: Some(Batch::of(bytes)?) });
+            Ok(())
         })?;
         let epoch = log.latest_epoch().map_or(0, |(epoch, _)| epoch).max(start_epoch);
         let state = ElectionState { epoch: state.epoch.max(epoch), ..state };
@@ -185,7 +200,7 @@ pub struct VoterLog {
 }
 
 /// Every batch header from the log start on.
-fn scan(log: &PartitionLog, each: &mut impl FnMut(&Header)) -> anyhow::Result<()> {
+fn scan(log: &PartitionLog, each: &mut impl FnMut(&[u8]) -> anyhow::Result<()>) -> anyhow::Result<()> {
     let (mut offset, end) = (log.log_start_offset(), log.log_end_offset());
     while offset < end {
         let chunk = log.read(offset, end, super::REPLAY_CHUNK_BYTES, true)?;
@@ -196,7 +211,7 @@ fn scan(log: &PartitionLog, each: &mut impl FnMut(&Header)) -> anyhow::Result<()
             let header = Header::new(&chunk[at..at + len]);
             at += len;
             if header.last_offset() >= offset {
-                each(&header);
+                each(&chunk[at - len..at])?;
                 offset = header.last_offset() + 1;
             }
         }
@@ -245,11 +260,23 @@ mod tests {
         assert_eq!(end, 1);
         assert!(!log.read_batches(0, end).expect("read").is_empty());
         assert!(log.write_at(5, 3, &MetadataLog::leader_change(1, &[1, 2, 3], 0)).is_err(), "only at the end");
+        // A VotersRecord (with its KRaftVersionRecord: two records) is an entry naming its voters.
+        let voter =
+            |id| crate::raft::voters_record::VoterInfo { id, directory_id: uuid::Uuid::nil(), endpoints: vec![] };
+        log.write_at(1, 3, &crate::raft::voters_record::voters_batch(1, &[voter(2), voter(1)], 0)).expect("write");
+        log.sync_voter().expect("sync");
         log.close().expect("close");
         let VoterLog { log, state: reopened, entries, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
         assert_eq!(reopened, state);
-        assert_eq!(entries.entries(), &[Entry { epoch: 3, value: Some(Batch { records: 1, id: 0 }) }]);
-        assert_eq!(log.end_offset(), 1);
+        let voters = Some(std::sync::Arc::from(vec![2, 1]));
+        assert_eq!(
+            entries.entries(),
+            &[
+                Entry { epoch: 3, value: Some(Batch { records: 1, id: 0, voters: None }) },
+                Entry { epoch: 3, value: Some(Batch { records: 2, id: 0, voters }) }
+            ]
+        );
+        assert_eq!(log.end_offset(), 3);
     }
 
     fn topic(name: &str) -> crate::metadata::records::MetadataRecord {

@@ -186,10 +186,18 @@ pub fn fetch_answer(response: &FetchResponse, fetch_offset: u64, id: u64) -> Opt
         None => {
             let (start, entries) = split_batches(p.records.clone().unwrap_or_default(), fetch_offset);
             let batches = entries.iter().map(|(_, _, b)| b.clone()).collect();
-            let entries = entries
-                .into_iter()
-                .map(|(epoch, records, _)| super::core::Entry { epoch, value: Some(Batch { records, id: 0 }) })
-                .collect();
+            let mut values = Vec::with_capacity(entries.len());
+            for (epoch, _, bytes) in &entries {
+                // (A VotersRecord that does not decode makes the whole answer unusable.)
+                match Batch::of(bytes) {
+                    Ok(batch) => values.push(super::core::Entry { epoch: *epoch, value: Some(batch) }),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "a fetched metadata batch does not decode");
+                        return None;
+                    }
+                }
+            }
+            let entries = values;
             (FetchResult::Records { start, entries, high_watermark: p.high_watermark.max(0) as u64 }, batches)
         }
         Some(

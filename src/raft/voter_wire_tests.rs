@@ -67,8 +67,8 @@ fn a_fetch_answer_carries_whole_batches_as_entries() {
     second[..8].copy_from_slice(&1i64.to_be_bytes());
     records.extend_from_slice(&second);
     let entries = vec![
-        crate::raft::core::Entry { epoch: -1, value: Some(Batch { records: 1, id: 0 }) },
-        crate::raft::core::Entry { epoch: -1, value: Some(Batch { records: 1, id: 0 }) },
+        crate::raft::core::Entry { epoch: -1, value: Some(Batch { records: 1, id: 0, voters: None }) },
+        crate::raft::core::Entry { epoch: -1, value: Some(Batch { records: 1, id: 0, voters: None }) },
     ];
     let answer = Message::FetchResponse {
         epoch: 5,
