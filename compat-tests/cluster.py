@@ -119,6 +119,8 @@ class KetchController(KetchBroker):
         # Fixed for the controller's life: brokers are configured with it.
         self.port = free_port()
         self.formatted = False
+        # More `ketch format` arguments (e.g. `--initial-controllers ...`).
+        self.format_args: list[str] = []
 
     @property
     def bootstrap(self) -> str:
@@ -152,6 +154,7 @@ class KetchController(KetchBroker):
             cmd += [a for k, v in self.settings().items() for a in ("--override", f"{k}={v}")]
             cmd += [a for name, level in self.features.items() for a in ("--feature", f"{name}={level}")]
             cmd += [a for spec in self.scram for a in ("--add-scram", spec)]
+            cmd += self.format_args
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             if r.returncode != 0:
                 raise BrokerStartError(f"ketch format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")

@@ -73,7 +73,8 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         // Whether the first log directory is being formatted now (LogDirs writes its meta.properties).
         let formatting = !config.log_dir().join("meta.properties").exists();
-        let node = NodeConfig::from_properties(&config.properties, config.node_id)?;
+        let mut node = NodeConfig::from_properties(&config.properties, config.node_id)?;
+        node.resolve_bootstrap_voters(&config.properties, config.log_dir())?;
         anyhow::ensure!(
             node.roles != Roles::Controller,
             "process.roles=controller: a controller-only node runs server::controller, not a broker"

@@ -56,6 +56,20 @@ enum Command {
         /// A SCRAM credential to start with, e.g. `SCRAM-SHA-256=[name=alice,password=alice-secret]` (repeatable).
         #[arg(short = 'S', long = "add-scram", value_name = "MECHANISM=[name=..,password=..]")]
         add_scram: Vec<String>,
+        /// A dynamic quorum (KIP-853) of this controller alone.
+        #[arg(short = 's', long = "standalone", conflicts_with_all = ["initial_controllers", "no_initial_controllers"])]
+        standalone: bool,
+        /// A dynamic quorum of these voters: `id@host:port:directory-id,...`.
+        #[arg(
+            short = 'I',
+            long = "initial-controllers",
+            value_name = "VOTERS",
+            conflicts_with = "no_initial_controllers"
+        )]
+        initial_controllers: Option<String>,
+        /// A controller that joins a dynamic quorum later (`kafka-metadata-quorum add-controller`).
+        #[arg(short = 'N', long = "no-initial-controllers")]
+        no_initial_controllers: bool,
     },
     /// Print a new random id (for `format -t`), like `kafka-storage random-uuid`.
     RandomUuid,
@@ -87,7 +101,24 @@ fn main() -> anyhow::Result<()> {
             println!("{}", ketch::metadata::format::random_uuid());
             return Ok(());
         }
-        Some(Command::Format { cluster_id, config, overrides, ignore_formatted, features, add_scram }) => {
+        Some(Command::Format {
+            cluster_id,
+            config,
+            overrides,
+            ignore_formatted,
+            features,
+            add_scram,
+            standalone,
+            initial_controllers,
+            no_initial_controllers,
+        }) => {
+            use ketch::metadata::format_voters::InitialControllers;
+            let initial = match (standalone, initial_controllers, no_initial_controllers) {
+                (true, _, _) => InitialControllers::Standalone,
+                (_, Some(list), _) => InitialControllers::List(list.clone()),
+                (_, _, true) => InitialControllers::NoInitial,
+                _ => InitialControllers::Unset,
+            };
             let (props, _) = load_properties(config.as_ref(), overrides)?;
             let config = BrokerConfig::from_properties(props)?;
             let mut levels = Vec::new();
@@ -96,7 +127,8 @@ fn main() -> anyhow::Result<()> {
                 let level = level.parse().map_err(|_| anyhow::anyhow!("bad feature level in {f:?}"))?;
                 levels.push((name, level));
             }
-            match ketch::metadata::format::format(&config, cluster_id, *ignore_formatted, &levels, add_scram) {
+            match ketch::metadata::format::format(&config, cluster_id, *ignore_formatted, &levels, add_scram, &initial)
+            {
                 Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
                 Err(e) => {
                     eprintln!("{e}");
@@ -125,7 +157,8 @@ fn main() -> anyhow::Result<()> {
             tracing::info!(addr = %listener.local_addr()?, "metrics endpoint up");
             metrics::http::spawn(listener, metrics.clone());
         }
-        let node = ketch::node::NodeConfig::from_properties(&config.properties, config.node_id)?;
+        let mut node = ketch::node::NodeConfig::from_properties(&config.properties, config.node_id)?;
+        node.resolve_bootstrap_voters(&config.properties, config.log_dir())?;
         if node.roles == ketch::node::Roles::Controller {
             return ketch::server::controller::run(config, node).await;
         }
@@ -143,7 +176,7 @@ fn format_from_environment(config: &BrokerConfig) -> anyhow::Result<()> {
     if !config.properties.contains_key("process.roles") {
         return Ok(());
     }
-    for line in ketch::metadata::format::format(config, cluster_id.trim(), true, &[], &[])? {
+    for line in ketch::metadata::format::format(config, cluster_id.trim(), true, &[], &[], &Default::default())? {
         tracing::info!("{line}");
     }
     Ok(())

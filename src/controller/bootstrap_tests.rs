@@ -125,7 +125,8 @@ fn a_formatted_controller_starts_its_metadata_log_with_the_formatted_levels_and_
     let config = controller_config(dir.path());
     let features = requested(&[("transaction.version", 1), ("eligible.leader.replicas.version", 0)]);
     let scram = ["SCRAM-SHA-256=[name=alice,password=alice-secret]".to_string()];
-    crate::metadata::format::format(&config, "AAAAAAAAAAAAAAAAAAAAAA", false, &features, &scram).expect("format");
+    crate::metadata::format::format(&config, "AAAAAAAAAAAAAAAAAAAAAA", false, &features, &scram, &Default::default())
+        .expect("format");
 
     let controller = open(dir.path(), &config);
     let image = controller.image();
@@ -154,12 +155,14 @@ fn format_refuses_on_a_controller_what_kafkas_formatter_refuses_and_writes_nothi
         false,
         &requested(&[("metadata.version", 22), ("eligible.leader.replicas.version", 1)]),
         &[],
+        &Default::default(),
     )
     .unwrap_err();
     assert!(refused.to_string().contains("depends on metadata.version level 23"), "{refused}");
     assert!(!dir.path().join("meta.properties").exists());
     // group.version is a cluster feature Kafka's formatter takes, though a single node has none.
-    crate::metadata::format::format(&config, "AAAAAAAAAAAAAAAAAAAAAA", false, &requested(&[("group.version", 0)]), &[])
+    let group = requested(&[("group.version", 0)]);
+    crate::metadata::format::format(&config, "AAAAAAAAAAAAAAAAAAAAAA", false, &group, &[], &Default::default())
         .expect("format");
     assert_eq!(read(dir.path()).unwrap().get("group.version"), None);
 }

@@ -21,6 +21,7 @@ use crate::config::BrokerConfig;
 use crate::log::partition_log::write_atomically;
 
 use super::features::{self, Features};
+use super::format_voters::{initial_voters, InitialControllers};
 use super::log_dirs::{base64_url, read_meta};
 use super::store::random_bytes;
 use crate::controller::bootstrap;
@@ -49,6 +50,7 @@ pub fn format(
     ignore_formatted: bool,
     feature_levels: &[(String, i16)],
     add_scram: &[String],
+    initial_controllers: &InitialControllers,
 ) -> anyhow::Result<Vec<String>> {
     if !is_uuid(cluster_id) {
         anyhow::bail!("Cluster ID string {cluster_id} does not appear to be a valid UUID");
@@ -70,6 +72,13 @@ pub fn format(
         Roles::Broker | Roles::Controller | Roles::BrokerController => {
             Some(bootstrap::effective_levels(feature_levels).map_err(anyhow::Error::msg)?)
         }
+    };
+    let initial_voters = match roles {
+        Roles::Controller | Roles::BrokerController => initial_voters(config, initial_controllers)?,
+        _ if *initial_controllers != InitialControllers::Unset => {
+            anyhow::bail!("--standalone, --initial-controllers and --no-initial-controllers are for controllers")
+        }
+        _ => None,
     };
     let scram = add_scram
         .iter()
@@ -106,12 +115,22 @@ pub fn format(
     let mut lines = Vec::new();
     for (i, dir) in todo {
         std::fs::create_dir_all(dir)?;
+        // (A voter's metadata directory takes the directory id the voter list gives it.)
+        let own = initial_voters.as_ref().and_then(|v| v.iter().find(|v| v.id == config.node_id));
+        let directory_id = match own {
+            Some(voter) if i == 0 => super::print_uuid(&voter.directory_id),
+            _ => random_uuid(),
+        };
         let text =
-            format!("version=1\ncluster.id={cluster_id}\nnode.id={}\ndirectory.id={}\n", config.node_id, random_uuid());
+            format!("version=1\ncluster.id={cluster_id}\nnode.id={}\ndirectory.id={directory_id}\n", config.node_id);
         write_atomically(&dir.join("meta.properties"), text.as_bytes())?;
         if i == 0 && matches!(roles, Roles::Controller | Roles::BrokerController) {
             if let Some(levels) = &bootstrap {
                 bootstrap::write(dir, levels)?;
+            }
+            if let Some(voters) = &initial_voters {
+                let metadata_log = dir.join(crate::raft::METADATA_LOG_DIR_NAME);
+                crate::raft::snapshot::write_bootstrap(&metadata_log, voters, crate::log::now_ms())?;
             }
         }
         if i == 0 && roles == Roles::Combined {

@@ -15,6 +15,7 @@
 
 pub mod features;
 pub mod format;
+pub mod format_voters;
 pub mod hosted;
 pub mod image;
 pub mod image_records;

@@ -277,14 +277,8 @@ impl NodeConfig {
                      Ketch brokers with process.roles=broker"
                 );
             }
-            if !bootstrap_servers.is_empty()
-                && !bootstraps_itself(props, &bootstrap_servers, &controller_listener_names)?
-            {
-                anyhow::bail!(
-                    "a Ketch controller is the only voter of its quorum for now (a multi-voter quorum is issue 15): \
-                     controller.quorum.bootstrap.servers must name this node's own controller listener only"
-                );
-            }
+            // (Bootstrap servers are checked at start, against the voters the metadata directory was
+            // formatted with: `resolve_bootstrap_voters`.)
             Ok(())
         };
         // A controller is one of several voters, this node among them, or the only voter.
@@ -364,6 +358,58 @@ impl NodeConfig {
             rack: get("broker.rack").map(str::to_string),
             controller_security,
         })
+    }
+
+    /// A controller without `controller.quorum.voters` takes its voters from the bootstrap
+    /// checkpoint that `format --standalone / --initial-controllers` wrote into `metadata_dir`
+    /// (KIP-853: reached on the first controller listener's endpoint they list); without one,
+    /// its `controller.quorum.bootstrap.servers` must name its own controller listener only (the
+    /// only voter, as Kafka's `server.properties` formatted `--standalone` before KIP-853's
+    /// checkpoint existed here).
+    pub fn resolve_bootstrap_voters(
+        &mut self,
+        props: &Properties,
+        metadata_dir: &std::path::Path,
+    ) -> anyhow::Result<()> {
+        if !self.voters.is_empty()
+            || !matches!(self.roles, Roles::Controller | Roles::BrokerController | Roles::Combined)
+        {
+            return Ok(());
+        }
+        let log_dir = metadata_dir.join(crate::raft::METADATA_LOG_DIR_NAME);
+        let Some(initial) = crate::raft::snapshot::read_bootstrap_voters(&log_dir)? else {
+            if !self.bootstrap_servers.is_empty()
+                && !bootstraps_itself(props, &self.bootstrap_servers, &self.controller_listener_names)?
+            {
+                anyhow::bail!(
+                    "controller.quorum.bootstrap.servers names other controllers but {} holds no initial voters: \
+                     format it with --initial-controllers (or --standalone), or list controller.quorum.voters",
+                    metadata_dir.display()
+                );
+            }
+            return Ok(());
+        };
+        let listener = self.controller_listener_names.first().cloned().unwrap_or_default();
+        let mut voters = Vec::new();
+        for voter in &initial {
+            let Some((_, host, port)) = voter.endpoints.iter().find(|e| e.0 == listener) else {
+                anyhow::bail!("initial voter {} has no endpoint for the controller listener {listener}", voter.id);
+            };
+            voters.push(Voter { id: voter.id, host: host.clone(), port: *port });
+        }
+        anyhow::ensure!(
+            voters.iter().any(|v| v.id == self.node_id),
+            "this controller ({}) is not one of the initial voters in {}: a Ketch controller is a voter (joining a \
+             dynamic quorum as an observer with --no-initial-controllers is not supported yet)",
+            self.node_id,
+            metadata_dir.display()
+        );
+        if voters.len() > 1 && self.roles == Roles::Controller {
+            self.controller_security =
+                ClientSecurity::for_listener(props, &listener, "sasl.mechanism.controller.protocol")?;
+        }
+        self.voters = voters;
+        Ok(())
     }
 
     /// Where to look for the quorum: the voters, else the bootstrap servers.
@@ -470,8 +516,29 @@ mod tests {
             with(("controller.quorum.bootstrap.servers", "localhost:9093")).unwrap().roles,
             Roles::BrokerController
         );
-        assert!(with(("controller.quorum.bootstrap.servers", "localhost:9094")).is_err(), "someone else's");
-        assert!(with(("controller.quorum.bootstrap.servers", "a:9093,b:9093")).is_err(), "several");
+        // Other servers: only with initial voters formatted into the metadata directory (KIP-853).
+        let dir = tempfile::tempdir().unwrap();
+        let resolve = |servers: &'static str| {
+            let mut pairs = combined.to_vec();
+            pairs.push(("controller.quorum.bootstrap.servers", servers));
+            let props: Properties = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let mut node = NodeConfig::from_properties(&props, 2)?;
+            node.resolve_bootstrap_voters(&props, dir.path()).map(|_| node)
+        };
+        assert!(resolve("localhost:9093").unwrap().voters.is_empty(), "the only voter");
+        assert!(resolve("localhost:9094").is_err(), "someone else's");
+        assert!(resolve("a:9093,b:9093").is_err(), "several");
+        let voter = |id, port| crate::raft::voters_record::VoterInfo {
+            id,
+            directory_id: uuid::Uuid::nil(),
+            endpoints: vec![("CONTROLLER".into(), "h".into(), port)],
+        };
+        let log_dir = dir.path().join(crate::raft::METADATA_LOG_DIR_NAME);
+        crate::raft::snapshot::write_bootstrap(&log_dir, &[voter(1, 9091), voter(2, 9093)], 0).unwrap();
+        let node = resolve("a:9093,b:9093").unwrap();
+        assert_eq!(node.voters.iter().map(|v| (v.id, v.port)).collect::<Vec<_>>(), vec![(1, 9091), (2, 9093)]);
+        crate::raft::snapshot::write_bootstrap(&log_dir, &[voter(1, 9091), voter(3, 9093)], 0).unwrap();
+        assert!(resolve("a:9093,b:9093").is_err(), "not one of the initial voters");
         assert!(Roles::BrokerController.is_cluster_broker() && Roles::Broker.is_cluster_broker());
         assert!(!Roles::Combined.is_cluster_broker() && !Roles::Controller.is_cluster_broker());
         let no_controller_listener = config(&[

@@ -57,6 +57,9 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         let added: Vec<NodeId> = new.iter().copied().filter(|v| !current.contains(v)).collect();
         let removed = current.iter().filter(|v| !new.contains(v)).count();
         match (added.as_slice(), removed) {
+            // (Writing down the set in force, which the log does not hold yet: the voters a
+            // quorum was formatted with, written once by its first leader.)
+            ([], 0) if self.voters.latest_offset().is_none() && self.log.start() == 0 => Ok(()),
             ([], 0) => Err(ChangeRefusal::NoChange),
             ([id], 0) => {
                 let caught_up = progress
@@ -71,6 +74,11 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             ([], 1) => Ok(()),
             _ => Err(ChangeRefusal::NotOneVoter),
         }
+    }
+
+    /// Whether a VotersRecord in the log (not yet compacted away) holds the set in force.
+    pub fn voters_in_log(&self) -> bool {
+        self.voters.latest_offset().is_some()
     }
 
     /// The set in force changed (appended or undone): a leader tracks every voter of it.

@@ -213,6 +213,52 @@ pub fn write(
     Ok(bytes.len() as u64)
 }
 
+/// The bootstrap checkpoint (`00000000000000000000-0000000000.checkpoint`) that Kafka's
+/// `format --standalone / --initial-controllers` writes into the metadata log directory `dir`:
+/// one control batch holding the SnapshotHeaderRecord, a KRaftVersionRecord (kraft.version 1)
+/// and the initial VotersRecord, then the footer. Written as a snapshot is (complete or absent).
+pub fn write_bootstrap(dir: &Path, voters: &[super::voters_record::VoterInfo], now_ms: i64) -> anyhow::Result<()> {
+    let header = SnapshotHeaderRecord::default().with_version(0).with_last_contained_log_timestamp(now_ms);
+    let mut control = vec![(SNAPSHOT_HEADER, encode_control(&header)?)];
+    control.extend(super::voters_record::control_records(1, voters));
+    let footer = SnapshotFooterRecord::default().with_version(0);
+    let mut first = super::control_batch(&control, now_ms);
+    let mut second = super::control_batch(&[(SNAPSHOT_FOOTER, encode_control(&footer)?)], now_ms);
+    batch::set_leader_epoch(&mut first, 0);
+    batch::set_base_offset(&mut second, Header::new(&first).last_offset() + 1);
+    batch::set_leader_epoch(&mut second, 0);
+    let id = SnapshotId { end_offset: 0, epoch: 0 };
+    std::fs::create_dir_all(dir)?;
+    let part = dir.join(part_name(id));
+    let mut file = File::create(&part)?;
+    file.write_all(&first)?;
+    file.write_all(&second)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&part, dir.join(id.file_name()))?;
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// The initial voters of the bootstrap checkpoint in `dir`, if there is one holding a VotersRecord.
+pub fn read_bootstrap_voters(dir: &Path) -> anyhow::Result<Option<Vec<super::voters_record::VoterInfo>>> {
+    let path = dir.join(SnapshotId { end_offset: 0, epoch: 0 }.file_name());
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = batch::check_batch(&bytes[at..]).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if let Some(voters) = super::voters_record::decode_voters(&bytes[at..at + len])? {
+            return Ok(Some(voters));
+        }
+        at += len;
+    }
+    Ok(None)
+}
+
 fn encode_control(message: &impl Encodable) -> anyhow::Result<Bytes> {
     let mut value = BytesMut::new();
     message.encode(&mut value, 0).map_err(|e| anyhow::anyhow!("control record: {e:?}"))?;

@@ -65,6 +65,9 @@ pub struct VoterSettings {
     pub request_timeout_ms: i64,
     pub security: Arc<ClientSecurity>,
     pub snapshots: SnapshotPolicy,
+    /// The voters of the bootstrap checkpoint (`format --initial-controllers / --standalone`),
+    /// which the first leader writes into the log (KIP-853).
+    pub initial_voters: Option<Vec<super::voters_record::VoterInfo>>,
 }
 
 /// What the voter knows, published after every step.
@@ -344,6 +347,29 @@ impl Driver {
         self.started.elapsed().as_millis() as i64
     }
 
+    /// A quorum formatted with initial voters has them written into its log once (kraft.version 1
+    /// and the VotersRecord), by the first leader whose epoch has committed, as Kafka's leader
+    /// writes them at its first epoch: observers, snapshots and restarts then take the voters
+    /// from the log. (Tried at every tick until it commits: the core refuses it meanwhile.)
+    fn write_initial_voters(&mut self) -> anyhow::Result<()> {
+        let Some(initial) = &self.settings.initial_voters else { return Ok(()) };
+        let ids: Vec<NodeId> = initial.iter().map(|v| v.id).collect();
+        let proposable = self.status.borrow().active
+            && !self.core.voters_in_log()
+            && self.core.log().start() == 0
+            && self.core.check_voter_change(&ids).is_ok();
+        if !proposable {
+            return Ok(());
+        }
+        let bytes = super::voters_record::voters_batch(1, initial, crate::log::now_ms());
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, Bytes::from(bytes));
+        tracing::info!(voters = ?ids, "writing the initial voters into the metadata log");
+        self.step(Input::Propose(Batch { records: 2, id, voters: Some(ids.into()) }), None)?;
+        Ok(())
+    }
+
     fn run(&mut self) -> anyhow::Result<()> {
         let mut next_tick = Instant::now();
         loop {
@@ -360,6 +386,7 @@ impl Driver {
                 let tick = Input::Tick { now_ms: self.now_ms(), random: self.seed };
                 self.step(tick, None)?;
                 self.on_tick_snapshots()?;
+                self.write_initial_voters()?;
                 self.release_parked(false)?;
             }
         }

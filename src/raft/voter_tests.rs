@@ -118,6 +118,7 @@ async fn start_with(
         request_timeout_ms: 1000,
         security: ClientSecurity::plaintext(),
         snapshots,
+        initial_voters: None,
     };
     let applied: Applied = Arc::default();
     let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");

@@ -138,6 +138,9 @@ fn voter_settings(
         request_timeout_ms: node.request_timeout_ms as i64,
         security: node.controller_security.clone(),
         snapshots: crate::raft::voter::SnapshotPolicy::from_config(config)?,
+        initial_voters: crate::raft::snapshot::read_bootstrap_voters(
+            &config.log_dir().join(crate::raft::METADATA_LOG_DIR_NAME),
+        )?,
     })
 }
 

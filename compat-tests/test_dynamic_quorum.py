@@ -1,0 +1,178 @@
+"""KIP-853 dynamic quorums (issue 15): controllers formatted with `--initial-controllers` (or
+`--standalone`) instead of listing `controller.quorum.voters`.
+
+- `ketch format --initial-controllers id@host:port:directory-id,...` writes the bootstrap
+  checkpoint (`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`) record for record
+  as Apache Kafka 4.1's `kafka-storage format` does (Kafka's DumpLogSegments decodes both: the
+  header, KRaftVersion 1, the voters with their directory ids and controller endpoints, the
+  footer; only the CRCs and timestamps differ), and gives the metadata directory the voter's
+  directory id; `--standalone` makes this controller the only voter; with
+  `controller.quorum.voters` set both are refused with Kafka's message.
+- Three Ketch controllers formatted so, started with `controller.quorum.bootstrap.servers` only,
+  elect a leader, which writes the initial voters into the metadata log (KRaftVersion and
+  KRaftVoters control records, decoded by DumpLogSegments); `kafka-metadata-quorum describe
+  --status` shows the three voters; a Ketch and an Apache Kafka 4.1 broker (bootstrap servers
+  only) join, a topic is created and written through both; the leader is killed (-9), another is
+  elected and a new topic is created and written.
+
+Ketch only (KETCH_COMPAT_TARGET=kafka skips: Kafka's own dynamic quorum is its test suite's).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import os
+import re
+import subprocess
+
+import pytest
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import bootstrap, broker_under, create_topic, kafka_storage_format, new_cluster_id, wait_for, wait_for_isr
+from conftest import REPO_ROOT, TARGET, free_port
+from kafka_tools import KafkaTools
+from test_cluster_under_kafka_controller import assert_log_is, produce_all
+from test_controller_quorum import VOTERS, Quorum, Voter, ids, leader_of, running
+
+pytestmark = pytest.mark.skipif(TARGET != "ketch", reason="dynamic quorums of Ketch controllers")
+
+DUMP_LOG = "kafka.tools.DumpLogSegments"
+KETCH = Path(os.environ.get("KETCH_BIN") or REPO_ROOT / "target/release/ketch")
+CHECKPOINT = "__cluster_metadata-0/00000000000000000000-0000000000.checkpoint"
+# Two printed Kafka Uuids (directory ids).
+DIRS = {1: "MvDxzVmcRsaTz33bUuRU6A", 2: "07R5amHmR32VDA6jHkGbTA", 3: "b1Hh0P1DR3yQWnJ5yT8i0w"}
+
+
+def initial_controllers(ports: dict[int, int]) -> str:
+    return ",".join(f"{n}@127.0.0.1:{p}:{DIRS[n]}" for n, p in ports.items())
+
+
+class DynamicVoter(Voter):
+    """A Ketch controller of a dynamic quorum: no controller.quorum.voters; bootstrap servers; its
+    directory formatted with `--initial-controllers`."""
+
+    def __init__(self, workdir, node_id, ports, cluster_id):
+        super().__init__(workdir, node_id, ports, cluster_id)
+        self.servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+        self.format_args = ["--initial-controllers", initial_controllers(ports)]
+
+    def settings(self) -> dict[str, str]:
+        props = super().settings()
+        del props["controller.quorum.voters"]
+        props["controller.quorum.bootstrap.servers"] = self.servers
+        return props
+
+
+def dump(kafka_libs, path) -> str:
+    """Kafka's DumpLogSegments of `path` (the metadata decoder), without CRCs and timestamps."""
+    r = subprocess.run(["java", "-cp", str(kafka_libs / "*"), DUMP_LOG, "--cluster-metadata-decoder", "--files",
+                        str(path)], capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if not line.startswith(("Dumping", "SLF4J"))]
+    text = "\n".join(lines)
+    text = re.sub(r"crc: \d+", "crc: _", text)
+    text = re.sub(r"CreateTime: \d+", "CreateTime: _", text)
+    return re.sub(r'"lastContainedLogTimestamp":\d+', '"lastContainedLogTimestamp":_', text)
+
+
+def controller_props(path, node_id: int, port: int, data, extra: str = "") -> None:
+    path.write_text(f"process.roles=controller\nnode.id={node_id}\ncontroller.listener.names=CONTROLLER\n"
+                    f"listeners=CONTROLLER://127.0.0.1:{port}\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT\n"
+                    f"log.dirs={data}\n{extra}")
+
+
+def ketch_format(props, cluster_id, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KETCH), "format", "-t", cluster_id, "-c", str(props), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_format_writes_the_bootstrap_checkpoint_kafkas_formatter_writes(kafka_libs, tmp_path):
+    ports = {1: free_port(), 2: free_port(), 3: free_port()}
+    spec = initial_controllers(ports)
+    servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+    cluster_id = new_cluster_id()
+    for kind in ("kafka", "ketch"):
+        props = tmp_path / f"{kind}.properties"
+        controller_props(props, 2, ports[2], tmp_path / kind, f"controller.quorum.bootstrap.servers={servers}\n")
+        if kind == "kafka":
+            kafka_storage_format(kafka_libs, props, cluster_id, "--initial-controllers", spec)
+        else:
+            r = ketch_format(props, cluster_id, "--initial-controllers", spec)
+            assert r.returncode == 0, r.stderr
+    kafka, ketch = dump(kafka_libs, tmp_path / "kafka" / CHECKPOINT), dump(kafka_libs, tmp_path / "ketch" / CHECKPOINT)
+    assert "KRaftVersion {\"version\":0,\"kRaftVersion\":1}" in ketch, ketch
+    assert ketch.count("\"voterId\":") == 3 and f"\"voterDirectoryId\":\"{DIRS[3]}\"" in ketch, ketch
+    assert ketch == kafka
+    meta = (tmp_path / "ketch" / "meta.properties").read_text()
+    assert f"directory.id={DIRS[2]}" in meta, meta
+
+    # --standalone: this controller alone, on its controller listener.
+    props = tmp_path / "standalone.properties"
+    controller_props(props, 5, ports[1], tmp_path / "standalone",
+                     f"controller.quorum.bootstrap.servers=127.0.0.1:{ports[1]}\n")
+    r = ketch_format(props, cluster_id, "--standalone")
+    assert r.returncode == 0, r.stderr
+    alone = dump(kafka_libs, tmp_path / "standalone" / CHECKPOINT)
+    assert alone.count("\"voterId\":") == 1 and "\"voterId\":5" in alone, alone
+    assert f"\"host\":\"127.0.0.1\",\"port\":{ports[1]}" in alone, alone
+
+    # Static voters and a dynamic quorum do not mix (Kafka's refusal).
+    props = tmp_path / "static.properties"
+    controller_props(props, 1, ports[1], tmp_path / "static", f"controller.quorum.voters=1@127.0.0.1:{ports[1]}\n")
+    r = ketch_format(props, cluster_id, "--standalone")
+    assert r.returncode != 0 and "You cannot specify controller.quorum.voters" in r.stderr, r.stderr
+    assert not (tmp_path / "static" / "meta.properties").exists()
+
+
+@pytest.fixture
+def dynamic_cluster(tmp_path):
+    ports = {n: free_port() for n in VOTERS}
+    cluster_id = new_cluster_id()
+    voters = {}
+    for n in VOTERS:
+        (tmp_path / f"c{n}").mkdir()
+        voters[n] = DynamicVoter(tmp_path / f"c{n}", n, ports, cluster_id)
+    quorum = Quorum(voters)
+    servers = voters[1].servers
+    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": servers}
+    brokers = {11: broker_under(quorum, tmp_path / "b11", 11, "ketch", dynamic),
+               12: broker_under(quorum, tmp_path / "b12", 12, "kafka", dynamic)}
+    with running([*voters.values(), *brokers.values()]):
+        yield voters, brokers
+
+
+def test_three_ketch_controllers_formatted_with_initial_controllers_run_a_cluster(dynamic_cluster, kafka_libs,
+                                                                                tmp_path):
+    voters, brokers = dynamic_cluster
+    kt = KafkaTools(kafka_libs, brokers[11], tmp_path)
+    leader, status = leader_of(kt, voters.values())
+    assert ids(status["CurrentVoters"]) == set(VOTERS), status
+
+    # The first leader wrote the initial voters into the metadata log.
+    def voters_in_log():
+        segments = sorted((voters[leader].data_dir / "__cluster_metadata-0").glob("*.log"))
+        text = "\n".join(dump(kafka_libs, s) for s in segments)
+        return text if "KRaftVoters" in text else None
+    text = wait_for(voters_in_log, "the initial voters in the leader's metadata log", timeout=30)
+    assert "KRaftVersion {\"version\":0,\"kRaftVersion\":1}" in text, text
+    assert all(f"\"voterDirectoryId\":\"{DIRS[n]}\"" in text for n in VOTERS), text
+
+    servers = bootstrap(brokers.values())
+    admin = AdminClient({"bootstrap.servers": servers})
+    new = NewTopic("before", num_partitions=2, replication_factor=2)
+    create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, "before created with replication factor 2")
+    wait_for_isr(admin, "before", [11, 12], count=2, timeout=60)
+    first = produce_all(servers, "before", [b"a%d" % i for i in range(100)], 2)
+
+    voters[leader].kill9()
+    new_leader, status = leader_of(kt, [v for n, v in voters.items() if n != leader], not_=leader)
+    assert new_leader != leader
+    new = NewTopic("after", num_partitions=2, replication_factor=2)
+    create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, "after created under the new controller",
+                 timeout=60)
+    wait_for_isr(admin, "after", [11, 12], count=2, timeout=60)
+    second = produce_all(servers, "after", [b"b%d" % i for i in range(100)], 2)
+    assert_log_is(servers, "before", first, 2)
+    assert_log_is(servers, "after", second, 2)
