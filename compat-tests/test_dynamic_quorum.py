@@ -14,6 +14,13 @@
   --status` shows the three voters; a Ketch and an Apache Kafka 4.1 broker (bootstrap servers
   only) join, a topic is created and written through both; the leader is killed (-9), another is
   elected and a new topic is created and written.
+- A mixed dynamic quorum: two Ketch controllers and an Apache Kafka 4.1 one, all formatted with the
+  same `--initial-controllers` (Kafka's by its own StorageTool), a Ketch and a Kafka broker; the
+  leader is killed (-9) and restarted until a leader of each kind was killed; after every kill a
+  topic is created under the new leader and written through both brokers, nothing acknowledged
+  lost. (Before voters sent their directory ids, Kafka's leader took a Ketch voter for an observer
+  and never committed; before a new leader answered -1 for a high watermark it did not have yet,
+  Kafka's broker halted on a high watermark going back.)
 
 Ketch only (KETCH_COMPAT_TARGET=kafka skips: Kafka's own dynamic quorum is its test suite's).
 """
@@ -34,7 +41,7 @@ from cluster import bootstrap, broker_under, create_topic, kafka_storage_format,
 from conftest import REPO_ROOT, TARGET, free_port
 from kafka_tools import KafkaTools
 from test_cluster_under_kafka_controller import assert_log_is, produce_all
-from test_controller_quorum import VOTERS, Quorum, Voter, ids, leader_of, running
+from test_controller_quorum import VOTERS, KafkaVoter, Quorum, Voter, ids, leader_of, running
 
 pytestmark = pytest.mark.skipif(TARGET != "ketch", reason="dynamic quorums of Ketch controllers")
 
@@ -176,3 +183,62 @@ def test_three_ketch_controllers_formatted_with_initial_controllers_run_a_cluste
     second = produce_all(servers, "after", [b"b%d" % i for i in range(100)], 2)
     assert_log_is(servers, "before", first, 2)
     assert_log_is(servers, "after", second, 2)
+
+
+class KafkaDynamicVoter(KafkaVoter):
+    """An Apache Kafka 4.1 controller of the same dynamic quorum (formatted by Kafka's StorageTool
+    with the same `--initial-controllers`)."""
+
+    def __init__(self, workdir, node_id, ports, cluster_id):
+        super().__init__(workdir, node_id, ports, cluster_id)
+        self.servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+        self.initial = initial_controllers(ports)
+
+    def _write_props(self) -> None:
+        super()._write_props()
+        text = "".join(line + "\n" for line in self.props_path.read_text().splitlines()
+                       if not line.startswith("controller.quorum.voters="))
+        self.props_path.write_text(text + f"controller.quorum.bootstrap.servers={self.servers}\n")
+
+    def _format(self) -> None:
+        kafka_storage_format(self.libs, self.props_path, self.cluster_id, "--initial-controllers", self.initial)
+        self.formatted = True
+
+
+def test_a_mixed_dynamic_quorum_elects_either_kind_and_survives_the_kill_of_its_leaders(kafka_libs, tmp_path):
+    ports = {n: free_port() for n in VOTERS}
+    cluster_id = new_cluster_id()
+    voters = {}
+    for n in VOTERS:
+        (tmp_path / f"c{n}").mkdir()
+        kind = KafkaDynamicVoter if n == 3 else DynamicVoter
+        voters[n] = kind(tmp_path / f"c{n}", n, ports, cluster_id)
+    quorum = Quorum(voters)
+    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": voters[1].servers}
+    brokers = {11: broker_under(quorum, tmp_path / "b11", 11, "ketch", dynamic),
+               12: broker_under(quorum, tmp_path / "b12", 12, "kafka", dynamic)}
+    with running([*voters.values(), *brokers.values()]):
+        kt = KafkaTools(kafka_libs, brokers[11], tmp_path)
+        servers = bootstrap(brokers.values())
+        admin = AdminClient({"bootstrap.servers": servers})
+        killed: set[str] = set()
+        leader, status = leader_of(kt, voters.values())
+        assert ids(status["CurrentVoters"]) == set(VOTERS), status
+        for round_ in range(4):
+            topic = f"t{round_}"
+            new = NewTopic(topic, num_partitions=2, replication_factor=2)
+            create_topic(admin, new, KafkaError.INVALID_REPLICATION_FACTOR, f"{topic} created", timeout=60)
+            wait_for_isr(admin, topic, [11, 12], count=2, timeout=60)
+            acked = produce_all(servers, topic, [b"v%d" % i for i in range(50)], 2)
+            assert_log_is(servers, topic, acked, 2)
+            if killed == {"kafka", "ketch"}:
+                break
+            kind = "kafka" if leader == 3 else "ketch"
+            print(f"round {round_}: leader {leader} ({kind}) killed")
+            killed.add(kind)
+            voters[leader].kill9()
+            others = [v for n, v in voters.items() if n != leader]
+            new_leader, _ = leader_of(kt, others, not_=leader)
+            voters[leader].start()
+            leader = new_leader
+        assert killed == {"kafka", "ketch"}, killed

@@ -113,6 +113,12 @@ pub fn print_uuid(id: &Uuid) -> String {
     log_dirs::base64_url(id.as_bytes())
 }
 
+/// The `directory.id` of the formatted log directory `dir` (None: not formatted, or none given).
+pub fn directory_id_of(dir: &std::path::Path) -> anyhow::Result<Option<Uuid>> {
+    let meta = log_dirs::read_meta(dir)?;
+    Ok(meta.and_then(|props| props.get("directory.id").and_then(|id| parse_uuid(id))))
+}
+
 /// A printed Kafka `Uuid` back to its value (`None` if it is not one).
 pub fn parse_uuid(text: &str) -> Option<Uuid> {
     log_dirs::uuid_from_base64(text)

@@ -665,7 +665,9 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.record_fetch(from, fetch_offset);
         self.advance_high_watermark(out);
         let (start, entries) = self.log.read(fetch_offset, self.config.max_fetch_entries);
-        let result = FetchResult::Records { start, entries, high_watermark: self.high_watermark };
+        let established = matches!(self.role, Role::Leader { epoch_start, .. } if self.high_watermark > epoch_start);
+        let high_watermark = established.then_some(self.high_watermark);
+        let result = FetchResult::Records { start, entries, high_watermark };
         out.push(Output::Send { to: from, message: reply(result) });
     }
 
@@ -719,7 +721,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 if start == self.end() {
                     self.append(entries, out);
                 }
-                let high_watermark = high_watermark.min(self.end());
+                let high_watermark = high_watermark.unwrap_or(0).min(self.end());
                 if high_watermark > self.high_watermark {
                     debug_assert!(self.log.is_boundary(high_watermark), "a high watermark ends a batch");
                     self.high_watermark = high_watermark;

@@ -51,8 +51,10 @@ pub struct Config {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchResult<V> {
-    /// Entries from the fetch offset on (possibly none), and the leader's high watermark.
-    Records { start: u64, entries: Vec<Entry<V>>, high_watermark: u64 },
+    /// Entries from the fetch offset on (possibly none), and the leader's high watermark (None
+    /// until an entry of its epoch is committed: Kafka's leader answers -1 then, and a Kafka
+    /// follower takes a high watermark going back, even across epochs, as a fatal error).
+    Records { start: u64, entries: Vec<Entry<V>>, high_watermark: Option<u64> },
     /// The logs diverge: truncate to at most `end_offset`, the end of `epoch` in the leader's log.
     Diverging { epoch: i32, end_offset: u64 },
     /// Not the leader of the fetch's epoch (the response's epoch and leader say who is).

@@ -11,7 +11,9 @@
 //! (Kafka's JSON, data version 0: leader id, leader epoch, voters). A data batch holds metadata
 //! records, each a record with a null key whose value is the record framed as Kafka's
 //! `ApiMessageAndVersion` (`metadata::records::framing`). At every start the voter appends a
-//! control batch holding a LeaderChangeMessage for its new epoch. Snapshots are Kafka's
+//! control batch holding a LeaderChangeMessage for its new epoch. A quorum formatted with initial
+//! voters (KIP-853) also holds KRaftVersionRecord / VotersRecord control batches
+//! (`voters_record.rs`), which make the voter set (`voter_set.rs`). Snapshots are Kafka's
 //! `<end offset>-<epoch>.checkpoint` files beside the segments (`snapshot.rs`). Kafka's
 //! `kafka-dump-log --cluster-metadata-decoder` reads these files.
 //!

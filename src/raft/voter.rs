@@ -68,6 +68,9 @@ pub struct VoterSettings {
     /// The voters of the bootstrap checkpoint (`format --initial-controllers / --standalone`),
     /// which the first leader writes into the log (KIP-853).
     pub initial_voters: Option<Vec<super::voters_record::VoterInfo>>,
+    /// This voter's metadata directory id (`meta.properties`): with its id, the key Kafka's
+    /// leader knows a voter of a dynamic quorum by (Fetch v17, Vote v2).
+    pub directory_id: uuid::Uuid,
 }
 
 /// What the voter knows, published after every step.
@@ -281,9 +284,15 @@ fn spawn_peer(
         let timeout = Duration::from_millis(settings.request_timeout_ms.max(1) as u64);
         let own = settings.voters[&settings.node_id].clone();
         while let Some(message) = rx.recv().await {
-            let Some(request) =
-                wire::request(&settings.cluster_id, settings.node_id, to, &message, &own, FETCH_MAX_WAIT_MS)
-            else {
+            let Some(request) = wire::request(
+                &settings.cluster_id,
+                settings.node_id,
+                to,
+                &message,
+                &own,
+                FETCH_MAX_WAIT_MS,
+                settings.directory_id,
+            ) else {
                 continue;
             };
             if connection.is_none() {

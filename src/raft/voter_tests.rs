@@ -119,6 +119,7 @@ async fn start_with(
         security: ClientSecurity::plaintext(),
         snapshots,
         initial_voters: None,
+        directory_id: uuid::Uuid::nil(),
     };
     let applied: Applied = Arc::default();
     let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");

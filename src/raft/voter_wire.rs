@@ -66,6 +66,7 @@ pub fn request(
     message: &Message<Batch>,
     endpoint: &Endpoint,
     max_wait_ms: i32,
+    directory_id: uuid::Uuid,
 ) -> Option<Outgoing> {
     Some(match *message {
         Message::Vote { epoch, pre_vote, last_epoch, end_offset } => {
@@ -75,7 +76,8 @@ pub fn request(
                 .with_replica_id(from.into())
                 .with_last_offset_epoch(last_epoch)
                 .with_last_offset(end_offset as i64)
-                .with_pre_vote(pre_vote);
+                .with_pre_vote(pre_vote)
+                .with_replica_directory_id(directory_id);
             let topic = vote::TopicData::default().with_topic_name(topic_name()).with_partitions(vec![partition]);
             Outgoing::Vote(
                 VoteRequest::default()
@@ -120,7 +122,8 @@ pub fn request(
                 .with_fetch_offset(fetch_offset as i64)
                 .with_last_fetched_epoch(last_fetched_epoch)
                 .with_log_start_offset(-1)
-                .with_partition_max_bytes(8 << 20);
+                .with_partition_max_bytes(8 << 20)
+                .with_replica_directory_id(directory_id);
             let topic = FetchTopic::default().with_topic_id(METADATA_TOPIC_ID).with_partitions(vec![partition]);
             Outgoing::Fetch(
                 FetchRequest::default()
@@ -198,7 +201,8 @@ pub fn fetch_answer(response: &FetchResponse, fetch_offset: u64, id: u64) -> Opt
                 }
             }
             let entries = values;
-            (FetchResult::Records { start, entries, high_watermark: p.high_watermark.max(0) as u64 }, batches)
+            let high_watermark = (p.high_watermark >= 0).then_some(p.high_watermark as u64);
+            (FetchResult::Records { start, entries, high_watermark }, batches)
         }
         Some(
             ResponseError::FencedLeaderEpoch | ResponseError::NotLeaderOrFollower | ResponseError::UnknownLeaderEpoch,
@@ -377,7 +381,7 @@ pub fn fetch_out(
     );
     match result {
         FetchResult::Records { high_watermark, .. } => {
-            p.high_watermark = *high_watermark as i64;
+            p.high_watermark = high_watermark.map_or(-1, |hw| hw as i64);
             p.records = Some(records);
         }
         FetchResult::Diverging { epoch, end_offset } => {

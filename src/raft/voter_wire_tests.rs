@@ -14,10 +14,13 @@ fn endpoint() -> Endpoint {
     Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.1".into(), port: 9093 }
 }
 
+/// This voter's directory id.
+const DIR: uuid::Uuid = uuid::Uuid::from_u128(0x5eed);
+
 #[test]
 fn a_pre_vote_goes_out_and_comes_back_as_the_same_message() {
     let message = Message::Vote { epoch: 7, pre_vote: true, last_epoch: 6, end_offset: 42 };
-    let Some(Outgoing::Vote(request)) = request("c", 1, 2, &message, &endpoint(), 0) else { panic!("a vote") };
+    let Some(Outgoing::Vote(request)) = request("c", 1, 2, &message, &endpoint(), 0, DIR) else { panic!("a vote") };
     let request = through(&request, VOTE_VERSION);
     assert_eq!(request.voter_id.0, 2);
     // On the wire a pre-vote is asked in the prospective's current epoch (KIP-996).
@@ -37,7 +40,7 @@ fn a_pre_vote_goes_out_and_comes_back_as_the_same_message() {
 
 #[test]
 fn begin_and_end_quorum_epoch_name_the_leader() {
-    let Some(Outgoing::Begin(begin)) = request("c", 3, 1, &Message::BeginQuorumEpoch { epoch: 4 }, &endpoint(), 0)
+    let Some(Outgoing::Begin(begin)) = request("c", 3, 1, &Message::BeginQuorumEpoch { epoch: 4 }, &endpoint(), 0, DIR)
     else {
         panic!("a begin")
     };
@@ -46,7 +49,8 @@ fn begin_and_end_quorum_epoch_name_the_leader() {
     assert_eq!(begin.leader_endpoints[0].port, 9093);
     let response = through(&begin_out(4, Some(3), None), BEGIN_QUORUM_EPOCH_VERSION);
     assert_eq!(begin_answer(&response), Some(Message::BeginQuorumEpochResponse { epoch: 4 }));
-    let Some(Outgoing::End(end)) = request("c", 3, 1, &Message::EndQuorumEpoch { epoch: 4 }, &endpoint(), 0) else {
+    let Some(Outgoing::End(end)) = request("c", 3, 1, &Message::EndQuorumEpoch { epoch: 4 }, &endpoint(), 0, DIR)
+    else {
         panic!("an end")
     };
     let end = through(&end, END_QUORUM_EPOCH_VERSION);
@@ -56,8 +60,10 @@ fn begin_and_end_quorum_epoch_name_the_leader() {
 #[test]
 fn a_fetch_answer_carries_whole_batches_as_entries() {
     let fetch = Message::Fetch { epoch: 5, fetch_offset: 0, last_fetched_epoch: 0, id: 9 };
-    let Some(Outgoing::Fetch(request)) = request("c", 2, 1, &fetch, &endpoint(), 500) else { panic!("a fetch") };
+    let Some(Outgoing::Fetch(request)) = request("c", 2, 1, &fetch, &endpoint(), 500, DIR) else { panic!("a fetch") };
     let request = through(&request, FETCH_VERSION);
+    // (Kafka's leader of a dynamic quorum knows a voter by its id and directory id.)
+    assert_eq!(request.topics[0].partitions[0].replica_directory_id, DIR);
     let (from, message, wait) = fetch_in(&request, "c").expect("a metadata fetch");
     assert_eq!((from, wait), (2, 500));
     assert_eq!(message, Message::Fetch { epoch: 5, fetch_offset: 0, last_fetched_epoch: 0, id: 0 });
@@ -73,7 +79,7 @@ fn a_fetch_answer_carries_whole_batches_as_entries() {
     let answer = Message::FetchResponse {
         epoch: 5,
         leader: Some(1),
-        result: FetchResult::Records { start: 0, entries: entries.clone(), high_watermark: 1 },
+        result: FetchResult::Records { start: 0, entries: entries.clone(), high_watermark: Some(1) },
         id: 0,
     };
     let response = fetch_out(Ok(&answer), Bytes::from(records), 5, Some((1, &endpoint())));
@@ -85,7 +91,7 @@ fn a_fetch_answer_carries_whole_batches_as_entries() {
     else {
         panic!("records: {message:?}")
     };
-    assert_eq!((start, got, high_watermark, id), (0, entries, 1, 9));
+    assert_eq!((start, got, high_watermark, id), (0, entries, Some(1), 9));
     // Not the leader of the asked epoch: fenced (older), unknown (newer).
     let not_leader = Message::FetchResponse { epoch: 5, leader: Some(1), result: FetchResult::NotLeader, id: 0 };
     let fenced = fetch_out(Ok(&not_leader), Bytes::new(), 4, None);
