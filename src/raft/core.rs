@@ -241,6 +241,14 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 self.voters.compact(self.log.start());
             }
             Input::SnapshotFetched(fetched) => self.on_snapshot_fetched(fetched, &mut out),
+            Input::SnapshotRead { from } => {
+                let now = self.now_ms;
+                if let Role::Leader { progress, .. } = &mut self.role {
+                    if let Some(p) = progress.get_mut(&from) {
+                        p.last_fetch_ms = now;
+                    }
+                }
+            }
             Input::Unreachable { to } => {
                 if matches!(self.role, Role::Follower { leader } if leader == to) && !self.leader_unreachable {
                     self.leader_unreachable = true;

@@ -145,6 +145,13 @@ pub enum Input<V> {
     Compact {
         end: u64,
     },
+    /// Node `from` asked this node for a chunk of its snapshot (FetchSnapshot): a voter
+    /// downloading the leader's snapshot counts as fetching for check-quorum (Kafka's leader
+    /// updates the voter's fetch time on FetchSnapshot too), or a long download would make a
+    /// leader that still has a majority resign.
+    SnapshotRead {
+        from: NodeId,
+    },
     /// The snapshot the leader pointed at is downloaded (Some: its end, epoch and the voter set
     /// it holds) or could not be (None).
     SnapshotFetched(Option<(u64, i32, Vec<NodeId>)>),

@@ -301,6 +301,8 @@ impl Sim {
                         return Err(format!("snapshot {end} of leader {leader}: offset {offset} is not committed"));
                     }
                 }
+                // (Each chunk the download asked for kept the leader's check-quorum informed.)
+                self.deliver(leader, Input::SnapshotRead { from: id })?;
                 let voters = voters_after(&content, &self.initial);
                 self.nodes.get_mut(&id).expect("node").downloaded = Some((end, epoch, content));
                 self.deliver(id, Input::SnapshotFetched(Some((end, epoch, voters))))

@@ -124,3 +124,25 @@ fn a_leader_repeats_begin_quorum_epoch_to_a_quiet_voter_and_steps_down_for_a_lat
     assert!(!l.is_leader());
     assert_eq!(l.election_state().epoch, 2);
 }
+
+#[test]
+fn a_voter_downloading_the_leaders_snapshot_keeps_the_leader_from_resigning() {
+    let voters = [1, 2, 3];
+    let mut l: RaftCore<u64> =
+        RaftCore::restore(config(1, &voters, 8), ElectionState::default(), Entries::new(Vec::new()), None, 0, 7);
+    let _ = l.step(Input::Tick { now_ms: 5_000, random: 1 });
+    for pre_vote in [true, false] {
+        let grant = Message::VoteResponse { epoch: 1, pre_vote, granted: true, leader: None };
+        let _ = l.step(Input::Message { from: 2, message: grant });
+    }
+    assert!(l.is_leader());
+    // Voter 2 only reads the snapshot (FetchSnapshot), voter 3 is silent: 2 and the leader are a
+    // majority past the check-quorum horizon (1.5 fetch timeouts, 3 s).
+    for now_ms in (5_500..=9_500).step_by(500) {
+        let _ = l.step(Input::SnapshotRead { from: 2 });
+        let _ = l.step(Input::Tick { now_ms, random: 0 });
+    }
+    assert!(l.is_leader());
+    let _ = l.step(Input::Tick { now_ms: 13_000, random: 0 });
+    assert!(!l.is_leader(), "without them it resigns");
+}

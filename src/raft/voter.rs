@@ -125,6 +125,10 @@ enum Event {
         id: SnapshotId,
         result: anyhow::Result<Vec<MetadataRecord>>,
     },
+    /// Node `from` read a chunk of this voter's snapshot (FetchSnapshot).
+    SnapshotRead {
+        from: NodeId,
+    },
     /// A request to voter `to` failed in transport (refused, reset, closed).
     Unreachable {
         to: NodeId,
@@ -449,6 +453,9 @@ impl Driver {
             Event::Downloaded { id, result } => self.on_downloaded(id, result)?,
             Event::Unreachable { to } => {
                 self.step(Input::Unreachable { to }, None)?;
+            }
+            Event::SnapshotRead { from } => {
+                self.step(Input::SnapshotRead { from }, None)?;
             }
             Event::Stop => {}
         }

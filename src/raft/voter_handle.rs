@@ -86,6 +86,11 @@ impl VoterHandle {
         request: &kafka_protocol::messages::FetchSnapshotRequest,
     ) -> kafka_protocol::messages::FetchSnapshotResponse {
         let status = self.status.borrow().clone();
+        if status.leader == Some(self.settings.node_id) {
+            // (For check-quorum: a voter downloading the snapshot is as good as fetching.)
+            let from = request.replica_id.0;
+            let _ = self.events.send(Event::SnapshotRead { from });
+        }
         let (request, dir, settings) = (request.clone(), self.dir.clone(), self.settings.clone());
         let answer = tokio::task::spawn_blocking(move || {
             let view = snapshot_wire::LeaderView {
