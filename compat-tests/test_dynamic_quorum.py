@@ -72,6 +72,26 @@ class DynamicVoter(Voter):
         return props
 
 
+class KafkaDynamicVoter(KafkaVoter):
+    """An Apache Kafka 4.1 controller of the same dynamic quorum (formatted by Kafka's StorageTool
+    with the same `--initial-controllers`)."""
+
+    def __init__(self, workdir, node_id, ports, cluster_id):
+        super().__init__(workdir, node_id, ports, cluster_id)
+        self.servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+        self.initial = initial_controllers(ports)
+
+    def _write_props(self) -> None:
+        super()._write_props()
+        text = "".join(line + "\n" for line in self.props_path.read_text().splitlines()
+                       if not line.startswith("controller.quorum.voters="))
+        self.props_path.write_text(text + f"controller.quorum.bootstrap.servers={self.servers}\n")
+
+    def _format(self) -> None:
+        kafka_storage_format(self.libs, self.props_path, self.cluster_id, "--initial-controllers", self.initial)
+        self.formatted = True
+
+
 def dump(kafka_libs, path) -> str:
     """Kafka's DumpLogSegments of `path` (the metadata decoder), without CRCs and timestamps."""
     r = subprocess.run(["java", "-cp", str(kafka_libs / "*"), DUMP_LOG, "--cluster-metadata-decoder", "--files",
@@ -133,19 +153,26 @@ def test_format_writes_the_bootstrap_checkpoint_kafkas_formatter_writes(kafka_li
     assert not (tmp_path / "static" / "meta.properties").exists()
 
 
-@pytest.fixture
-def dynamic_cluster(tmp_path):
+def dynamic_quorum(tmp_path, kafka_voters=()) -> tuple[dict, dict]:
+    """Three controllers of one dynamic quorum (Apache Kafka's for the ids in `kafka_voters`), a
+    Ketch broker 11 and a Kafka broker 12, all with bootstrap servers only (not started)."""
     ports = {n: free_port() for n in VOTERS}
     cluster_id = new_cluster_id()
     voters = {}
     for n in VOTERS:
         (tmp_path / f"c{n}").mkdir()
-        voters[n] = DynamicVoter(tmp_path / f"c{n}", n, ports, cluster_id)
+        kind = KafkaDynamicVoter if n in kafka_voters else DynamicVoter
+        voters[n] = kind(tmp_path / f"c{n}", n, ports, cluster_id)
     quorum = Quorum(voters)
-    servers = voters[1].servers
-    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": servers}
+    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": voters[1].servers}
     brokers = {11: broker_under(quorum, tmp_path / "b11", 11, "ketch", dynamic),
                12: broker_under(quorum, tmp_path / "b12", 12, "kafka", dynamic)}
+    return voters, brokers
+
+
+@pytest.fixture
+def dynamic_cluster(tmp_path):
+    voters, brokers = dynamic_quorum(tmp_path)
     with running([*voters.values(), *brokers.values()]):
         yield voters, brokers
 
@@ -185,38 +212,8 @@ def test_three_ketch_controllers_formatted_with_initial_controllers_run_a_cluste
     assert_log_is(servers, "after", second, 2)
 
 
-class KafkaDynamicVoter(KafkaVoter):
-    """An Apache Kafka 4.1 controller of the same dynamic quorum (formatted by Kafka's StorageTool
-    with the same `--initial-controllers`)."""
-
-    def __init__(self, workdir, node_id, ports, cluster_id):
-        super().__init__(workdir, node_id, ports, cluster_id)
-        self.servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
-        self.initial = initial_controllers(ports)
-
-    def _write_props(self) -> None:
-        super()._write_props()
-        text = "".join(line + "\n" for line in self.props_path.read_text().splitlines()
-                       if not line.startswith("controller.quorum.voters="))
-        self.props_path.write_text(text + f"controller.quorum.bootstrap.servers={self.servers}\n")
-
-    def _format(self) -> None:
-        kafka_storage_format(self.libs, self.props_path, self.cluster_id, "--initial-controllers", self.initial)
-        self.formatted = True
-
-
 def test_a_mixed_dynamic_quorum_elects_either_kind_and_survives_the_kill_of_its_leaders(kafka_libs, tmp_path):
-    ports = {n: free_port() for n in VOTERS}
-    cluster_id = new_cluster_id()
-    voters = {}
-    for n in VOTERS:
-        (tmp_path / f"c{n}").mkdir()
-        kind = KafkaDynamicVoter if n == 3 else DynamicVoter
-        voters[n] = kind(tmp_path / f"c{n}", n, ports, cluster_id)
-    quorum = Quorum(voters)
-    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": voters[1].servers}
-    brokers = {11: broker_under(quorum, tmp_path / "b11", 11, "ketch", dynamic),
-               12: broker_under(quorum, tmp_path / "b12", 12, "kafka", dynamic)}
+    voters, brokers = dynamic_quorum(tmp_path, kafka_voters=(3,))
     with running([*voters.values(), *brokers.values()]):
         kt = KafkaTools(kafka_libs, brokers[11], tmp_path)
         servers = bootstrap(brokers.values())
