@@ -22,7 +22,7 @@ pub enum InitialControllers {
 }
 
 /// The initial voters to write into the bootstrap checkpoint (None: none to write), for a node
-/// configured by `config`, with `controller_listener` its first controller listener name.
+/// configured by `config` (reached on the first of its `controller.listener.names`).
 pub fn initial_voters(config: &BrokerConfig, choice: &InitialControllers) -> anyhow::Result<Option<Vec<VoterInfo>>> {
     let props = &config.properties;
     let static_voters = props.get("controller.quorum.voters").is_some_and(|v| !v.trim().is_empty());
@@ -33,26 +33,21 @@ pub fn initial_voters(config: &BrokerConfig, choice: &InitialControllers) -> any
              controller.quorum.bootstrap.servers instead."
         );
     }
+    if matches!(choice, InitialControllers::Unset | InitialControllers::NoInitial) {
+        return Ok(None);
+    }
     let listener = props
         .get("controller.listener.names")
         .and_then(|names| names.split(',').map(str::trim).find(|n| !n.is_empty()).map(str::to_string));
-    match choice {
-        InitialControllers::Unset | InitialControllers::NoInitial => Ok(None),
-        InitialControllers::Standalone => {
-            let Some(listener) = listener else {
-                anyhow::bail!("You must specify the name of the initial controller listener.");
-            };
-            let (host, port) = controller_endpoint(config, &listener)?;
-            let directory_id = uuid::Uuid::from_bytes(crate::metadata::random_bytes());
-            Ok(Some(vec![VoterInfo { id: config.node_id, directory_id, endpoints: vec![(listener, host, port)] }]))
-        }
-        InitialControllers::List(text) => {
-            let Some(listener) = listener else {
-                anyhow::bail!("You must specify the name of the initial controller listener.");
-            };
-            parse_initial_controllers(text, &listener).map(Some)
-        }
+    let Some(listener) = listener else {
+        anyhow::bail!("You must specify the name of the initial controller listener.");
+    };
+    if let InitialControllers::List(text) = choice {
+        return parse_initial_controllers(text, &listener).map(Some);
     }
+    let (host, port) = controller_endpoint(config, &listener)?;
+    let directory_id = uuid::Uuid::from_bytes(crate::metadata::random_bytes());
+    Ok(Some(vec![VoterInfo { id: config.node_id, directory_id, endpoints: vec![(listener, host, port)] }]))
 }
 
 /// The advertised host and port of `listener` (`advertised.listeners`, else `listeners`; an

@@ -228,6 +228,9 @@ pub struct NodeConfig {
     pub voters: Vec<Voter>,
     /// `controller.quorum.bootstrap.servers` (`host:port`), when no voters are listed.
     pub bootstrap_servers: Vec<String>,
+    /// The voters of the bootstrap checkpoint this controller's metadata directory was formatted
+    /// with (`resolve_bootstrap_voters`; KIP-853), which its quorum writes into the log.
+    pub initial_voters: Option<Vec<crate::raft::voters_record::VoterInfo>>,
     pub controller_listener_names: Vec<String>,
     pub heartbeat_interval_ms: u64,
     pub session_timeout_ms: u64,
@@ -349,6 +352,7 @@ impl NodeConfig {
             node_id,
             voters,
             bootstrap_servers,
+            initial_voters: None,
             controller_listener_names,
             heartbeat_interval_ms: ms("broker.heartbeat.interval.ms", 2000)?.max(1),
             session_timeout_ms: ms("broker.session.timeout.ms", 9000)?,
@@ -409,6 +413,7 @@ impl NodeConfig {
                 ClientSecurity::for_listener(props, &listener, "sasl.mechanism.controller.protocol")?;
         }
         self.voters = voters;
+        self.initial_voters = Some(initial);
         Ok(())
     }
 

@@ -111,11 +111,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             None => Role::Unattached,
         };
         let mut voters = VoterHistory::new(&config.voters);
-        for (i, entry) in log.entries().iter().enumerate() {
-            if let Some(set) = entry.value.as_ref().and_then(Records::voters) {
-                voters.record(log.start_of(i), &set);
-            }
-        }
+        record_voters(&mut voters, log.start(), log.entries());
         let mut core = RaftCore {
             config,
             voters,
@@ -299,15 +295,8 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             return;
         }
         out.push(Output::Append { start: self.end(), entries: entries.clone() });
-        let mut offset = self.end();
-        let mut changed = false;
-        for entry in &entries {
-            if let Some(set) = entry.value.as_ref().and_then(Records::voters) {
-                self.voters.record(offset, &set);
-                changed = true;
-            }
-            offset += entry.records();
-        }
+        let start = self.end();
+        let changed = record_voters(&mut self.voters, start, &entries);
         self.log.extend(entries);
         if changed {
             self.on_voters_changed();
@@ -453,15 +442,20 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         if self.fetch_sent.is_some() || self.fetching_snapshot.is_some() || self.durable_end < self.end() {
             return;
         }
+        let message = self.next_fetch();
+        out.push(Output::Send { to: leader, message });
+    }
+
+    /// A Fetch from this node's log end, now the one in flight.
+    pub(super) fn next_fetch(&mut self) -> Message<V> {
         self.fetch_id += 1;
         self.fetch_sent = Some((self.now_ms, self.fetch_id));
-        let message = Message::Fetch {
+        Message::Fetch {
             epoch: self.state.epoch,
             fetch_offset: self.end(),
             last_fetched_epoch: self.last_epoch(),
             id: self.fetch_id,
-        };
-        out.push(Output::Send { to: leader, message });
+        }
     }
 
     fn on_appended(&mut self, end: u64, out: &mut Vec<Output<V>>) {
@@ -739,6 +733,21 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             }
         }
     }
+}
+
+/// Records in `voters` the VotersRecords among `entries` (the first at offset `start`); whether
+/// there was one.
+fn record_voters<V: Records>(voters: &mut VoterHistory, start: u64, entries: &[Entry<V>]) -> bool {
+    let mut offset = start;
+    let mut changed = false;
+    for entry in entries {
+        if let Some(set) = entry.value.as_ref().and_then(Records::voters) {
+            voters.record(offset, &set);
+            changed = true;
+        }
+        offset += entry.records();
+    }
+    changed
 }
 
 #[cfg(test)]

@@ -133,14 +133,7 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
             return;
         }
         let pick = self.jitter(voters.len() as i64) as usize % voters.len();
-        self.fetch_id += 1;
-        self.fetch_sent = Some((self.now_ms, self.fetch_id));
-        let message = Message::Fetch {
-            epoch: self.state.epoch,
-            fetch_offset: self.log.end(),
-            last_fetched_epoch: self.log.last_epoch(),
-            id: self.fetch_id,
-        };
+        let message = self.next_fetch();
         out.push(Output::Send { to: voters[pick], message });
     }
 

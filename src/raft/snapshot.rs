@@ -194,6 +194,13 @@ pub fn write(
     }
     let footer = SnapshotFooterRecord::default().with_version(0);
     batches.push(super::control_batch(&[(SNAPSHOT_FOOTER, encode_control(&footer)?)], now_ms));
+    write_batches(dir, id, batches)
+}
+
+/// Writes `batches` as the checkpoint file `id` in `dir`: offsets 0, 1, 2... through the file,
+/// every batch stamped with `id.epoch`; to `.part`, fsynced, renamed, the directory fsynced.
+/// Returns its size in bytes.
+fn write_batches(dir: &Path, id: SnapshotId, batches: Vec<Vec<u8>>) -> anyhow::Result<u64> {
     let mut bytes = Vec::with_capacity(batches.iter().map(Vec::len).sum());
     let mut offset = 0;
     for mut b in batches {
@@ -222,22 +229,12 @@ pub fn write_bootstrap(dir: &Path, voters: &[super::voters_record::VoterInfo], n
     let mut control = vec![(SNAPSHOT_HEADER, encode_control(&header)?)];
     control.extend(super::voters_record::control_records(1, voters));
     let footer = SnapshotFooterRecord::default().with_version(0);
-    let mut first = super::control_batch(&control, now_ms);
-    let mut second = super::control_batch(&[(SNAPSHOT_FOOTER, encode_control(&footer)?)], now_ms);
-    batch::set_leader_epoch(&mut first, 0);
-    batch::set_base_offset(&mut second, Header::new(&first).last_offset() + 1);
-    batch::set_leader_epoch(&mut second, 0);
-    let id = SnapshotId { end_offset: 0, epoch: 0 };
+    let batches = vec![
+        super::control_batch(&control, now_ms),
+        super::control_batch(&[(SNAPSHOT_FOOTER, encode_control(&footer)?)], now_ms),
+    ];
     std::fs::create_dir_all(dir)?;
-    let part = dir.join(part_name(id));
-    let mut file = File::create(&part)?;
-    file.write_all(&first)?;
-    file.write_all(&second)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&part, dir.join(id.file_name()))?;
-    File::open(dir)?.sync_all()?;
-    Ok(())
+    write_batches(dir, SnapshotId { end_offset: 0, epoch: 0 }, batches).map(|_| ())
 }
 
 /// The initial voters of the bootstrap checkpoint in `dir`, if there is one holding a VotersRecord.

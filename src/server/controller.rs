@@ -139,9 +139,7 @@ fn voter_settings(
         security: node.controller_security.clone(),
         snapshots: crate::raft::voter::SnapshotPolicy::from_config(config)?,
         directory_id: crate::metadata::directory_id_of(config.log_dir())?.unwrap_or_default(),
-        initial_voters: crate::raft::snapshot::read_bootstrap_voters(
-            &config.log_dir().join(crate::raft::METADATA_LOG_DIR_NAME),
-        )?,
+        initial_voters: node.initial_voters.clone(),
     })
 }
 
