@@ -41,7 +41,8 @@ from cluster import bootstrap, broker_under, create_topic, kafka_storage_format,
 from conftest import REPO_ROOT, TARGET, free_port
 from kafka_tools import KafkaTools
 from test_cluster_under_kafka_controller import assert_log_is, produce_all
-from test_controller_quorum import VOTERS, KafkaVoter, Quorum, Voter, ids, leader_of, running
+from test_controller_quorum_snapshots import SNAPSHOT_EVERY_COMMIT, log_start
+from test_controller_quorum import QUORUM, VOTERS, KafkaVoter, Quorum, Voter, ids, leader_of, quorum_status, running
 
 pytestmark = pytest.mark.skipif(TARGET != "ketch", reason="dynamic quorums of Ketch controllers")
 
@@ -239,3 +240,92 @@ def test_a_mixed_dynamic_quorum_elects_either_kind_and_survives_the_kill_of_its_
             voters[leader].start()
             leader = new_leader
         assert killed == {"kafka", "ketch"}, killed
+
+
+class KafkaObserverController(KafkaDynamicVoter):
+    """An Apache Kafka 4.1 controller to be added to a running dynamic quorum: formatted with
+    `--no-initial-controllers`, it starts as an observer of the quorum at `servers`."""
+
+    def __init__(self, workdir, node_id, ports, cluster_id, servers: str):
+        super().__init__(workdir, node_id, ports, cluster_id)
+        self.servers = servers
+
+    def _format(self) -> None:
+        kafka_storage_format(self.libs, self.props_path, self.cluster_id, "--no-initial-controllers")
+        self.formatted = True
+
+
+def quorum_tool(kt, servers: str, *args, config=None):
+    """kafka-metadata-quorum against the controllers at `servers` (the new controller's
+    properties as --command-config for add-controller)."""
+    extra = ["--command-config", str(config)] if config else []
+    return kt.run(QUORUM, "--bootstrap-controller", servers, *extra, *args, timeout=90, check=False)
+
+
+def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_removes_the_ketch_leader(
+        kafka_libs, tmp_path):
+    """A dynamic quorum of one Ketch controller (formatted --initial-controllers with itself) and
+    a Ketch broker; the Ketch controller snapshots at every commit and keeps no log below its
+    newest snapshot, so an Apache Kafka 4.1 controller formatted --no-initial-controllers joins as
+    an observer from that snapshot (FetchSnapshot: Kafka reads the voters Ketch wrote into it);
+    `kafka-metadata-quorum add-controller` (Kafka's tool, the new controller's
+    properties) makes it a voter through the Ketch leader (AddRaftVoter, answered once the
+    VotersRecord commits); adding it again is DUPLICATE_VOTER; `remove-controller` of the Ketch
+    leader itself (RemoveRaftVoter) leaves the Kafka controller the only voter and leader, under
+    which the broker goes on: a topic is created and written."""
+    ports = {1: free_port(), 2: free_port()}
+    cluster_id = new_cluster_id()
+    for n in ports:
+        (tmp_path / f"c{n}").mkdir()
+    ketch = DynamicVoter(tmp_path / "c1", 1, {1: ports[1]}, cluster_id)
+    ketch.overrides.update(SNAPSHOT_EVERY_COMMIT)
+    kafka = KafkaObserverController(tmp_path / "c2", 2, ports, cluster_id, ketch.servers)
+    quorum = Quorum({1: ketch})
+    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": ketch.servers}
+    broker = broker_under(quorum, tmp_path / "b11", 11, "ketch", dynamic)
+    both = f"{ketch.servers},127.0.0.1:{ports[2]}"
+    with running([ketch, broker]):
+        kt = KafkaTools(kafka_libs, broker, tmp_path)
+        servers = bootstrap([broker])
+        admin = AdminClient({"bootstrap.servers": servers})
+        create_topic(admin, NewTopic("one", num_partitions=1, replication_factor=1),
+                     KafkaError.INVALID_REPLICATION_FACTOR, "one created")
+        first = produce_all(servers, "one", [b"a%d" % i for i in range(50)], 1)
+        wait_for(lambda: log_start(ketch) > 0, "the Ketch controller's log cleaned below a snapshot", timeout=30)
+        with running([kafka]):
+            joined(kt, ketch, kafka, both, admin, servers, first)
+
+
+def joined(kt, ketch, kafka, both, admin, servers, first):
+    """The test above, once the Kafka controller runs: added, then the Ketch leader removed."""
+    def observer_caught_up():
+        status = quorum_status(kt, [ketch])
+        return status if 2 in ids(status.get("CurrentObservers", "[]")) else None
+    wait_for(observer_caught_up, "the Kafka controller fetching as an observer", timeout=60)
+
+    r = quorum_tool(kt, ketch.servers, "add-controller", config=kafka.props_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    leader, status = leader_of(kt, [ketch])
+    assert leader == 1 and ids(status["CurrentVoters"]) == {1, 2}, status
+    assert 2 not in ids(status["CurrentObservers"]), status
+    again = quorum_tool(kt, ketch.servers, "add-controller", config=kafka.props_path)
+    assert again.returncode != 0 and "DuplicateVoterException" in again.stdout + again.stderr, again
+
+    r = quorum_tool(kt, both, "remove-controller", "--controller-id", "1", "--controller-directory-id", DIRS[1])
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def kafka_leads_alone():
+        status = quorum_status(kt, [kafka])
+        voters = ids(status.get("CurrentVoters", "[]"))
+        return status if status.get("LeaderId") == "2" and voters == {2} else None
+    status = wait_for(kafka_leads_alone, "the Kafka controller the only voter and leader", timeout=60)
+
+    def ketch_observes():  # the removed Ketch controller follows the new leader as an observer
+        status = quorum_status(kt, [kafka])
+        return status if 1 in ids(status.get("CurrentObservers", "[]")) else None
+    wait_for(ketch_observes, "the removed Ketch controller fetching from the Kafka leader", timeout=60)
+    create_topic(admin, NewTopic("two", num_partitions=1, replication_factor=1),
+                 KafkaError.INVALID_REPLICATION_FACTOR, "two created under the Kafka controller", timeout=60)
+    second = produce_all(servers, "two", [b"b%d" % i for i in range(50)], 1)
+    assert_log_is(servers, "one", first, 1)
+    assert_log_is(servers, "two", second, 1)

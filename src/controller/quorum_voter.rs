@@ -165,7 +165,7 @@ impl QuorumController {
                     })
                 }
                 Some(leader) => {
-                    let Some(endpoint) = voter.settings().voters.get(&leader).cloned() else { continue };
+                    let Some(endpoint) = voter.voter_endpoint(leader) else { continue };
                     let addr = format!("{}:{}", endpoint.host, endpoint.port);
                     let client_id = format!("controller-{node_id}-registration");
                     match crate::node::client::Connection::connect(&addr, &client_id, timeout, &security).await {

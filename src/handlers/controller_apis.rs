@@ -71,6 +71,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Vote, 0, 2),
     (ApiKey::BeginQuorumEpoch, 0, 1),
     (ApiKey::EndQuorumEpoch, 0, 1),
+    // KIP-853: changes of a dynamic quorum's voters (`kafka-metadata-quorum add-controller`...).
+    (ApiKey::AddRaftVoter, 0, 0),
+    (ApiKey::RemoveRaftVoter, 0, 0),
+    (ApiKey::UpdateRaftVoter, 0, 0),
     // KIP-919: controllers register with the active one (Kafka's and Ketch's alike).
     (ApiKey::ControllerRegistration, 0, 0),
     // SASL controller listeners (`server::controller`: the authenticator sees these first); as
@@ -381,7 +385,7 @@ fn describe_cluster(
         // registered yet where this node's configuration says they are.
         let image = controller.image();
         let mut nodes: std::collections::BTreeMap<i32, (String, u16)> =
-            voter.settings().voters.iter().map(|(id, e)| (*id, (e.host.clone(), e.port))).collect();
+            voter.voter_endpoints().into_iter().map(|(id, e)| (id, (e.host, e.port))).collect();
         for (id, registration) in &image.controllers {
             if let Some(e) = registration.end_points.iter().find(|e| e.name == listener.name) {
                 nodes.insert(*id, (e.host.clone(), e.port));

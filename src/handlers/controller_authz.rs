@@ -70,6 +70,7 @@ fn cluster_operation(request: &RequestKind) -> Option<i8> {
         | R::AlterPartition(_)
         | R::AllocateProducerIds(_)
         | R::AssignReplicasToDirs(_)
+        | R::UpdateRaftVoter(_)
         | R::Envelope(_) => acl::CLUSTER_ACTION,
         R::ElectLeaders(_)
         | R::AlterPartitionReassignments(_)
@@ -77,6 +78,8 @@ fn cluster_operation(request: &RequestKind) -> Option<i8> {
         | R::AlterUserScramCredentials(_)
         | R::CreateAcls(_)
         | R::DeleteAcls(_)
+        | R::AddRaftVoter(_)
+        | R::RemoveRaftVoter(_)
         // Unlike a broker, a controller asks ALTER for DescribeCluster (Kafka's comment).
         | R::DescribeCluster(_) => acl::ALTER,
         R::AlterClientQuotas(_) => acl::ALTER_CONFIGS,
@@ -127,6 +130,16 @@ pub fn refused_whole(authz: &Authz, request: &RequestKind, version: i16) -> Opti
         R::DescribeCluster(_) => ResponseKind::DescribeCluster(
             DescribeClusterResponse::default().with_error_code(code).with_error_message(message),
         ),
+        R::AddRaftVoter(_) => ResponseKind::AddRaftVoter(
+            kafka_protocol::messages::AddRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.clone()),
+        ),
+        R::RemoveRaftVoter(_) => ResponseKind::RemoveRaftVoter(
+            kafka_protocol::messages::RemoveRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.clone()),
+        ),
         R::DescribeQuorum(_) => ResponseKind::DescribeQuorum(
             DescribeQuorumResponse::default().with_error_code(code).with_error_message(message_from(2)),
         ),
@@ -151,6 +164,9 @@ pub fn plain_error(request: &RequestKind, code: i16) -> Option<ResponseKind> {
             ResponseKind::BeginQuorumEpoch(BeginQuorumEpochResponse::default().with_error_code(code))
         }
         R::EndQuorumEpoch(_) => ResponseKind::EndQuorumEpoch(EndQuorumEpochResponse::default().with_error_code(code)),
+        R::UpdateRaftVoter(_) => ResponseKind::UpdateRaftVoter(
+            kafka_protocol::messages::UpdateRaftVoterResponse::default().with_error_code(code),
+        ),
         R::ControllerRegistration(_) => {
             ResponseKind::ControllerRegistration(ControllerRegistrationResponse::default().with_error_code(code))
         }

@@ -28,6 +28,16 @@ pub async fn voter_request(controller: &QuorumController, request: &RequestKind)
         (RequestKind::FetchSnapshot(r), Some(v)) => ResponseKind::FetchSnapshot(v.fetch_snapshot(r).await),
         // The only voter's snapshots (named in its Fetch answers to observers behind its log start).
         (RequestKind::FetchSnapshot(r), None) => ResponseKind::FetchSnapshot(controller.fetch_single_snapshot(r).await),
+        // KIP-853's changes of voters (a controller that is no voter answers UNSUPPORTED_VERSION).
+        (RequestKind::AddRaftVoter(r), _) => {
+            ResponseKind::AddRaftVoter(super::controller_voters::add(controller, r).await)
+        }
+        (RequestKind::RemoveRaftVoter(r), _) => {
+            ResponseKind::RemoveRaftVoter(super::controller_voters::remove(controller, r).await)
+        }
+        (RequestKind::UpdateRaftVoter(r), _) => {
+            ResponseKind::UpdateRaftVoter(super::controller_voters::update(controller, r).await)
+        }
         (RequestKind::Vote(_) | RequestKind::BeginQuorumEpoch(_) | RequestKind::EndQuorumEpoch(_), None) => {
             return super::controller_authz::plain_error(request, ResponseError::InvalidRequest.code());
         }
@@ -110,12 +120,16 @@ pub fn describe(controller: &QuorumController, version: i16) -> Option<DescribeQ
             let caught_up = if p.end >= status.high_watermark as i64 { p.last_fetch_ms } else { -1 };
             ReplicaState::default()
                 .with_replica_id(p.id.into())
+                .with_replica_directory_id(voter.voter_directory_id(p.id))
                 .with_log_end_offset(p.end)
                 .with_last_fetch_timestamp(p.last_fetch_ms)
                 .with_last_caught_up_timestamp(caught_up)
         })
         .collect();
-    let observers = observer_states(&voter.observers());
+    // (A voter added was an observer before: listed as a voter only.)
+    let mut observers = voter.observers();
+    observers.retain(|id, _| !status.voters.contains(id));
+    let observers = observer_states(&observers);
     let partition = PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(settings.node_id.into())
@@ -125,8 +139,8 @@ pub fn describe(controller: &QuorumController, version: i16) -> Option<DescribeQ
         .with_observers(observers);
     let mut response = DescribeQuorumResponse::default().with_topics(topic(partition));
     if version >= 2 {
-        response.nodes = settings
-            .voters
+        response.nodes = voter
+            .voter_endpoints()
             .iter()
             .map(|(id, e)| {
                 Node::default().with_node_id((*id).into()).with_listeners(vec![Listener::default()

@@ -27,6 +27,7 @@ mod controller_reassign;
 mod controller_scram;
 pub(crate) mod controller_tokens;
 mod controller_topics;
+mod controller_voters;
 mod create_topics;
 mod delete_topics;
 pub(crate) mod describe_quorum;

@@ -408,7 +408,7 @@ impl NodeConfig {
             self.node_id,
             metadata_dir.display()
         );
-        if voters.len() > 1 && self.roles == Roles::Controller {
+        if self.roles == Roles::Controller {
             self.controller_security =
                 ClientSecurity::for_listener(props, &listener, "sasl.mechanism.controller.protocol")?;
         }

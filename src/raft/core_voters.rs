@@ -81,6 +81,16 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
         self.voters.latest_offset().is_some()
     }
 
+    /// The voter set in force for a log ending at `end` (what a snapshot ending there holds).
+    pub fn voters_at(&self, end: u64) -> &[NodeId] {
+        self.voters.at(end)
+    }
+
+    /// The offset of the newest VotersRecord kept in the log, if any.
+    pub fn latest_voters_offset(&self) -> Option<u64> {
+        self.voters.latest_offset()
+    }
+
     /// The set in force changed (appended or undone): a leader tracks every voter of it.
     pub(super) fn on_voters_changed(&mut self) {
         let (now, me) = (self.now_ms, self.config.id);

@@ -71,7 +71,7 @@ impl MetadataLog {
         let Some(records) = state() else { return Ok(()) };
         let epoch = self.log.latest_epoch().map_or(self.epoch, |(epoch, _)| epoch);
         let id = SnapshotId { end_offset: end, epoch };
-        let bytes = snapshot::write(&self.dir(), id, &records, now_ms, now_ms)?;
+        let bytes = snapshot::write(&self.dir(), id, &records, None, (now_ms, now_ms))?;
         tracing::info!(end_offset = end, epoch, records = records.len(), bytes, "metadata snapshot written");
         self.snapshots.latest = Some(id);
         self.snapshots.since_bytes = 0;

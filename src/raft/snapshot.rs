@@ -175,7 +175,8 @@ const SNAPSHOT_BATCH_RECORDS: usize = 1000;
 
 /// Writes `records` (the whole state below `id.end_offset`) as the snapshot `id` in `dir`, as
 /// Kafka's `RecordsSnapshotWriter` lays it out: a header control batch (SnapshotHeaderRecord v0
-/// with `last_contained_ms`, the time of the last record it holds), data batches, a footer
+/// with `last_contained_ms`, the time of the last record it holds; for a dynamic quorum also
+/// kraft.version 1 and the `voters` in force at the snapshot's end), data batches, a footer
 /// control batch; offsets 0, 1, 2... through the file and every batch stamped with `id.epoch`.
 /// Written to `.part`, fsynced, renamed, and the directory fsynced: a `.checkpoint` is complete.
 /// Returns its size in bytes.
@@ -183,12 +184,16 @@ pub fn write(
     dir: &Path,
     id: SnapshotId,
     records: &[MetadataRecord],
-    last_contained_ms: i64,
-    now_ms: i64,
+    voters: Option<&[super::voters_record::VoterInfo]>,
+    (last_contained_ms, now_ms): (i64, i64),
 ) -> anyhow::Result<u64> {
     assert!(id.end_offset > 0 && id.epoch >= 0, "a snapshot holds at least one record: {id:?}");
     let header = SnapshotHeaderRecord::default().with_version(0).with_last_contained_log_timestamp(last_contained_ms);
-    let mut batches = vec![super::control_batch(&[(SNAPSHOT_HEADER, encode_control(&header)?)], now_ms)];
+    let mut control = vec![(SNAPSHOT_HEADER, encode_control(&header)?)];
+    if let Some(voters) = voters {
+        control.extend(super::voters_record::control_records(1, voters));
+    }
+    let mut batches = vec![super::control_batch(&control, now_ms)];
     for chunk in records.chunks(SNAPSHOT_BATCH_RECORDS) {
         batches.push(super::encode_batch(chunk, now_ms)?);
     }
@@ -239,7 +244,12 @@ pub fn write_bootstrap(dir: &Path, voters: &[super::voters_record::VoterInfo], n
 
 /// The initial voters of the bootstrap checkpoint in `dir`, if there is one holding a VotersRecord.
 pub fn read_bootstrap_voters(dir: &Path) -> anyhow::Result<Option<Vec<super::voters_record::VoterInfo>>> {
-    let path = dir.join(SnapshotId { end_offset: 0, epoch: 0 }.file_name());
+    read_voters(dir, SnapshotId { end_offset: 0, epoch: 0 })
+}
+
+/// The voters of snapshot `id` in `dir` (its VotersRecord), if it exists and holds one.
+pub fn read_voters(dir: &Path, id: SnapshotId) -> anyhow::Result<Option<Vec<super::voters_record::VoterInfo>>> {
+    let path = dir.join(id.file_name());
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -168,7 +168,7 @@ fn a_written_snapshot_has_kafkas_layout_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let records: Vec<MetadataRecord> = (0..2500).map(|i| topic(&format!("t{i}"))).collect();
     let id = SnapshotId { end_offset: 9000, epoch: 7 };
-    let size = write(dir.path(), id, &records, 1234, 5678).unwrap();
+    let size = write(dir.path(), id, &records, None, (1234, 5678)).unwrap();
     assert_eq!(list(dir.path()).unwrap(), vec![id], "complete, under its final name, no .part left");
     assert_eq!(read(dir.path(), id).unwrap(), records);
     let bytes = std::fs::read(dir.path().join(id.file_name())).unwrap();

@@ -223,7 +223,7 @@ mod tests {
             })
             .collect();
         let id = SnapshotId { end_offset: 60, epoch: 5 };
-        let size = snapshot::write(dir.path(), id, &records, 0, 0).unwrap() as i64;
+        let size = snapshot::write(dir.path(), id, &records, None, (0, 0)).unwrap() as i64;
         let ask = |epoch: i32, id: SnapshotId, position: i64| {
             let mut r = request("c", 2, epoch, id, position, Uuid::nil());
             r.max_bytes = 100;

@@ -82,6 +82,8 @@ pub struct Status {
     pub active: bool,
     pub high_watermark: u64,
     pub end: u64,
+    /// The voter set in force (sorted ids).
+    pub voters: Vec<NodeId>,
 }
 
 /// A voter's replication as its leader last saw it (DescribeQuorum): durable log end, and when
@@ -129,6 +131,11 @@ enum Event {
     SnapshotRead {
         from: NodeId,
     },
+    /// A change of voters asked of the leader (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter).
+    ChangeVoters {
+        change: VoterChange,
+        reply: oneshot::Sender<ChangeOutcome>,
+    },
     /// A request to voter `to` failed in transport (refused, reset, closed).
     Unreachable {
         to: NodeId,
@@ -165,7 +172,13 @@ pub struct VoterHandle {
     observers: Arc<std::sync::Mutex<BTreeMap<NodeId, ObserverState>>>,
     /// The metadata log's directory (where its snapshots are).
     dir: std::path::PathBuf,
+    /// Every voter as last known (configuration, log): directory id, endpoints.
+    endpoints: Endpoints,
 }
+
+/// What is known of the voters, shared by the driver (which learns it from the log) and the
+/// handle.
+type Endpoints = Arc<std::sync::RwLock<BTreeMap<NodeId, super::voters_record::VoterInfo>>>;
 
 struct Driver {
     settings: Arc<VoterSettings>,
@@ -186,6 +199,13 @@ struct Driver {
     started: Instant,
     seed: u64,
     snapshots: snapshots::Snapshots,
+    /// What is known of every voter, past and present (`voter_changes.rs`).
+    known: BTreeMap<NodeId, super::voters_record::VoterInfo>,
+    endpoints: Endpoints,
+    /// 1 once the quorum's voters are in its log (KIP-853), else 0 (static voters).
+    kraft_version: i16,
+    runtime: tokio::runtime::Handle,
+    events_tx: mpsc::Sender<Event>,
 }
 
 struct Peer {
@@ -211,9 +231,18 @@ pub fn start(
         }
         None => 0,
     };
+    // The voters at the log's start: the newest snapshot's (a dynamic quorum's), else the
+    // configured (static, or the bootstrap checkpoint's).
+    let snapshot_voters = match snapshot {
+        Some(id) => snapshot::read_voters(&log.dir(), id)?,
+        None => None,
+    };
     let config = Config {
         id: settings.node_id,
-        voters: settings.voters.keys().copied().collect(),
+        voters: match &snapshot_voters {
+            Some(voters) => voters.iter().map(|v| v.id).collect(),
+            None => settings.voters.keys().copied().collect(),
+        },
         election_timeout_ms: settings.election_timeout_ms,
         fetch_timeout_ms: settings.fetch_timeout_ms,
         election_backoff_max_ms: settings.election_backoff_max_ms,
@@ -221,6 +250,7 @@ pub fn start(
         max_fetch_entries: MAX_FETCH_ENTRIES,
     };
     let seed = rand::random::<u64>();
+    let known = changes::known_at_start(&settings, snapshot_voters.as_deref(), entries.entries());
     let core_snapshot = snapshot.map(|id| (id.end_offset as u64, id.epoch));
     let core = RaftCore::restore(config, state, entries, core_snapshot, 0, seed);
     tracing::info!(
@@ -235,13 +265,6 @@ pub fn start(
     let (events_tx, events) = mpsc::channel();
     let (status, status_rx) = watch::channel(Status::default());
     let runtime = tokio::runtime::Handle::current();
-    let mut peers = HashMap::new();
-    for (&id, endpoint) in settings.voters.iter().filter(|(id, _)| **id != settings.node_id) {
-        let addr = format!("{}:{}", endpoint.host, endpoint.port);
-        let control = spawn_peer(&runtime, &settings, id, addr.clone(), events_tx.clone());
-        let fetch = spawn_peer(&runtime, &settings, id, addr, events_tx.clone());
-        peers.insert(id, Peer { control, fetch });
-    }
     let progress = Arc::new(std::sync::Mutex::new(Vec::new()));
     let dir = log.dir();
     let snapshots = snapshots::Snapshots::new(events_tx.clone(), runtime.clone());
@@ -250,7 +273,7 @@ pub fn start(
         core,
         log,
         events,
-        peers,
+        peers: HashMap::new(),
         pending: HashMap::new(),
         next_id: 1,
         waiting: Vec::new(),
@@ -262,7 +285,18 @@ pub fn start(
         started: Instant::now(),
         seed,
         snapshots,
+        known: BTreeMap::new(),
+        endpoints: Endpoints::default(),
+        kraft_version: 0,
+        runtime: runtime.clone(),
+        events_tx: events_tx.clone(),
     };
+    let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some();
+    driver.learn_voters(&known.into_values().collect::<Vec<_>>());
+    if !dynamic && !driver.core.voters_in_log() {
+        driver.kraft_version = 0;
+    }
+    let endpoints = driver.endpoints.clone();
     std::thread::Builder::new().name(format!("raft-voter-{}", settings.node_id)).spawn(move || {
         if let Err(e) = driver.run() {
             tracing::error!(error = %e, "the metadata log's voter stopped");
@@ -270,7 +304,7 @@ pub fn start(
         let _ = driver.log.close();
     })?;
     let observers = Default::default();
-    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers, dir })
+    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers, dir, endpoints })
 }
 
 /// A task sending one kind of message to voter `to` over a connection of its own.
@@ -379,7 +413,8 @@ impl Driver {
         self.next_id += 1;
         self.pending.insert(id, Bytes::from(bytes));
         tracing::info!(voters = ?ids, "writing the initial voters into the metadata log");
-        self.step(Input::Propose(Batch { records: 2, id, voters: Some(ids.into()) }), None)?;
+        let voters = Some(initial.clone().into());
+        self.step(Input::Propose(Batch { records: 2, id, voters }), None)?;
         Ok(())
     }
 
@@ -454,6 +489,7 @@ impl Driver {
             Event::Unreachable { to } => {
                 self.step(Input::Unreachable { to }, None)?;
             }
+            Event::ChangeVoters { change, reply } => self.change_voters(change, reply)?,
             Event::SnapshotRead { from } => {
                 self.step(Input::SnapshotRead { from }, None)?;
             }
@@ -558,6 +594,9 @@ impl Driver {
                                     .ok_or_else(|| anyhow::anyhow!("no bytes for the entry at {at}"))?,
                             };
                             self.log.write_at(at, entry.epoch, &bytes)?;
+                            if let Some(voters) = entry.value.as_ref().and_then(|b| b.voters.as_ref()) {
+                                self.learn_voters(voters);
+                            }
                             at += entry.records();
                         }
                         self.log.sync_voter()?;
@@ -591,8 +630,8 @@ impl Driver {
         Ok(reply)
     }
 
-    fn send(&self, to: NodeId, message: Message<Batch>) {
-        let Some(peer) = self.peers.get(&to) else { return };
+    fn send(&mut self, to: NodeId, message: Message<Batch>) {
+        let Some(peer) = self.peer(to) else { return };
         let _ = match message {
             Message::Fetch { .. } => peer.fetch.send(message),
             _ => peer.control.send(message),
@@ -627,7 +666,8 @@ impl Driver {
             }
         }
         let end = self.core.log().end();
-        let status = Status { epoch: state.epoch, leader: state.leader, active, high_watermark: hw, end };
+        let voters = self.voter_ids();
+        let status = Status { epoch: state.epoch, leader: state.leader, active, high_watermark: hw, end, voters };
         let mut progress = Vec::new();
         if let Role::Leader { progress: voters, .. } = self.core.role() {
             let (wall, core_now) = (crate::log::now_ms(), self.now_ms());
@@ -681,6 +721,9 @@ fn stopped() -> anyhow::Error {
     anyhow::anyhow!("the metadata log's voter has stopped")
 }
 
+#[path = "voter_changes.rs"]
+mod changes;
+pub use changes::{endpoint_on, ChangeOutcome, VoterChange};
 #[path = "voter_handle.rs"]
 mod handle;
 #[path = "voter_snapshots.rs"]

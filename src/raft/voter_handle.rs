@@ -12,9 +12,37 @@ impl VoterHandle {
         answer.await.ok()
     }
 
-    fn own_endpoint(&self) -> Option<(NodeId, &Endpoint)> {
+    /// The leader and its endpoint, when both are known.
+    fn leader_endpoint(&self) -> Option<(NodeId, Endpoint)> {
         let leader = self.status.borrow().leader?;
-        self.settings.voters.get(&leader).map(|e| (leader, e))
+        self.voter_endpoint(leader).map(|e| (leader, e))
+    }
+
+    /// Voter `id`'s endpoint on the controller listener, as last known (configuration or log).
+    pub fn voter_endpoint(&self, id: NodeId) -> Option<Endpoint> {
+        let listener = &self.settings.voters[&self.settings.node_id].listener;
+        endpoint_on(self.endpoints.read().unwrap_or_else(|p| p.into_inner()).get(&id)?, listener)
+    }
+
+    /// Voter `id`'s directory id, as last known (nil: unknown, a static quorum's voter).
+    pub fn voter_directory_id(&self, id: NodeId) -> uuid::Uuid {
+        let known = self.endpoints.read().unwrap_or_else(|p| p.into_inner());
+        known.get(&id).map_or(uuid::Uuid::nil(), |v| v.directory_id)
+    }
+
+    /// The voters in force and their endpoints (those known).
+    pub fn voter_endpoints(&self) -> BTreeMap<NodeId, Endpoint> {
+        let voters = self.status.borrow().voters.clone();
+        voters.into_iter().filter_map(|id| Some((id, self.voter_endpoint(id)?))).collect()
+    }
+
+    /// Asks the leader to change the voters (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter);
+    /// answered once the change is committed, or refused with Kafka's error.
+    pub async fn change_voters(&self, change: VoterChange) -> ChangeOutcome {
+        let (reply, answer) = oneshot::channel();
+        let gone = || (ResponseError::UnknownServerError, "the metadata log's voter has stopped".to_string());
+        self.events.send(Event::ChangeVoters { change, reply }).map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
     }
 
     pub async fn vote(&self, request: &VoteRequest) -> VoteResponse {
@@ -61,14 +89,13 @@ impl VoterHandle {
             Err(error) => wire::fetch_out(Err(error), Bytes::new(), 0, None),
             Ok((from, message, max_wait_ms)) => {
                 let asked = message.epoch();
-                if let (Message::Fetch { fetch_offset, .. }, false) =
-                    (&message, self.settings.voters.contains_key(&from))
-                {
+                let voter = self.status.borrow().voters.contains(&from);
+                if let (Message::Fetch { fetch_offset, .. }, false) = (&message, voter) {
                     self.observed(from, request, *fetch_offset as i64);
                 }
                 match self.ask(from, message, max_wait_ms.clamp(0, 60_000)).await {
                     Some(Reply { message: Some(m), records, .. }) => {
-                        wire::fetch_out(Ok(&m), records, asked, self.own_endpoint())
+                        wire::fetch_out(Ok(&m), records, asked, self.leader_endpoint().as_ref().map(|(id, e)| (*id, e)))
                     }
                     _ => wire::fetch_out(Err(ResponseError::UnknownServerError), Bytes::new(), asked, None),
                 }

@@ -26,13 +26,13 @@ use crate::log::batch::{self, Header};
 use crate::log::partition_log::{write_atomically, PartitionLog};
 
 /// A Raft entry as the core sees a record batch: how many offsets it takes, an id the driver
-/// finds its bytes by when it is appended (0: already on disk), and the voter ids of the
-/// VotersRecord it holds, if any (KIP-853).
+/// finds its bytes by when it is appended (0: already on disk), and the voters of the
+/// VotersRecord it holds, if any (KIP-853: ids, directory ids, endpoints).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
     pub records: u64,
     pub id: u64,
-    pub voters: Option<std::sync::Arc<[i32]>>,
+    pub voters: Option<std::sync::Arc<[super::voters_record::VoterInfo]>>,
 }
 
 impl Batch {
@@ -40,7 +40,7 @@ impl Batch {
     pub fn of(bytes: &[u8]) -> anyhow::Result<Batch> {
         let header = Header::new(bytes);
         let records = (header.last_offset() - header.base_offset() + 1) as u64;
-        let voters = super::voters_record::decode_voters(bytes)?.map(|v| v.iter().map(|v| v.id).collect());
+        let voters = super::voters_record::decode_voters(bytes)?.map(Into::into);
         Ok(Batch { records, id: 0, voters })
     }
 }
@@ -50,7 +50,7 @@ impl Records for Batch {
         self.records
     }
     fn voters(&self) -> Option<Vec<i32>> {
-        self.voters.as_ref().map(|v| v.to_vec())
+        self.voters.as_ref().map(|v| v.iter().map(|v| v.id).collect())
     }
 }
 
@@ -268,7 +268,7 @@ mod tests {
         log.close().expect("close");
         let VoterLog { log, state: reopened, entries, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
         assert_eq!(reopened, state);
-        let voters = Some(std::sync::Arc::from(vec![2, 1]));
+        let voters = Some(std::sync::Arc::from(vec![voter(2), voter(1)]));
         assert_eq!(
             entries.entries(),
             &[
@@ -299,8 +299,8 @@ mod tests {
         assert_eq!(log.end_offset(), 9);
         let older = SnapshotId { end_offset: 3, epoch: 1 };
         let newer = SnapshotId { end_offset: 7, epoch: 2 };
-        snapshot::write(&log.dir(), older, &[topic("t0")], 0, 0).expect("snapshot");
-        snapshot::write(&log.dir(), newer, &[topic("t0"), topic("t1"), topic("t2")], 0, 0).expect("snapshot");
+        snapshot::write(&log.dir(), older, &[topic("t0")], None, (0, 0)).expect("snapshot");
+        snapshot::write(&log.dir(), newer, &[topic("t0"), topic("t1"), topic("t2")], None, (0, 0)).expect("snapshot");
         log.compact_voter(newer).expect("compact");
         assert_eq!(snapshot::list(&log.dir()).unwrap(), vec![newer], "the older snapshot deleted");
         log.close().expect("close");
@@ -317,7 +317,7 @@ mod tests {
         drop(log);
         // A log that does not reach its newest snapshot starts over at it.
         let far = SnapshotId { end_offset: 20, epoch: 3 };
-        snapshot::write(&dir.path().join(METADATA_LOG_DIR_NAME), far, &[topic("t0")], 0, 0).expect("snapshot");
+        snapshot::write(&dir.path().join(METADATA_LOG_DIR_NAME), far, &[topic("t0")], None, (0, 0)).expect("snapshot");
         let VoterLog { log, entries, snapshot, .. } = MetadataLog::open_voter(dir.path(), 2, 0).expect("reopen");
         assert_eq!(snapshot, Some(far));
         assert_eq!((entries.start(), entries.start_epoch(), entries.len(), log.end_offset()), (20, 3, 0, 20));

@@ -144,7 +144,10 @@ impl Driver {
         let Some(records) = self.applier.snapshot() else { return Ok(None) };
         let id = SnapshotId { end_offset: end as i64, epoch: self.core.log().epoch_before(end) };
         let now = crate::log::now_ms();
-        let bytes = snapshot::write(&self.log.dir(), id, &records, now, now)?;
+        // (A dynamic quorum's snapshot holds its voters at its end: a voter restarted or
+        // installing it after the log below it is gone knows them, as Kafka's snapshots do.)
+        let voters = (self.kraft_version >= 1).then(|| self.infos(self.core.voters_at(end)));
+        let bytes = snapshot::write(&self.log.dir(), id, &records, voters.as_deref(), (now, now))?;
         tracing::info!(
             end_offset = id.end_offset,
             epoch = id.epoch,
@@ -196,7 +199,7 @@ impl Driver {
     pub(super) fn download(&mut self, leader: NodeId, end: u64, epoch: i32) {
         let id = SnapshotId { end_offset: end as i64, epoch };
         let events = self.snapshots.events.clone();
-        let Some(endpoint) = self.settings.voters.get(&leader) else {
+        let Some(endpoint) = self.known.get(&leader).and_then(|v| endpoint_on(v, self.listener())) else {
             let _ = events.send(Event::Downloaded { id, result: Err(anyhow::anyhow!("leader {leader} unknown")) });
             return;
         };
@@ -232,9 +235,20 @@ impl Driver {
         let fetched = match result {
             Ok(records) => {
                 self.snapshots.downloaded = Some((id, records));
-                // (The static voters: a snapshot of a quorum formatted with
-                // `controller.quorum.voters` holds no VotersRecord.)
-                let voters = self.settings.voters.keys().copied().collect();
+                // The snapshot's voters (a dynamic quorum's), else the static ones: a snapshot
+                // of a quorum formatted with `controller.quorum.voters` holds no VotersRecord.
+                let voters = match snapshot::read_voters(&self.log.dir(), id) {
+                    Ok(Some(voters)) => {
+                        self.learn_voters(&voters);
+                        voters.iter().map(|v| v.id).collect()
+                    }
+                    Ok(None) => self.settings.voters.keys().copied().collect(),
+                    Err(e) => {
+                        tracing::warn!(snapshot = ?id, error = %e, "the fetched snapshot's voters do not decode");
+                        self.step(Input::SnapshotFetched(None), None)?;
+                        return Ok(());
+                    }
+                };
                 Some((id.end_offset as u64, id.epoch, voters))
             }
             Err(e) => {

@@ -98,7 +98,24 @@ impl Applier for OffsetsApplier {
 }
 
 async fn start_node(dir: &std::path::Path, id: NodeId, voters: &BTreeMap<NodeId, Endpoint>) -> Node {
-    start_with(dir, id, voters, SnapshotPolicy::default()).await
+    start_with(dir, id, voters, SnapshotPolicy::default(), false).await
+}
+
+/// Voter `id`'s directory id in these tests.
+fn directory_of(id: NodeId) -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x1000 + id as u128)
+}
+
+/// `voters` as a dynamic quorum's initial voters (KIP-853).
+fn initial_voters(voters: &BTreeMap<NodeId, Endpoint>) -> Vec<super::super::voters_record::VoterInfo> {
+    voters
+        .iter()
+        .map(|(id, e)| super::super::voters_record::VoterInfo {
+            id: *id,
+            directory_id: directory_of(*id),
+            endpoints: vec![(e.listener.clone(), e.host.clone(), e.port)],
+        })
+        .collect()
 }
 
 async fn start_with(
@@ -106,6 +123,7 @@ async fn start_with(
     id: NodeId,
     voters: &BTreeMap<NodeId, Endpoint>,
     snapshots: SnapshotPolicy,
+    dynamic: bool,
 ) -> Node {
     let listener = TcpListener::bind(("127.0.0.1", voters[&id].port)).await.expect("bind");
     let settings = VoterSettings {
@@ -118,8 +136,8 @@ async fn start_with(
         request_timeout_ms: 1000,
         security: ClientSecurity::plaintext(),
         snapshots,
-        initial_voters: None,
-        directory_id: uuid::Uuid::nil(),
+        initial_voters: dynamic.then(|| initial_voters(voters)),
+        directory_id: if dynamic { directory_of(id) } else { uuid::Uuid::nil() },
     };
     let applied: Applied = Arc::default();
     let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");
@@ -176,6 +194,10 @@ async fn three_voters_elect_replicate_and_fail_over() {
     // A follower refuses proposals.
     let follower = *nodes.keys().find(|id| **id != first).unwrap();
     assert!(nodes[&follower].handle.propose(record(99)).await.is_err());
+    // Static voters (kraft.version 0) do not change.
+    let change = VoterChange::Remove { id: follower, directory_id: uuid::Uuid::nil() };
+    let refused = nodes[&first].handle.change_voters(change).await;
+    assert!(matches!(refused, Err((ResponseError::UnsupportedVersion, _))), "{refused:?}");
 
     // The leader stops: another is elected and commits on its own epoch.
     let old = nodes.remove(&first).unwrap();
@@ -234,7 +256,7 @@ async fn a_voter_behind_the_log_start_catches_up_from_the_leaders_snapshot() {
     let policy = SnapshotPolicy { max_bytes_between: 1, max_interval_ms: 0, retention_bytes: 0, retention_ms: -1 };
     let mut nodes = BTreeMap::new();
     for id in 1..=3 {
-        nodes.insert(id, start_with(dirs[id as usize - 1].path(), id, &voters, policy.clone()).await);
+        nodes.insert(id, start_with(dirs[id as usize - 1].path(), id, &voters, policy.clone(), false).await);
     }
     let leader = active(&nodes, None).await;
     nodes[&leader].handle.propose(record(0)).await.expect("committed");
@@ -257,7 +279,7 @@ async fn a_voter_behind_the_log_start_catches_up_from_the_leaders_snapshot() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     // Back, far behind the leader's log start: it downloads a snapshot and goes on from there.
-    let back = start_with(dirs[behind as usize - 1].path(), behind, &voters, policy.clone()).await;
+    let back = start_with(dirs[behind as usize - 1].path(), behind, &voters, policy.clone(), false).await;
     nodes.insert(behind, back);
     let expected = nodes[&leader].applied.lock().unwrap().clone();
     assert_eq!(expected.len(), 40);
@@ -277,6 +299,128 @@ async fn a_voter_behind_the_log_start_catches_up_from_the_leaders_snapshot() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(*nodes[&behind].applied.lock().unwrap().last().unwrap(), end as i64 - 1);
+    for node in nodes.values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
+
+/// Asks `node` for `change` until it is not refused for a reason that passes (REQUEST_TIMED_OUT:
+/// the initial voters or the previous change not committed yet, a voter to add not caught up).
+async fn change_voters(node: &Node, change: VoterChange) -> ChangeOutcome {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match node.handle.change_voters(change.clone()).await {
+            Err((ResponseError::RequestTimedOut, _)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// Waits until `node` sees `voters` in force.
+async fn voters_become(node: &Node, voters: &[NodeId]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while node.handle.status.borrow().voters != voters {
+        assert!(Instant::now() < deadline, "voters {:?}, not {voters:?}", node.handle.status.borrow().voters);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_quorums_leader_removes_and_adds_voters_one_at_a_time() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let voters = ephemeral_voters(3);
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        let dir = dirs[id as usize - 1].path();
+        nodes.insert(id, start_with(dir, id, &voters, SnapshotPolicy::default(), true).await);
+    }
+    let leader = active(&nodes, None).await;
+    let follower = *nodes.keys().find(|id| **id != leader).unwrap();
+    let info = |id: NodeId| initial_voters(&voters).into_iter().find(|v| v.id == id).unwrap();
+    let remove = |id: NodeId, directory_id| VoterChange::Remove { id, directory_id };
+
+    // Kafka's refusals: a voter already in, a voter (or directory) not in, asking a follower.
+    let duplicate = change_voters(&nodes[&leader], VoterChange::Add(info(follower))).await;
+    assert!(matches!(duplicate, Err((ResponseError::DuplicateVoter, _))), "{duplicate:?}");
+    let unknown = change_voters(&nodes[&leader], remove(follower, directory_of(9))).await;
+    assert!(matches!(unknown, Err((ResponseError::VoterNotFound, _))), "{unknown:?}");
+    let not_leader = nodes[&follower].handle.change_voters(remove(follower, directory_of(follower))).await;
+    assert!(matches!(not_leader, Err((ResponseError::NotLeaderOrFollower, _))), "{not_leader:?}");
+
+    // A follower removed goes on as an observer; added back once caught up.
+    change_voters(&nodes[&leader], remove(follower, directory_of(follower))).await.expect("removed");
+    let rest: Vec<NodeId> = (1..=3).filter(|id| *id != follower).collect();
+    voters_become(&nodes[&leader], &rest).await;
+    voters_become(&nodes[&follower], &rest).await;
+    nodes[&leader].handle.propose(record(1)).await.expect("committed by two voters");
+    change_voters(&nodes[&leader], VoterChange::Add(info(follower))).await.expect("added back");
+    voters_become(&nodes[&follower], &[1, 2, 3]).await;
+
+    // The leader removes itself: it resigns once that commits, and the two others elect a leader.
+    change_voters(&nodes[&leader], remove(leader, directory_of(leader))).await.expect("leader removed");
+    let others: BTreeMap<NodeId, Node> = nodes.into_iter().collect();
+    let second = active(&others, Some(leader)).await;
+    let rest: Vec<NodeId> = (1..=3).filter(|id| *id != leader).collect();
+    voters_become(&others[&second], &rest).await;
+    others[&second].handle.propose(record(2)).await.expect("committed under the new leader");
+    for node in others.values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_quorums_voters_are_in_its_snapshots_and_survive_a_restart_past_the_log() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let voters = ephemeral_voters(3);
+    // A snapshot at every commit, and no log kept below the newest one.
+    let policy = SnapshotPolicy { max_bytes_between: 1, max_interval_ms: 0, retention_bytes: 0, retention_ms: -1 };
+    let start = |id: NodeId| start_with(dirs[id as usize - 1].path(), id, &voters, policy.clone(), true);
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start(id).await);
+    }
+    let leader = active(&nodes, None).await;
+    let removed = *nodes.keys().find(|id| **id != leader).unwrap();
+    let change = VoterChange::Remove { id: removed, directory_id: directory_of(removed) };
+    change_voters(&nodes[&leader], change).await.expect("removed");
+    for i in 0..20 {
+        nodes[&leader].handle.propose(record(i)).await.expect("committed");
+    }
+    let rest: Vec<NodeId> = (1..=3).filter(|id| *id != removed).collect();
+    // The leader's log now starts past the VotersRecord: its newest snapshot holds the voters.
+    let leader_dir = dirs[leader as usize - 1].path().join(super::super::METADATA_LOG_DIR_NAME);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let newest = loop {
+        let ids = snapshot::ids(&leader_dir).unwrap();
+        if ids.len() == 1 && ids[0].end_offset > 30 {
+            break ids[0];
+        }
+        assert!(Instant::now() < deadline, "the leader did not snapshot and clean: {ids:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let in_snapshot = snapshot::read_voters(&leader_dir, newest).unwrap().expect("voters in the snapshot");
+    assert_eq!(in_snapshot.iter().map(|v| v.id).collect::<Vec<_>>(), rest);
+    assert!(in_snapshot.iter().all(|v| v.directory_id == directory_of(v.id) && !v.endpoints.is_empty()));
+
+    // Every node restarted: the voters are the snapshot's, not the bootstrap checkpoint's three.
+    for node in std::mem::take(&mut nodes).into_values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for id in 1..=3 {
+        nodes.insert(id, start(id).await);
+    }
+    let leader = active(&nodes, None).await;
+    assert_ne!(leader, removed, "a removed voter never leads");
+    for node in nodes.values() {
+        voters_become(node, &rest).await;
+    }
+    nodes[&leader].handle.propose(record(99)).await.expect("committed after the restart");
     for node in nodes.values() {
         node.handle.stop();
         node.server.abort();

@@ -71,6 +71,12 @@ pub fn voters_batch(kraft_version: i16, voters: &[VoterInfo], now_ms: i64) -> Ve
     super::control_batch(&control_records(kraft_version, voters), now_ms)
 }
 
+/// A control batch holding only a VotersRecord (a change of voters, as Kafka's leader writes it).
+pub fn voters_only_batch(voters: &[VoterInfo], now_ms: i64) -> Vec<u8> {
+    let records = control_records(1, voters);
+    super::control_batch(&records[1..], now_ms)
+}
+
 fn from_wire(voter: &Voter) -> VoterInfo {
     VoterInfo {
         id: voter.voter_id.0,

@@ -69,8 +69,9 @@ pub async fn open(
 ) -> anyhow::Result<Arc<QuorumController>> {
     let settings = ControllerSettings::from_config(config, node.node_id, node.session_timeout_ms as i64, cluster_id);
     let metadata_dir = metadata_dir.to_path_buf();
-    if node.voters.len() > 1 {
-        // One voter of several: the quorum elects the active controller (issue 15).
+    if node.voters.len() > 1 || node.initial_voters.is_some() {
+        // One voter of several, or of a dynamic quorum (KIP-853: voters may be added, even to
+        // one): the quorum elects the active controller (issue 15).
         let voter = voter_settings(config, node, cluster_id)?;
         let controller = Arc::new(QuorumController::open_voter(&metadata_dir, settings, voter)?);
         controller.read_acls_from_own_image();

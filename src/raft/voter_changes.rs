@@ -1,0 +1,236 @@
+//! The driver's side of dynamic voters (KIP-853): what it knows of every voter (id, directory
+//! id, endpoints: from `controller.quorum.voters` or the bootstrap checkpoint, then from every
+//! VotersRecord it appends or restores), connections to voters it learns of from the log, and
+//! the leader's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (Kafka's `AddVoterHandler`,
+//! `RemoveVoterHandler`, `UpdateVoterHandler`): checked with Kafka's errors and messages, written
+//! as a VotersRecord, answered once it is committed.
+//!
+//! Invariants: a change is refused unless the core allows it (`core_voters.rs`: one voter at a
+//! time, the leader's epoch and the previous change committed, an added voter caught up); every
+//! VotersRecord written names each voter with the directory id and endpoints it was last known
+//! by; a voter's endpoint is taken from the newest record naming it.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+
+use super::*;
+use crate::raft::core_voters::ChangeRefusal;
+use crate::raft::voters_record::{self, VoterInfo};
+
+/// A change of voters asked of the leader.
+#[derive(Debug, Clone)]
+pub enum VoterChange {
+    Add(VoterInfo),
+    Remove {
+        id: NodeId,
+        directory_id: uuid::Uuid,
+    },
+    /// A voter's new endpoints (UpdateRaftVoter, sent by the voter itself).
+    Update(VoterInfo),
+}
+
+/// A change's outcome: done (committed), or Kafka's error with its message.
+pub type ChangeOutcome = Result<(), (ResponseError, String)>;
+
+/// The endpoint of `voter` on `listener` (else its first): the one a voter connects to.
+pub fn endpoint_on(voter: &VoterInfo, listener: &str) -> Option<Endpoint> {
+    let (name, host, port) = voter.endpoints.iter().find(|(name, ..)| name == listener).or(voter.endpoints.first())?;
+    Some(Endpoint { listener: name.clone(), host: host.clone(), port: *port })
+}
+
+/// What a voter knows of the voters at start: the configured ones (with the bootstrap
+/// checkpoint's directory ids when formatted with them), the newest snapshot's, then the
+/// VotersRecords kept in the log.
+pub(super) fn known_at_start(
+    settings: &VoterSettings,
+    snapshot: Option<&[VoterInfo]>,
+    entries: &[crate::raft::core::Entry<Batch>],
+) -> BTreeMap<NodeId, VoterInfo> {
+    let mut known: BTreeMap<NodeId, VoterInfo> = settings
+        .voters
+        .iter()
+        .map(|(id, e)| {
+            let endpoints = vec![(e.listener.clone(), e.host.clone(), e.port)];
+            (*id, VoterInfo { id: *id, directory_id: uuid::Uuid::nil(), endpoints })
+        })
+        .collect();
+    for voter in settings.initial_voters.iter().flatten().chain(snapshot.into_iter().flatten()) {
+        known.insert(voter.id, voter.clone());
+    }
+    for voters in entries.iter().filter_map(|e| e.value.as_ref()?.voters.as_ref()) {
+        known.extend(voters.iter().map(|v| (v.id, v.clone())));
+    }
+    known
+}
+
+impl Driver {
+    /// The listener voters talk on (this voter's own, from its configuration).
+    pub(super) fn listener(&self) -> &str {
+        &self.settings.voters[&self.settings.node_id].listener
+    }
+
+    /// A VotersRecord's voters (appended or restored): their endpoints become the ones used.
+    pub(super) fn learn_voters(&mut self, voters: &[VoterInfo]) {
+        self.kraft_version = 1;
+        for voter in voters {
+            self.known.insert(voter.id, voter.clone());
+        }
+        *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
+    }
+
+    /// The connections to voter `to`, opened on first use from the endpoint known for it.
+    pub(super) fn peer(&mut self, to: NodeId) -> Option<&Peer> {
+        if !self.peers.contains_key(&to) && to != self.settings.node_id {
+            let endpoint = endpoint_on(self.known.get(&to)?, self.listener())?;
+            let addr = format!("{}:{}", endpoint.host, endpoint.port);
+            let control = spawn_peer(&self.runtime, &self.settings, to, addr.clone(), self.events_tx.clone());
+            let fetch = spawn_peer(&self.runtime, &self.settings, to, addr, self.events_tx.clone());
+            self.peers.insert(to, Peer { control, fetch });
+        }
+        self.peers.get(&to)
+    }
+
+    /// The voter set in force as a VotersRecord names it.
+    fn current_infos(&self) -> Vec<VoterInfo> {
+        self.infos(self.core.voters())
+    }
+
+    /// Voters `ids` as a VotersRecord names them (as last known).
+    pub(super) fn infos(&self, ids: &[NodeId]) -> Vec<VoterInfo> {
+        let id_only = |id: NodeId| VoterInfo { id, directory_id: uuid::Uuid::nil(), endpoints: Vec::new() };
+        ids.iter().map(|id| self.known.get(id).cloned().unwrap_or_else(|| id_only(*id))).collect()
+    }
+
+    /// Checks `change` as Kafka's leader does, then writes it; `reply` hears the outcome once the
+    /// record is committed (or leadership is lost first: NOT_LEADER_OR_FOLLOWER).
+    pub(super) fn change_voters(
+        &mut self,
+        change: VoterChange,
+        reply: oneshot::Sender<ChangeOutcome>,
+    ) -> anyhow::Result<()> {
+        let new = match self.checked_change(&change) {
+            Ok(new) => new,
+            Err(refused) => {
+                let _ = reply.send(Err(refused));
+                return Ok(());
+            }
+        };
+        let ids: Vec<NodeId> = new.iter().map(|v| v.id).collect();
+        tracing::info!(?change, voters = ?ids, "writing a change of the metadata quorum's voters");
+        let bytes = voters_record::voters_only_batch(&new, crate::log::now_ms());
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, Bytes::from(bytes));
+        let end = self.core.log().end() + 1;
+        self.waiting.push((
+            end,
+            Box::new(move |outcome: anyhow::Result<u64>| {
+                let outcome = outcome.map(|_| ()).map_err(|_| (ResponseError::NotLeaderOrFollower, String::new()));
+                let _ = reply.send(outcome);
+            }),
+        ));
+        self.step(Input::Propose(Batch { records: 1, id, voters: Some(new.into()) }), None)?;
+        Ok(())
+    }
+
+    /// The voter set `change` makes, or why Kafka's leader would refuse it now.
+    fn checked_change(&self, change: &VoterChange) -> Result<Vec<VoterInfo>, (ResponseError, String)> {
+        use ChangeRefusal as R;
+        let timed_out = |message: String| (ResponseError::RequestTimedOut, message);
+        if !self.core.is_leader() {
+            return Err((ResponseError::NotLeaderOrFollower, String::new()));
+        }
+        if !self.status.borrow().active {
+            return Err(timed_out(
+                "Request timed out waiting for leader to establish HWM and fence previous voter changes".into(),
+            ));
+        }
+        if self.kraft_version < 1 {
+            let what = match change {
+                VoterChange::Add(_) => "adding",
+                VoterChange::Remove { .. } => "removing",
+                VoterChange::Update(_) => "updating",
+            };
+            return Err((
+                ResponseError::UnsupportedVersion,
+                format!("Cluster doesn't support {what} voter because the kraft.version feature is 0"),
+            ));
+        }
+        let mut new = self.current_infos();
+        let current = keys(&new);
+        match change {
+            VoterChange::Add(voter) => {
+                if new.iter().any(|v| v.id == voter.id) {
+                    return Err((
+                        ResponseError::DuplicateVoter,
+                        format!(
+                            "The voter id for {} is already part of the set of voters [{}].",
+                            key(voter.id, voter.directory_id),
+                            current
+                        ),
+                    ));
+                }
+                new.push(voter.clone());
+            }
+            VoterChange::Remove { id, directory_id } => {
+                let Some(at) = new.iter().position(|v| v.id == *id && v.directory_id == *directory_id) else {
+                    return Err((
+                        ResponseError::VoterNotFound,
+                        format!("Cannot remove voter {} from the set of voters [{}]", key(*id, *directory_id), current),
+                    ));
+                };
+                new.remove(at);
+            }
+            VoterChange::Update(voter) => {
+                let Some(at) = new.iter().position(|v| v.id == voter.id && v.directory_id == voter.directory_id) else {
+                    return Err((
+                        ResponseError::VoterNotFound,
+                        format!("Voter {} is not a voter", key(voter.id, voter.directory_id)),
+                    ));
+                };
+                new[at] = voter.clone();
+            }
+        }
+        new.sort_by_key(|v| v.id);
+        let ids: Vec<NodeId> = new.iter().map(|v| v.id).collect();
+        let checked = match change {
+            // (The same voters with new endpoints: only the pending-change rules apply.)
+            VoterChange::Update(_) => {
+                self.core.check_voter_change(&ids).or_else(|r| if r == R::NoChange { Ok(()) } else { Err(r) })
+            }
+            _ => self.core.check_voter_change(&ids),
+        };
+        let lagging =
+            |id: NodeId| new.iter().find(|v| v.id == id).map_or(id.to_string(), |v| key(v.id, v.directory_id));
+        checked.map_err(|refusal| match refusal {
+            R::NotLeader => (ResponseError::NotLeaderOrFollower, String::new()),
+            R::EpochNotCommitted => timed_out(
+                "Request timed out waiting for leader to establish HWM and fence previous voter changes".into(),
+            ),
+            R::ChangePending => timed_out(format!(
+                "Request timed out waiting for voters to commit the latest voter change at {:?} with HWM {}",
+                self.core.latest_voters_offset(),
+                self.core.high_watermark()
+            )),
+            R::Lagging(id) => {
+                timed_out(format!("Aborted add voter operation for {} since it is lagging behind", lagging(id)))
+            }
+            R::LastVoter | R::NoChange | R::NotOneVoter => {
+                (ResponseError::VoterNotFound, format!("Cannot change the set of voters [{current}] that way"))
+            }
+        })?;
+        Ok(new)
+    }
+}
+
+/// A voter as Kafka's messages name it.
+fn key(id: NodeId, directory_id: uuid::Uuid) -> String {
+    let directory_id = crate::metadata::print_uuid(&directory_id);
+    format!("ReplicaKey(id={id}, directoryId=Optional[{directory_id}])")
+}
+
+fn keys(voters: &[VoterInfo]) -> String {
+    voters.iter().map(|v| key(v.id, v.directory_id)).collect::<Vec<_>>().join(", ")
+}
