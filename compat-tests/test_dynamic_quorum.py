@@ -271,8 +271,9 @@ def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_rem
     `kafka-metadata-quorum add-controller` (Kafka's tool, the new controller's
     properties) makes it a voter through the Ketch leader (AddRaftVoter, answered once the
     VotersRecord commits); adding it again is DUPLICATE_VOTER; `remove-controller` of the Ketch
-    leader itself (RemoveRaftVoter) leaves the Kafka controller the only voter and leader, under
-    which the broker goes on: a topic is created and written."""
+    leader itself (RemoveRaftVoter) leaves the Kafka controller the only voter and leader; the
+    Ketch controller goes on as an observer, and Kafka's leader adds it back (add-controller with
+    its properties); the broker goes on: a topic is created and written."""
     ports = {1: free_port(), 2: free_port()}
     cluster_id = new_cluster_id()
     for n in ports:
@@ -288,6 +289,9 @@ def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_rem
         kt = KafkaTools(kafka_libs, broker, tmp_path)
         servers = bootstrap([broker])
         admin = AdminClient({"bootstrap.servers": servers})
+        # (librdkafka sends CreateTopics to the controller its metadata names, and waits while it
+        # names none: a broker not yet unfenced lists no controller.)
+        wait_for(lambda: admin.list_topics(timeout=10).controller_id == 11, "the broker serving as controller")
         create_topic(admin, NewTopic("one", num_partitions=1, replication_factor=1),
                      KafkaError.INVALID_REPLICATION_FACTOR, "one created")
         first = produce_all(servers, "one", [b"a%d" % i for i in range(50)], 1)
@@ -324,6 +328,20 @@ def joined(kt, ketch, kafka, both, admin, servers, first):
         status = quorum_status(kt, [kafka])
         return status if 1 in ids(status.get("CurrentObservers", "[]")) else None
     wait_for(ketch_observes, "the removed Ketch controller fetching from the Kafka leader", timeout=60)
+
+    # Kafka's leader adds the Ketch controller back (AddRaftVoter to Kafka, which asks the Ketch
+    # controller's ApiVersions for its kraft.version range and waits for it to catch up).
+    ketch_props = ketch.workdir / "controller.properties"
+    ketch_props.write_text("".join(f"{k}={v}\n" for k, v in ketch.settings().items()))
+    r = quorum_tool(kt, kafka.bootstrap, "add-controller", config=ketch_props)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def both_voters():
+        status = quorum_status(kt, [kafka])
+        voters = ids(status.get("CurrentVoters", "[]"))
+        return status if voters == {1, 2} and status.get("MaxFollowerLag") == "0" else None
+    status = wait_for(both_voters, "the Ketch controller a voter again, caught up", timeout=60)
+    assert 1 not in ids(status["CurrentObservers"]), status
     create_topic(admin, NewTopic("two", num_partitions=1, replication_factor=1),
                  KafkaError.INVALID_REPLICATION_FACTOR, "two created under the Kafka controller", timeout=60)
     second = produce_all(servers, "two", [b"b%d" % i for i in range(50)], 1)

@@ -134,7 +134,7 @@ pub struct QuorumController {
     /// a change holds that lock until the quorum commits it, which takes the voters' fetches).
     voter: Option<VoterHandle>,
     /// Held by a voter's change from its decision until the quorum committed it.
-    changing: Mutex<()>,
+    changing: Arc<Mutex<()>>,
     applied: Arc<Mutex<Applied>>,
     /// The log end offset after every append (held fetches wait on it).
     appended: watch::Sender<i64>,
@@ -173,7 +173,7 @@ impl QuorumController {
             settings,
             state: Mutex::new(state),
             voter: None,
-            changing: Mutex::new(()),
+            changing: Arc::default(),
             applied,
             appended,
             mutations,

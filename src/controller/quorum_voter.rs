@@ -76,6 +76,8 @@ impl QuorumController {
         let mut builder = ImageBuilder::new();
         let image = builder.publish();
         let applied = Arc::new(Mutex::new(Applied { builder, image }));
+        // (The controller's one-change-at-a-time lock is the voter's writer gate.)
+        let changing = voter_settings.writer_gate.clone();
         let voter = voter::start(metadata_dir, voter_settings, Box::new(ImageApplier(applied.clone())))?;
         let (appended, _) = tokio::sync::watch::channel(0);
         let sessions = BrokerSessions::new(settings.config);
@@ -84,7 +86,6 @@ impl QuorumController {
         let mutations = crate::quota::mutation::MutationBuckets::new(window);
         let acls = crate::security::acl_store::AclStore::open(&settings.static_props, metadata_dir)?;
         let voter = Some(voter);
-        let changing = Mutex::new(());
         Ok(QuorumController { settings, state: Mutex::new(state), voter, changing, applied, appended, mutations, acls })
     }
 

@@ -71,6 +71,10 @@ pub struct VoterSettings {
     /// This voter's metadata directory id (`meta.properties`): with its id, the key Kafka's
     /// leader knows a voter of a dynamic quorum by (Fetch v17, Vote v2).
     pub directory_id: uuid::Uuid,
+    /// Held by the controller from choosing the offsets of its records until they are answered
+    /// (it decides them at the log's end): the driver appends batches of its own (the initial
+    /// voters, changes of voters) only while it can take it, so they never land in between.
+    pub writer_gate: Arc<std::sync::Mutex<()>>,
 }
 
 /// What the voter knows, published after every step.
@@ -206,6 +210,18 @@ struct Driver {
     kraft_version: i16,
     runtime: tokio::runtime::Handle,
     events_tx: mpsc::Sender<Event>,
+    /// Changes of voters asked while the controller was writing (`writer_gate`): tried again
+    /// at the next tick.
+    deferred_changes: Vec<(VoterChange, oneshot::Sender<ChangeOutcome>)>,
+}
+
+/// `gate` if it is free now (a poisoned gate is free: its holder is gone).
+fn take_gate(gate: &std::sync::Mutex<()>) -> Option<std::sync::MutexGuard<'_, ()>> {
+    match gate.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 struct Peer {
@@ -290,6 +306,7 @@ pub fn start(
         kraft_version: 0,
         runtime: runtime.clone(),
         events_tx: events_tx.clone(),
+        deferred_changes: Vec::new(),
     };
     let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some();
     driver.learn_voters(&known.into_values().collect::<Vec<_>>());
@@ -400,6 +417,8 @@ impl Driver {
     /// from the log. (Tried at every tick until it commits: the core refuses it meanwhile.)
     fn write_initial_voters(&mut self) -> anyhow::Result<()> {
         let Some(initial) = &self.settings.initial_voters else { return Ok(()) };
+        let gate = self.settings.writer_gate.clone();
+        let Some(_writing) = take_gate(&gate) else { return Ok(()) };
         let ids: Vec<NodeId> = initial.iter().map(|v| v.id).collect();
         let proposable = self.status.borrow().active
             && !self.core.voters_in_log()
@@ -435,6 +454,9 @@ impl Driver {
                 self.step(tick, None)?;
                 self.on_tick_snapshots()?;
                 self.write_initial_voters()?;
+                for (change, reply) in std::mem::take(&mut self.deferred_changes) {
+                    self.change_voters(change, reply)?;
+                }
                 self.release_parked(false)?;
             }
         }

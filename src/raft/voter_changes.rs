@@ -19,6 +19,9 @@ use super::*;
 use crate::raft::core_voters::ChangeRefusal;
 use crate::raft::voters_record::{self, VoterInfo};
 
+/// Changes of voters waiting for the controller to finish a write, at most.
+const MAX_DEFERRED_CHANGES: usize = 64;
+
 /// A change of voters asked of the leader.
 #[derive(Debug, Clone)]
 pub enum VoterChange {
@@ -110,6 +113,17 @@ impl Driver {
         change: VoterChange,
         reply: oneshot::Sender<ChangeOutcome>,
     ) -> anyhow::Result<()> {
+        // (Not while the controller writes: its records' offsets are decided at the log's end.)
+        let gate = self.settings.writer_gate.clone();
+        let Some(_writing) = super::take_gate(&gate) else {
+            if self.deferred_changes.len() < MAX_DEFERRED_CHANGES {
+                self.deferred_changes.push((change, reply));
+            } else {
+                let busy = "Request timed out waiting for leader to handle previous voter change request";
+                let _ = reply.send(Err((ResponseError::RequestTimedOut, busy.into())));
+            }
+            return Ok(());
+        };
         let new = match self.checked_change(&change) {
             Ok(new) => new,
             Err(refused) => {

@@ -138,6 +138,7 @@ async fn start_with(
         snapshots,
         initial_voters: dynamic.then(|| initial_voters(voters)),
         directory_id: if dynamic { directory_of(id) } else { uuid::Uuid::nil() },
+        writer_gate: Default::default(),
     };
     let applied: Applied = Arc::default();
     let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");

@@ -141,6 +141,7 @@ fn voter_settings(
         snapshots: crate::raft::voter::SnapshotPolicy::from_config(config)?,
         directory_id: crate::metadata::directory_id_of(config.log_dir())?.unwrap_or_default(),
         initial_voters: node.initial_voters.clone(),
+        writer_gate: Default::default(),
     })
 }
 
