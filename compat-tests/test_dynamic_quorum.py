@@ -274,13 +274,17 @@ def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_rem
     leader itself (RemoveRaftVoter) leaves the Kafka controller the only voter and leader; the
     Ketch controller goes on as an observer, and Kafka's leader adds it back (add-controller with
     its properties); the broker goes on: a topic is created and written."""
-    ports = {1: free_port(), 2: free_port()}
+    ports = {1: free_port(), 2: free_port(), 3: free_port()}
     cluster_id = new_cluster_id()
     for n in ports:
         (tmp_path / f"c{n}").mkdir()
     ketch = DynamicVoter(tmp_path / "c1", 1, {1: ports[1]}, cluster_id)
+    # A Ketch controller joining later: formatted --no-initial-controllers, every controller as
+    # its bootstrap servers.
+    joining = DynamicVoter(tmp_path / "c3", 3, ports, cluster_id)
+    joining.format_args = ["--no-initial-controllers"]
     ketch.overrides.update(SNAPSHOT_EVERY_COMMIT)
-    kafka = KafkaObserverController(tmp_path / "c2", 2, ports, cluster_id, ketch.servers)
+    kafka = KafkaObserverController(tmp_path / "c2", 2, {1: ports[1], 2: ports[2]}, cluster_id, ketch.servers)
     quorum = Quorum({1: ketch})
     dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": ketch.servers}
     broker = broker_under(quorum, tmp_path / "b11", 11, "ketch", dynamic)
@@ -298,6 +302,43 @@ def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_rem
         wait_for(lambda: log_start(ketch) > 0, "the Ketch controller's log cleaned below a snapshot", timeout=30)
         with running([kafka]):
             joined(kt, ketch, kafka, both, admin, servers, first)
+            with running([joining]):
+                third(kt, ketch, kafka, joining, admin, servers)
+
+
+def add_controller(kt, servers: str, node) -> None:
+    """kafka-metadata-quorum add-controller of `node` (with a properties file of its settings)."""
+    props = node.workdir / "controller.properties"
+    if not props.exists():
+        props.write_text("".join(f"{k}={v}\n" for k, v in node.settings().items()))
+    r = quorum_tool(kt, servers, "add-controller", config=props)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def voters_are(kt, nodes, voters: set[int]):
+    def check():
+        status = quorum_status(kt, nodes)
+        ok = ids(status.get("CurrentVoters", "[]")) == voters and status.get("MaxFollowerLag") == "0"
+        return status if ok and not voters & ids(status.get("CurrentObservers", "[]")) else None
+    return wait_for(check, f"voters {sorted(voters)}, caught up", timeout=60)
+
+
+def third(kt, ketch, kafka, joining, admin, servers):
+    """A Ketch controller formatted --no-initial-controllers joins as an observer, is added by
+    the Kafka leader, and after kill -9 of that leader a Ketch controller leads the rest."""
+    def observes():
+        status = quorum_status(kt, [kafka])
+        return status if 3 in ids(status.get("CurrentObservers", "[]")) else None
+    wait_for(observes, "the new Ketch controller fetching as an observer", timeout=60)
+    add_controller(kt, kafka.bootstrap, joining)
+    voters_are(kt, [kafka], {1, 2, 3})
+    kafka.kill9()
+    leader, status = leader_of(kt, [ketch, joining], not_=2)
+    assert leader in (1, 3) and ids(status["CurrentVoters"]) == {1, 2, 3}, status
+    create_topic(admin, NewTopic("three", num_partitions=1, replication_factor=1),
+                 KafkaError.INVALID_REPLICATION_FACTOR, "three created under a Ketch leader", timeout=60)
+    acked = produce_all(servers, "three", [b"c%d" % i for i in range(50)], 1)
+    assert_log_is(servers, "three", acked, 1)
 
 
 def joined(kt, ketch, kafka, both, admin, servers, first):
@@ -331,17 +372,8 @@ def joined(kt, ketch, kafka, both, admin, servers, first):
 
     # Kafka's leader adds the Ketch controller back (AddRaftVoter to Kafka, which asks the Ketch
     # controller's ApiVersions for its kraft.version range and waits for it to catch up).
-    ketch_props = ketch.workdir / "controller.properties"
-    ketch_props.write_text("".join(f"{k}={v}\n" for k, v in ketch.settings().items()))
-    r = quorum_tool(kt, kafka.bootstrap, "add-controller", config=ketch_props)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-    def both_voters():
-        status = quorum_status(kt, [kafka])
-        voters = ids(status.get("CurrentVoters", "[]"))
-        return status if voters == {1, 2} and status.get("MaxFollowerLag") == "0" else None
-    status = wait_for(both_voters, "the Ketch controller a voter again, caught up", timeout=60)
-    assert 1 not in ids(status["CurrentObservers"]), status
+    add_controller(kt, kafka.bootstrap, ketch)
+    voters_are(kt, [kafka], {1, 2})
     create_topic(admin, NewTopic("two", num_partitions=1, replication_factor=1),
                  KafkaError.INVALID_REPLICATION_FACTOR, "two created under the Kafka controller", timeout=60)
     second = produce_all(servers, "two", [b"b%d" % i for i in range(50)], 1)

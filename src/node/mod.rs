@@ -231,6 +231,9 @@ pub struct NodeConfig {
     /// The voters of the bootstrap checkpoint this controller's metadata directory was formatted
     /// with (`resolve_bootstrap_voters`; KIP-853), which its quorum writes into the log.
     pub initial_voters: Option<Vec<crate::raft::voters_record::VoterInfo>>,
+    /// A controller formatted `--no-initial-controllers`: it joins the dynamic quorum at its
+    /// bootstrap servers as an observer (KIP-853) until the leader adds it as a voter.
+    pub observer: bool,
     pub controller_listener_names: Vec<String>,
     pub heartbeat_interval_ms: u64,
     pub session_timeout_ms: u64,
@@ -353,6 +356,7 @@ impl NodeConfig {
             voters,
             bootstrap_servers,
             initial_voters: None,
+            observer: false,
             controller_listener_names,
             heartbeat_interval_ms: ms("broker.heartbeat.interval.ms", 2000)?.max(1),
             session_timeout_ms: ms("broker.session.timeout.ms", 9000)?,
@@ -382,9 +386,17 @@ impl NodeConfig {
         }
         let log_dir = metadata_dir.join(crate::raft::METADATA_LOG_DIR_NAME);
         let Some(initial) = crate::raft::snapshot::read_bootstrap_voters(&log_dir)? else {
-            if !self.bootstrap_servers.is_empty()
-                && !bootstraps_itself(props, &self.bootstrap_servers, &self.controller_listener_names)?
-            {
+            let others = !self.bootstrap_servers.is_empty()
+                && !bootstraps_itself(props, &self.bootstrap_servers, &self.controller_listener_names)?;
+            if others && self.roles == Roles::Controller {
+                // (Kafka's `--no-initial-controllers`: an observer of the quorum until added.)
+                let listener = self.controller_listener_names.first().cloned().unwrap_or_default();
+                self.controller_security =
+                    ClientSecurity::for_listener(props, &listener, "sasl.mechanism.controller.protocol")?;
+                self.observer = true;
+                return Ok(());
+            }
+            if others {
                 anyhow::bail!(
                     "controller.quorum.bootstrap.servers names other controllers but {} holds no initial voters: \
                      format it with --initial-controllers (or --standalone), or list controller.quorum.voters",
@@ -403,8 +415,8 @@ impl NodeConfig {
         }
         anyhow::ensure!(
             voters.iter().any(|v| v.id == self.node_id),
-            "this controller ({}) is not one of the initial voters in {}: a Ketch controller is a voter (joining a \
-             dynamic quorum as an observer with --no-initial-controllers is not supported yet)",
+            "this controller ({}) is not one of the initial voters in {}: format it with --no-initial-controllers to \
+             join the quorum as an observer (then `kafka-metadata-quorum add-controller`)",
             self.node_id,
             metadata_dir.display()
         );

@@ -17,6 +17,11 @@
 //! follower behind the leader's log start downloads the leader's newest snapshot, and the leader
 //! serves its snapshots with FetchSnapshot.
 //!
+//! Dynamic voters (`voter_changes.rs`, KIP-853): the voters and their endpoints are the log's;
+//! connections open to voters as they are learnt; the leader writes the changes Add/Remove/
+//! UpdateRaftVoter ask for; a node that is not a voter yet (an observer controller) follows the
+//! leader its bootstrap servers name until a VotersRecord makes it one.
+//!
 //! Invariants: only the leader's own proposals are appended as its own (stamped with its epoch
 //! at the core's offset); a proposal is answered once committed, or refused (not the leader, or
 //! leadership lost before it committed: it may still commit under the next leader, as in Kafka);
@@ -71,6 +76,10 @@ pub struct VoterSettings {
     /// This voter's metadata directory id (`meta.properties`): with its id, the key Kafka's
     /// leader knows a voter of a dynamic quorum by (Fetch v17, Vote v2).
     pub directory_id: uuid::Uuid,
+    /// Not a voter (yet): a controller formatted `--no-initial-controllers`, whose `voters` are
+    /// its own endpoint and the bootstrap servers under ids -2, -3, ... (as Kafka numbers them):
+    /// it follows the leader they name until a VotersRecord makes it a voter.
+    pub observer: bool,
     /// Held by the controller from choosing the offsets of its records until they are answered
     /// (it decides them at the log's end): the driver appends batches of its own (the initial
     /// voters, changes of voters) only while it can take it, so they never land in between.
@@ -139,6 +148,12 @@ enum Event {
     ChangeVoters {
         change: VoterChange,
         reply: oneshot::Sender<ChangeOutcome>,
+    },
+    /// A fetch answer named the leader's endpoint (how an observer reaches a leader it only
+    /// heard of from a bootstrap server).
+    LeaderEndpoint {
+        id: NodeId,
+        endpoint: Endpoint,
     },
     /// A request to voter `to` failed in transport (refused, reset, closed).
     Unreachable {
@@ -236,7 +251,7 @@ pub fn start(
     settings: VoterSettings,
     mut applier: Box<dyn Applier>,
 ) -> anyhow::Result<VoterHandle> {
-    anyhow::ensure!(settings.voters.contains_key(&settings.node_id), "a voter is one of controller.quorum.voters");
+    anyhow::ensure!(settings.voters.contains_key(&settings.node_id), "the voter settings name this node's endpoint");
     let VoterLog { log, state, entries, snapshot } =
         MetadataLog::open_voter(metadata_dir, settings.node_id, crate::log::now_ms())?;
     // The newest snapshot's state first; the log after it applies as the quorum commits it.
@@ -257,7 +272,10 @@ pub fn start(
         id: settings.node_id,
         voters: match &snapshot_voters {
             Some(voters) => voters.iter().map(|v| v.id).collect(),
-            None => settings.voters.keys().copied().collect(),
+            // (An observer's: the bootstrap servers, never itself.)
+            None => {
+                settings.voters.keys().copied().filter(|id| !settings.observer || *id != settings.node_id).collect()
+            }
         },
         election_timeout_ms: settings.election_timeout_ms,
         fetch_timeout_ms: settings.fetch_timeout_ms,
@@ -308,7 +326,7 @@ pub fn start(
         events_tx: events_tx.clone(),
         deferred_changes: Vec::new(),
     };
-    let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some();
+    let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some() || settings.observer;
     driver.learn_voters(&known.into_values().collect::<Vec<_>>());
     if !dynamic && !driver.core.voters_in_log() {
         driver.kraft_version = 0;
@@ -375,10 +393,14 @@ fn spawn_peer(
                 (Outgoing::End(r), _) => {
                     conn.send(wire::END_QUORUM_EPOCH_VERSION, &r, Duration::ZERO).await.map(|_| None)
                 }
-                (Outgoing::Fetch(r), Message::Fetch { fetch_offset, id, .. }) => conn
-                    .send(wire::FETCH_VERSION, &r, Duration::from_millis(FETCH_MAX_WAIT_MS as u64))
-                    .await
-                    .map(|a| wire::fetch_answer(&a, *fetch_offset, *id)),
+                (Outgoing::Fetch(r), Message::Fetch { fetch_offset, id, .. }) => {
+                    conn.send(wire::FETCH_VERSION, &r, Duration::from_millis(FETCH_MAX_WAIT_MS as u64)).await.map(|a| {
+                        if let Some((id, endpoint)) = wire::leader_endpoint(&a, &own.listener) {
+                            let _ = answers.send(Event::LeaderEndpoint { id, endpoint });
+                        }
+                        wire::fetch_answer(&a, *fetch_offset, *id)
+                    })
+                }
                 _ => Ok(None),
             };
             match answer {
@@ -512,6 +534,7 @@ impl Driver {
                 self.step(Input::Unreachable { to }, None)?;
             }
             Event::ChangeVoters { change, reply } => self.change_voters(change, reply)?,
+            Event::LeaderEndpoint { id, endpoint } => self.learn_endpoint(id, endpoint),
             Event::SnapshotRead { from } => {
                 self.step(Input::SnapshotRead { from }, None)?;
             }

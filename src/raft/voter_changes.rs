@@ -83,6 +83,16 @@ impl Driver {
         *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
     }
 
+    /// The endpoint a fetch answer gave for leader `id`, used while nothing else is known of it.
+    pub(super) fn learn_endpoint(&mut self, id: NodeId, endpoint: Endpoint) {
+        if id < 0 || self.known.contains_key(&id) {
+            return;
+        }
+        let endpoints = vec![(endpoint.listener, endpoint.host, endpoint.port)];
+        self.known.insert(id, VoterInfo { id, directory_id: uuid::Uuid::nil(), endpoints });
+        *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
+    }
+
     /// The connections to voter `to`, opened on first use from the endpoint known for it.
     pub(super) fn peer(&mut self, to: NodeId) -> Option<&Peer> {
         if !self.peers.contains_key(&to) && to != self.settings.node_id {

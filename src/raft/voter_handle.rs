@@ -33,7 +33,8 @@ impl VoterHandle {
     /// The voters in force and their endpoints (those known).
     pub fn voter_endpoints(&self) -> BTreeMap<NodeId, Endpoint> {
         let voters = self.status.borrow().voters.clone();
-        voters.into_iter().filter_map(|id| Some((id, self.voter_endpoint(id)?))).collect()
+        // (Not an observer's bootstrap servers, under ids below 0.)
+        voters.into_iter().filter(|id| *id >= 0).filter_map(|id| Some((id, self.voter_endpoint(id)?))).collect()
     }
 
     /// Asks the leader to change the voters (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter);

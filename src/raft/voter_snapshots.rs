@@ -146,7 +146,9 @@ impl Driver {
         let now = crate::log::now_ms();
         // (A dynamic quorum's snapshot holds its voters at its end: a voter restarted or
         // installing it after the log below it is gone knows them, as Kafka's snapshots do.)
-        let voters = (self.kraft_version >= 1).then(|| self.infos(self.core.voters_at(end)));
+        // (Not an observer's bootstrap servers, which are no voters: ids below 0.)
+        let ids = self.core.voters_at(end);
+        let voters = (self.kraft_version >= 1 && ids.iter().all(|id| *id >= 0)).then(|| self.infos(ids));
         let bytes = snapshot::write(&self.log.dir(), id, &records, voters.as_deref(), (now, now))?;
         tracing::info!(
             end_offset = id.end_offset,

@@ -125,8 +125,16 @@ async fn start_with(
     snapshots: SnapshotPolicy,
     dynamic: bool,
 ) -> Node {
-    let listener = TcpListener::bind(("127.0.0.1", voters[&id].port)).await.expect("bind");
-    let settings = VoterSettings {
+    start_settings(dir, settings_of(id, voters, snapshots, dynamic)).await
+}
+
+fn settings_of(
+    id: NodeId,
+    voters: &BTreeMap<NodeId, Endpoint>,
+    snapshots: SnapshotPolicy,
+    dynamic: bool,
+) -> VoterSettings {
+    VoterSettings {
         node_id: id,
         voters: voters.clone(),
         cluster_id: "test-cluster".into(),
@@ -139,7 +147,12 @@ async fn start_with(
         initial_voters: dynamic.then(|| initial_voters(voters)),
         directory_id: if dynamic { directory_of(id) } else { uuid::Uuid::nil() },
         writer_gate: Default::default(),
-    };
+        observer: false,
+    }
+}
+
+async fn start_settings(dir: &std::path::Path, settings: VoterSettings) -> Node {
+    let listener = TcpListener::bind(("127.0.0.1", settings.voters[&settings.node_id].port)).await.expect("bind");
     let applied: Applied = Arc::default();
     let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");
     let server = tokio::spawn(serve(listener, handle.clone()));
@@ -422,6 +435,54 @@ async fn a_dynamic_quorums_voters_are_in_its_snapshots_and_survive_a_restart_pas
         voters_become(node, &rest).await;
     }
     nodes[&leader].handle.propose(record(99)).await.expect("committed after the restart");
+    for node in nodes.values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_controller_finds_the_leader_through_a_bootstrap_server_and_is_added() {
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let all = ephemeral_voters(4);
+    let voters: BTreeMap<NodeId, Endpoint> =
+        all.iter().filter(|(id, _)| **id <= 3).map(|(k, v)| (*k, v.clone())).collect();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        let dir = dirs[id as usize - 1].path();
+        nodes.insert(id, start_with(dir, id, &voters, SnapshotPolicy::default(), true).await);
+    }
+    let leader = active(&nodes, None).await;
+    nodes[&leader].handle.propose(record(1)).await.expect("committed");
+    // Node 4 knows only a bootstrap server (voter 1, under Kafka's id -2) and itself.
+    let mut settings = settings_of(4, &all, SnapshotPolicy::default(), false);
+    settings.voters = BTreeMap::from([(4, all[&4].clone()), (-2, all[&1].clone())]);
+    settings.observer = true;
+    settings.directory_id = directory_of(4);
+    let observer = start_settings(dirs[3].path(), settings).await;
+    // It follows the leader (learnt from the bootstrap server's answer) and replicates the log,
+    // the voters with it, never campaigning.
+    voters_become(&observer, &[1, 2, 3]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while observer.applied.lock().unwrap().len() < nodes[&leader].applied.lock().unwrap().len() {
+        assert!(Instant::now() < deadline, "the observer did not catch up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(observer.handle.status.borrow().leader, Some(leader));
+    let info = super::super::voters_record::VoterInfo {
+        id: 4,
+        directory_id: directory_of(4),
+        endpoints: vec![(all[&4].listener.clone(), all[&4].host.clone(), all[&4].port)],
+    };
+    change_voters(&nodes[&leader], VoterChange::Add(info)).await.expect("added");
+    voters_become(&observer, &[1, 2, 3, 4]).await;
+    nodes.insert(4, observer);
+    // The leader goes: the four-voter quorum (majority 3) elects another, node 4 voting.
+    let old = nodes.remove(&leader).unwrap();
+    old.handle.stop();
+    old.server.abort();
+    let second = active(&nodes, Some(leader)).await;
+    nodes[&second].handle.propose(record(2)).await.expect("committed by three of four voters");
     for node in nodes.values() {
         node.handle.stop();
         node.server.abort();

@@ -354,6 +354,15 @@ pub fn fetch_in(request: &FetchRequest, cluster_id: &str) -> Result<(NodeId, Mes
     Ok((request.replica_state.replica_id.0, message, request.max_wait_ms))
 }
 
+/// The leader a Fetch answer names, with its endpoint (NodeEndpoints, on `listener`), if both.
+pub fn leader_endpoint(response: &FetchResponse, listener: &str) -> Option<(NodeId, Endpoint)> {
+    let p = response.responses.first()?.partitions.first()?;
+    let leader = p.current_leader.leader_id.0;
+    let node = response.node_endpoints.iter().find(|n| n.node_id.0 == leader && leader >= 0)?;
+    let port = u16::try_from(node.port).ok()?;
+    Some((leader, Endpoint { listener: listener.to_string(), host: node.host.to_string(), port }))
+}
+
 /// The answer to a Fetch: `message` (the core's), the bytes of the batches it names, the epoch
 /// the fetch was for (the error when not this node's), the leader's endpoint.
 pub fn fetch_out(

@@ -69,7 +69,7 @@ pub async fn open(
 ) -> anyhow::Result<Arc<QuorumController>> {
     let settings = ControllerSettings::from_config(config, node.node_id, node.session_timeout_ms as i64, cluster_id);
     let metadata_dir = metadata_dir.to_path_buf();
-    if node.voters.len() > 1 || node.initial_voters.is_some() {
+    if node.voters.len() > 1 || node.initial_voters.is_some() || node.observer {
         // One voter of several, or of a dynamic quorum (KIP-853: voters may be added, even to
         // one): the quorum elects the active controller (issue 15).
         let voter = voter_settings(config, node, cluster_id)?;
@@ -119,15 +119,32 @@ fn voter_settings(
     cluster_id: &str,
 ) -> anyhow::Result<crate::raft::voter::VoterSettings> {
     let listener = node.controller_listener_names.first().cloned().unwrap_or_else(|| "CONTROLLER".into());
-    let voters = node
-        .voters
-        .iter()
-        .map(|v| {
-            let endpoint =
-                crate::raft::voter_wire::Endpoint { listener: listener.clone(), host: v.host.clone(), port: v.port };
-            (v.id, endpoint)
-        })
-        .collect();
+    let endpoint = |host: &str, port: u16| crate::raft::voter_wire::Endpoint {
+        listener: listener.clone(),
+        host: host.to_string(),
+        port,
+    };
+    let mut voters: std::collections::BTreeMap<i32, _> =
+        node.voters.iter().map(|v| (v.id, endpoint(&v.host, v.port))).collect();
+    if node.observer {
+        // Its own endpoint (what it names itself by), and the bootstrap servers under Kafka's ids
+        // for them (-2, -3, ...): the core's only way to the quorum until it learns the voters.
+        let own = config.listeners.iter().find(|l| l.name == listener).ok_or_else(|| {
+            anyhow::anyhow!("a controller needs a listener named in controller.listener.names ({listener})")
+        })?;
+        let own_host = if own.host.is_empty() { "127.0.0.1" } else { own.host.as_str() };
+        voters.insert(node.node_id, endpoint(own_host, own.port));
+        for (i, server) in node.bootstrap_servers.iter().enumerate() {
+            let (host, port) = server
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+                .ok_or_else(|| anyhow::anyhow!("controller.quorum.bootstrap.servers: {server} is not host:port"))?;
+            // (Not itself: bootstrap lists often name every controller.)
+            if (host, port) != (own_host, own.port) {
+                voters.insert(-2 - i as i32, endpoint(host, port));
+            }
+        }
+    }
     let ms = |key: &str, default: i64| crate::config::int_property(&config.properties, key, default, 0, i64::MAX);
     Ok(crate::raft::voter::VoterSettings {
         node_id: node.node_id,
@@ -142,6 +159,7 @@ fn voter_settings(
         directory_id: crate::metadata::directory_id_of(config.log_dir())?.unwrap_or_default(),
         initial_voters: node.initial_voters.clone(),
         writer_gate: Default::default(),
+        observer: node.observer,
     })
 }
 
