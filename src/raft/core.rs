@@ -220,7 +220,13 @@ impl<V: Clone + std::fmt::Debug + Records> RaftCore<V> {
                 (Role::Leader { .. }, None) => {
                     self.append(vec![Entry { epoch: self.state.epoch, value: Some(value) }], &mut out)
                 }
-                (Role::Leader { .. }, Some(set)) if self.check_voter_change(&set).is_ok() => {
+                // (The same voters again is allowed: new endpoints, UpdateRaftVoter.)
+                (Role::Leader { .. }, Some(set))
+                    if matches!(
+                        self.check_voter_change(&set),
+                        Ok(()) | Err(super::core_voters::ChangeRefusal::NoChange)
+                    ) =>
+                {
                     self.append(vec![Entry { epoch: self.state.epoch, value: Some(value) }], &mut out)
                 }
                 _ => out.push(Output::Refused(value)),

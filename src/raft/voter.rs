@@ -228,6 +228,8 @@ struct Driver {
     /// Changes of voters asked while the controller was writing (`writer_gate`): tried again
     /// at the next tick.
     deferred_changes: Vec<(VoterChange, oneshot::Sender<ChangeOutcome>)>,
+    /// When this voter last sent UpdateRaftVoter (core clock).
+    update_sent_ms: Option<i64>,
 }
 
 /// `gate` if it is free now (a poisoned gate is free: its holder is gone).
@@ -325,6 +327,7 @@ pub fn start(
         runtime: runtime.clone(),
         events_tx: events_tx.clone(),
         deferred_changes: Vec::new(),
+        update_sent_ms: None,
     };
     let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some() || settings.observer;
     driver.learn_voters(&known.into_values().collect::<Vec<_>>());
@@ -476,6 +479,7 @@ impl Driver {
                 self.step(tick, None)?;
                 self.on_tick_snapshots()?;
                 self.write_initial_voters()?;
+                self.maybe_update_own_endpoint();
                 for (change, reply) in std::mem::take(&mut self.deferred_changes) {
                     self.change_voters(change, reply)?;
                 }

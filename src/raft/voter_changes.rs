@@ -93,6 +93,47 @@ impl Driver {
         *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
     }
 
+    /// A follower voter whose endpoint in the log is not the one it listens on (restarted on
+    /// another port, say) tells the leader with UpdateRaftVoter, as Kafka's voter does, again
+    /// every fetch timeout until the log has it: otherwise the voters could not reach it.
+    pub(super) fn maybe_update_own_endpoint(&mut self) {
+        let me = self.settings.node_id;
+        let Some(own) = self.settings.voters.get(&me).cloned() else { return };
+        let Role::Follower { leader } = *self.core.role() else { return };
+        let in_log = self.known.get(&me).and_then(|v| endpoint_on(v, &own.listener));
+        let due = self.update_sent_ms.is_none_or(|at| self.now_ms() - at >= self.settings.fetch_timeout_ms);
+        if self.kraft_version < 1 || !self.core.am_voter() || in_log.as_ref() == Some(&own) || !due {
+            return;
+        }
+        let Some(to) = self.known.get(&leader).and_then(|v| endpoint_on(v, &own.listener)) else { return };
+        self.update_sent_ms = Some(self.now_ms());
+        use kafka_protocol::messages::update_raft_voter_request::{KRaftVersionFeature, Listener};
+        let feature = KRaftVersionFeature::default()
+            .with_min_supported_version(voters_record::SUPPORTED_KRAFT_VERSIONS.0)
+            .with_max_supported_version(voters_record::SUPPORTED_KRAFT_VERSIONS.1);
+        let request = kafka_protocol::messages::UpdateRaftVoterRequest::default()
+            .with_cluster_id(Some(kafka_protocol::protocol::StrBytes::from_string(self.settings.cluster_id.clone())))
+            .with_current_leader_epoch(self.core.election_state().epoch)
+            .with_voter_id(me)
+            .with_voter_directory_id(self.settings.directory_id)
+            .with_listeners(vec![Listener::default()
+                .with_name(own.listener.clone().into())
+                .with_host(own.host.clone().into())
+                .with_port(own.port)])
+            .with_k_raft_version_feature(feature);
+        tracing::info!(leader, ?in_log, ?own, "telling the leader this voter's endpoint (UpdateRaftVoter)");
+        let settings = self.settings.clone();
+        self.runtime.spawn(async move {
+            let addr = format!("{}:{}", to.host, to.port);
+            let timeout = std::time::Duration::from_millis(settings.request_timeout_ms.max(1) as u64);
+            let answer = match Connection::connect(&addr, "raft-client", timeout, &settings.security).await {
+                Ok(mut c) => c.send(0, &request, std::time::Duration::ZERO).await.map(|a| a.error_code),
+                Err(e) => Err(e),
+            };
+            tracing::debug!(?answer, "UpdateRaftVoter answered");
+        });
+    }
+
     /// The connections to voter `to`, opened on first use from the endpoint known for it.
     pub(super) fn peer(&mut self, to: NodeId) -> Option<&Peer> {
         if !self.peers.contains_key(&to) && to != self.settings.node_id {

@@ -41,6 +41,21 @@ async fn serve(listener: TcpListener, voter: VoterHandle) {
                     RequestKind::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(voter.end_quorum_epoch(&r).await),
                     RequestKind::Fetch(r) => ResponseKind::Fetch(voter.fetch(&r).await),
                     RequestKind::FetchSnapshot(r) => ResponseKind::FetchSnapshot(voter.fetch_snapshot(&r).await),
+                    RequestKind::UpdateRaftVoter(r) => {
+                        let endpoints = r.listeners.iter().map(|l| (l.name.to_string(), l.host.to_string(), l.port));
+                        let info = super::super::voters_record::VoterInfo {
+                            id: r.voter_id,
+                            directory_id: r.voter_directory_id,
+                            endpoints: endpoints.collect(),
+                        };
+                        let code = match voter.change_voters(VoterChange::Update(info)).await {
+                            Ok(()) => 0,
+                            Err((error, _)) => error.code(),
+                        };
+                        ResponseKind::UpdateRaftVoter(
+                            kafka_protocol::messages::UpdateRaftVoterResponse::default().with_error_code(code),
+                        )
+                    }
                     _ => return,
                 };
                 let out = crate::protocol::encode_response(
@@ -483,6 +498,49 @@ async fn an_observer_controller_finds_the_leader_through_a_bootstrap_server_and_
     old.server.abort();
     let second = active(&nodes, Some(leader)).await;
     nodes[&second].handle.propose(record(2)).await.expect("committed by three of four voters");
+    for node in nodes.values() {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_listening_elsewhere_than_the_log_says_updates_its_endpoint() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let real = ephemeral_voters(3);
+    // The log (the bootstrap checkpoint) has voter 3 at a port nothing listens on.
+    let mut stale = real.clone();
+    stale.get_mut(&3).unwrap().port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=2 {
+        nodes.insert(id, start_with(dirs[id as usize - 1].path(), id, &stale, SnapshotPolicy::default(), true).await);
+    }
+    let leader = active(&nodes, None).await;
+    nodes[&leader].handle.propose(record(1)).await.expect("committed by two of three");
+    let mut settings = settings_of(3, &stale, SnapshotPolicy::default(), true);
+    settings.voters.insert(3, real[&3].clone());
+    nodes.insert(3, start_settings(dirs[2].path(), settings).await);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while nodes[&leader].handle.voter_endpoint(3).map(|e| e.port) != Some(real[&3].port) {
+        assert!(
+            Instant::now() < deadline,
+            "voter 3's endpoint not updated: {:?}, voter 3: {:?}",
+            nodes[&leader].handle.voter_endpoint(3),
+            nodes[&3].handle.status.borrow()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Every voter has it now, and reaches voter 3 there: without the leader, 3 and the other elect.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while nodes.values().any(|n| n.handle.voter_endpoint(3).map(|e| e.port) != Some(real[&3].port)) {
+        assert!(Instant::now() < deadline, "not every voter learnt voter 3's endpoint");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old = nodes.remove(&leader).unwrap();
+    old.handle.stop();
+    old.server.abort();
+    let second = active(&nodes, Some(leader)).await;
+    nodes[&second].handle.propose(record(2)).await.expect("committed by the two left");
     for node in nodes.values() {
         node.handle.stop();
         node.server.abort();
