@@ -55,8 +55,7 @@ fn voter_info(
     if directory_id.is_nil() || id < 0 {
         return Err((ResponseError::InvalidRequest, format!("{what} request didn't include a valid voter")));
     }
-    let settings = voter.settings();
-    let listener = &settings.voters[&settings.node_id].listener;
+    let listener = voter.settings().listener();
     if !endpoints.iter().any(|(name, ..)| name == listener) {
         let shown: Vec<String> = endpoints.iter().map(|(n, h, p)| format!("{n}://{h}:{p}")).collect();
         return Err((

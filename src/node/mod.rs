@@ -464,7 +464,7 @@ fn has_controller_listener(props: &Properties, controller_listeners: &[String]) 
 }
 
 /// `id@host:port`, as `controller.quorum.voters` lists them.
-fn parse_voter(text: &str) -> anyhow::Result<Voter> {
+pub(crate) fn parse_voter(text: &str) -> anyhow::Result<Voter> {
     let bad = || anyhow::anyhow!("controller.quorum.voters: {text:?} is not id@host:port");
     let (id, addr) = text.split_once('@').ok_or_else(bad)?;
     let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;

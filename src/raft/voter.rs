@@ -86,6 +86,13 @@ pub struct VoterSettings {
     pub writer_gate: Arc<std::sync::Mutex<()>>,
 }
 
+impl VoterSettings {
+    /// The listener the voters talk on (this node's own endpoint's).
+    pub fn listener(&self) -> &str {
+        &self.voters[&self.node_id].listener
+    }
+}
+
 /// What the voter knows, published after every step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -192,12 +199,12 @@ pub struct VoterHandle {
     /// The metadata log's directory (where its snapshots are).
     dir: std::path::PathBuf,
     /// Every voter as last known (configuration, log): directory id, endpoints.
-    endpoints: Endpoints,
+    known: KnownVoters,
 }
 
 /// What is known of the voters, shared by the driver (which learns it from the log) and the
 /// handle.
-type Endpoints = Arc<std::sync::RwLock<BTreeMap<NodeId, super::voters_record::VoterInfo>>>;
+type KnownVoters = Arc<std::sync::RwLock<BTreeMap<NodeId, super::voters_record::VoterInfo>>>;
 
 struct Driver {
     settings: Arc<VoterSettings>,
@@ -220,8 +227,9 @@ struct Driver {
     snapshots: snapshots::Snapshots,
     /// What is known of every voter, past and present (`voter_changes.rs`).
     known: BTreeMap<NodeId, super::voters_record::VoterInfo>,
-    endpoints: Endpoints,
-    /// 1 once the quorum's voters are in its log (KIP-853), else 0 (static voters).
+    /// `known`, as the handle reads it.
+    known_shared: KnownVoters,
+    /// 1 for a dynamic quorum (KIP-853: its voters are in its log), else 0 (static voters).
     kraft_version: i16,
     runtime: tokio::runtime::Handle,
     events_tx: mpsc::Sender<Event>,
@@ -289,6 +297,8 @@ pub fn start(
     let known = changes::known_at_start(&settings, snapshot_voters.as_deref(), entries.entries());
     let core_snapshot = snapshot.map(|id| (id.end_offset as u64, id.epoch));
     let core = RaftCore::restore(config, state, entries, core_snapshot, 0, seed);
+    let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some() || settings.observer;
+    let core_voters_in_log = core.voters_in_log();
     tracing::info!(
         node = settings.node_id,
         epoch = state.epoch,
@@ -321,20 +331,16 @@ pub fn start(
         started: Instant::now(),
         seed,
         snapshots,
-        known: BTreeMap::new(),
-        endpoints: Endpoints::default(),
-        kraft_version: 0,
+        kraft_version: if dynamic || core_voters_in_log { 1 } else { 0 },
+        known,
+        known_shared: KnownVoters::default(),
         runtime: runtime.clone(),
         events_tx: events_tx.clone(),
         deferred_changes: Vec::new(),
         update_sent_ms: None,
     };
-    let dynamic = settings.initial_voters.is_some() || snapshot_voters.is_some() || settings.observer;
-    driver.learn_voters(&known.into_values().collect::<Vec<_>>());
-    if !dynamic && !driver.core.voters_in_log() {
-        driver.kraft_version = 0;
-    }
-    let endpoints = driver.endpoints.clone();
+    driver.publish_known();
+    let known = driver.known_shared.clone();
     std::thread::Builder::new().name(format!("raft-voter-{}", settings.node_id)).spawn(move || {
         if let Err(e) = driver.run() {
             tracing::error!(error = %e, "the metadata log's voter stopped");
@@ -342,7 +348,7 @@ pub fn start(
         let _ = driver.log.close();
     })?;
     let observers = Default::default();
-    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers, dir, endpoints })
+    Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers, dir, known })
 }
 
 /// A task sending one kind of message to voter `to` over a connection of its own.

@@ -69,18 +69,18 @@ pub(super) fn known_at_start(
 }
 
 impl Driver {
-    /// The listener voters talk on (this voter's own, from its configuration).
-    pub(super) fn listener(&self) -> &str {
-        &self.settings.voters[&self.settings.node_id].listener
-    }
-
     /// A VotersRecord's voters (appended or restored): their endpoints become the ones used.
     pub(super) fn learn_voters(&mut self, voters: &[VoterInfo]) {
         self.kraft_version = 1;
         for voter in voters {
             self.known.insert(voter.id, voter.clone());
         }
-        *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
+        self.publish_known();
+    }
+
+    /// Hands what is known of the voters to the handle.
+    pub(super) fn publish_known(&self) {
+        *self.known_shared.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
     }
 
     /// The endpoint a fetch answer gave for leader `id`, used while nothing else is known of it.
@@ -90,7 +90,7 @@ impl Driver {
         }
         let endpoints = vec![(endpoint.listener, endpoint.host, endpoint.port)];
         self.known.insert(id, VoterInfo { id, directory_id: uuid::Uuid::nil(), endpoints });
-        *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = self.known.clone();
+        self.publish_known();
     }
 
     /// A follower voter whose endpoint in the log is not the one it listens on (restarted on
@@ -137,7 +137,7 @@ impl Driver {
     /// The connections to voter `to`, opened on first use from the endpoint known for it.
     pub(super) fn peer(&mut self, to: NodeId) -> Option<&Peer> {
         if !self.peers.contains_key(&to) && to != self.settings.node_id {
-            let endpoint = endpoint_on(self.known.get(&to)?, self.listener())?;
+            let endpoint = endpoint_on(self.known.get(&to)?, self.settings.listener())?;
             let addr = format!("{}:{}", endpoint.host, endpoint.port);
             let control = spawn_peer(&self.runtime, &self.settings, to, addr.clone(), self.events_tx.clone());
             let fetch = spawn_peer(&self.runtime, &self.settings, to, addr, self.events_tx.clone());

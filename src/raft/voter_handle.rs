@@ -20,13 +20,12 @@ impl VoterHandle {
 
     /// Voter `id`'s endpoint on the controller listener, as last known (configuration or log).
     pub fn voter_endpoint(&self, id: NodeId) -> Option<Endpoint> {
-        let listener = &self.settings.voters[&self.settings.node_id].listener;
-        endpoint_on(self.endpoints.read().unwrap_or_else(|p| p.into_inner()).get(&id)?, listener)
+        endpoint_on(self.known.read().unwrap_or_else(|p| p.into_inner()).get(&id)?, self.settings.listener())
     }
 
     /// Voter `id`'s directory id, as last known (nil: unknown, a static quorum's voter).
     pub fn voter_directory_id(&self, id: NodeId) -> uuid::Uuid {
-        let known = self.endpoints.read().unwrap_or_else(|p| p.into_inner());
+        let known = self.known.read().unwrap_or_else(|p| p.into_inner());
         known.get(&id).map_or(uuid::Uuid::nil(), |v| v.directory_id)
     }
 

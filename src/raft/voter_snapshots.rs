@@ -201,7 +201,7 @@ impl Driver {
     pub(super) fn download(&mut self, leader: NodeId, end: u64, epoch: i32) {
         let id = SnapshotId { end_offset: end as i64, epoch };
         let events = self.snapshots.events.clone();
-        let Some(endpoint) = self.known.get(&leader).and_then(|v| endpoint_on(v, self.listener())) else {
+        let Some(endpoint) = self.known.get(&leader).and_then(|v| endpoint_on(v, self.settings.listener())) else {
             let _ = events.send(Event::Downloaded { id, result: Err(anyhow::anyhow!("leader {leader} unknown")) });
             return;
         };

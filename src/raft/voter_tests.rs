@@ -174,6 +174,14 @@ async fn start_settings(dir: &std::path::Path, settings: VoterSettings) -> Node 
     Node { handle, server, applied }
 }
 
+/// Stops `nodes` (their drivers and listeners).
+fn stop_all<'a>(nodes: impl IntoIterator<Item = &'a Node>) {
+    for node in nodes {
+        node.handle.stop();
+        node.server.abort();
+    }
+}
+
 async fn active(nodes: &BTreeMap<NodeId, Node>, not: Option<NodeId>) -> NodeId {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -262,10 +270,7 @@ async fn three_voters_elect_replicate_and_fail_over() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(nodes[&first].handle.status.borrow().leader, Some(second));
-    for node in nodes.values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(nodes.values());
 }
 
 fn ephemeral_voters(n: NodeId) -> BTreeMap<NodeId, Endpoint> {
@@ -328,10 +333,7 @@ async fn a_voter_behind_the_log_start_catches_up_from_the_leaders_snapshot() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(*nodes[&behind].applied.lock().unwrap().last().unwrap(), end as i64 - 1);
-    for node in nodes.values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(nodes.values());
 }
 
 /// Asks `node` for `change` until it is not refused for a reason that passes (REQUEST_TIMED_OUT:
@@ -395,10 +397,7 @@ async fn a_dynamic_quorums_leader_removes_and_adds_voters_one_at_a_time() {
     let rest: Vec<NodeId> = (1..=3).filter(|id| *id != leader).collect();
     voters_become(&others[&second], &rest).await;
     others[&second].handle.propose(record(2)).await.expect("committed under the new leader");
-    for node in others.values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(others.values());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,10 +435,7 @@ async fn a_dynamic_quorums_voters_are_in_its_snapshots_and_survive_a_restart_pas
     assert!(in_snapshot.iter().all(|v| v.directory_id == directory_of(v.id) && !v.endpoints.is_empty()));
 
     // Every node restarted: the voters are the snapshot's, not the bootstrap checkpoint's three.
-    for node in std::mem::take(&mut nodes).into_values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(std::mem::take(&mut nodes).values());
     tokio::time::sleep(Duration::from_millis(200)).await;
     for id in 1..=3 {
         nodes.insert(id, start(id).await);
@@ -450,10 +446,7 @@ async fn a_dynamic_quorums_voters_are_in_its_snapshots_and_survive_a_restart_pas
         voters_become(node, &rest).await;
     }
     nodes[&leader].handle.propose(record(99)).await.expect("committed after the restart");
-    for node in nodes.values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(nodes.values());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -498,10 +491,7 @@ async fn an_observer_controller_finds_the_leader_through_a_bootstrap_server_and_
     old.server.abort();
     let second = active(&nodes, Some(leader)).await;
     nodes[&second].handle.propose(record(2)).await.expect("committed by three of four voters");
-    for node in nodes.values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(nodes.values());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -541,8 +531,5 @@ async fn a_voter_listening_elsewhere_than_the_log_says_updates_its_endpoint() {
     old.server.abort();
     let second = active(&nodes, Some(leader)).await;
     nodes[&second].handle.propose(record(2)).await.expect("committed by the two left");
-    for node in nodes.values() {
-        node.handle.stop();
-        node.server.abort();
-    }
+    stop_all(nodes.values());
 }

@@ -135,13 +135,11 @@ fn voter_settings(
         let own_host = if own.host.is_empty() { "127.0.0.1" } else { own.host.as_str() };
         voters.insert(node.node_id, endpoint(own_host, own.port));
         for (i, server) in node.bootstrap_servers.iter().enumerate() {
-            let (host, port) = server
-                .rsplit_once(':')
-                .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
-                .ok_or_else(|| anyhow::anyhow!("controller.quorum.bootstrap.servers: {server} is not host:port"))?;
+            let server = crate::node::parse_voter(&format!("{}@{server}", -2 - i as i32))
+                .map_err(|_| anyhow::anyhow!("controller.quorum.bootstrap.servers: {server} is not host:port"))?;
             // (Not itself: bootstrap lists often name every controller.)
-            if (host, port) != (own_host, own.port) {
-                voters.insert(-2 - i as i32, endpoint(host, port));
+            if (server.host.as_str(), server.port) != (own_host, own.port) {
+                voters.insert(server.id, endpoint(&server.host, server.port));
             }
         }
     }
