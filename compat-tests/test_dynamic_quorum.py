@@ -270,7 +270,8 @@ def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_rem
     an observer from that snapshot (FetchSnapshot: Kafka reads the voters Ketch wrote into it);
     `kafka-metadata-quorum add-controller` (Kafka's tool, the new controller's
     properties) makes it a voter through the Ketch leader (AddRaftVoter, answered once the
-    VotersRecord commits); adding it again is DUPLICATE_VOTER; `remove-controller` of the Ketch
+    VotersRecord commits; refused while that controller is down: the leader could not reach it
+    for its ApiVersions); adding it again is DUPLICATE_VOTER; `remove-controller` of the Ketch
     leader itself (RemoveRaftVoter) leaves the Kafka controller the only voter and leader; the
     Ketch controller goes on as an observer, and Kafka's leader adds it back (add-controller with
     its properties); the broker goes on: a topic is created and written."""
@@ -300,6 +301,14 @@ def test_kafka_metadata_quorum_adds_a_kafka_controller_to_a_ketch_quorum_and_rem
                      KafkaError.INVALID_REPLICATION_FACTOR, "one created")
         first = produce_all(servers, "one", [b"a%d" % i for i in range(50)], 1)
         wait_for(lambda: log_start(ketch) > 0, "the Ketch controller's log cleaned below a snapshot", timeout=30)
+        # The leader asks a controller to add for its ApiVersions first (Kafka's AddVoterHandler):
+        # while the Kafka controller is formatted but down, add-controller is refused.
+        kafka._pick_ports()
+        kafka._write_props()
+        kafka._format()
+        down = quorum_tool(kt, ketch.servers, "add-controller", config=kafka.props_path)
+        assert down.returncode != 0, down
+        assert "API_VERSIONS returned an error BROKER_NOT_AVAILABLE" in down.stdout + down.stderr, down
         with running([kafka]):
             joined(kt, ketch, kafka, both, admin, servers, first)
             with running([joining]):

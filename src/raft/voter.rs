@@ -156,6 +156,11 @@ enum Event {
         change: VoterChange,
         reply: oneshot::Sender<ChangeOutcome>,
     },
+    /// Whether the leader would accept a change now, nothing written (a voter's lag aside).
+    CheckVoterChange {
+        change: VoterChange,
+        reply: oneshot::Sender<ChangeOutcome>,
+    },
     /// A fetch answer named the leader's endpoint (how an observer reaches a leader it only
     /// heard of from a bootstrap server).
     LeaderEndpoint {
@@ -544,6 +549,7 @@ impl Driver {
                 self.step(Input::Unreachable { to }, None)?;
             }
             Event::ChangeVoters { change, reply } => self.change_voters(change, reply)?,
+            Event::CheckVoterChange { change, reply } => drop(reply.send(self.checked_change(&change, true).map(drop))),
             Event::LeaderEndpoint { id, endpoint } => self.learn_endpoint(id, endpoint),
             Event::SnapshotRead { from } => {
                 self.step(Input::SnapshotRead { from }, None)?;

@@ -175,7 +175,7 @@ impl Driver {
             }
             return Ok(());
         };
-        let new = match self.checked_change(&change) {
+        let new = match self.checked_change(&change, false) {
             Ok(new) => new,
             Err(refused) => {
                 let _ = reply.send(Err(refused));
@@ -200,8 +200,13 @@ impl Driver {
         Ok(())
     }
 
-    /// The voter set `change` makes, or why Kafka's leader would refuse it now.
-    fn checked_change(&self, change: &VoterChange) -> Result<Vec<VoterInfo>, (ResponseError, String)> {
+    /// The voter set `change` makes, or why Kafka's leader would refuse it now (with
+    /// `lag_allowed`, not for a voter to add lagging: Kafka checks that after its probe).
+    pub(super) fn checked_change(
+        &self,
+        change: &VoterChange,
+        lag_allowed: bool,
+    ) -> Result<Vec<VoterInfo>, (ResponseError, String)> {
         use ChangeRefusal as R;
         let timed_out = |message: String| (ResponseError::RequestTimedOut, message);
         if !self.core.is_leader() {
@@ -267,6 +272,7 @@ impl Driver {
             }
             _ => self.core.check_voter_change(&ids),
         };
+        let checked = checked.or_else(|r| if lag_allowed && matches!(r, R::Lagging(_)) { Ok(()) } else { Err(r) });
         let lagging =
             |id: NodeId| new.iter().find(|v| v.id == id).map_or(id.to_string(), |v| key(v.id, v.directory_id));
         checked.map_err(|refusal| match refusal {
@@ -288,6 +294,70 @@ impl Driver {
         })?;
         Ok(new)
     }
+}
+
+/// Kafka's leader asks a voter to add for its ApiVersions before adding it (`AddVoterHandler`):
+/// one that cannot be reached, or answers an error, is refused with REQUEST_TIMED_OUT; one whose
+/// kraft.version range lacks the finalized level (1, the only one with dynamic voters) with
+/// INVALID_REQUEST. Kafka's messages (its first one lacks the voter, as Kafka's does).
+pub(super) async fn probe_new_voter(settings: &VoterSettings, voter: &VoterInfo) -> ChangeOutcome {
+    use kafka_protocol::messages::ApiVersionsRequest;
+    const FINALIZED: i16 = 1;
+    let Some(to) = endpoint_on(voter, settings.listener()) else {
+        return Err((ResponseError::InvalidRequest, "the voter has no endpoint".into()));
+    };
+    let addr = format!("{}:{}", to.host, to.port);
+    let timeout = std::time::Duration::from_millis(settings.request_timeout_ms.max(1) as u64);
+    let request = ApiVersionsRequest::default()
+        .with_client_software_name("ketch".into())
+        .with_client_software_version(env!("CARGO_PKG_VERSION").into());
+    // v4: v3 leaves out supported features whose lowest level is 0, as kraft.version's is.
+    let answer = match Connection::connect(&addr, "raft-client", timeout, &settings.security).await {
+        Ok(mut c) => c.send(4, &request, std::time::Duration::ZERO).await,
+        Err(e) => Err(e),
+    };
+    let error = match &answer {
+        // (A connection refused, closed or timed out: Kafka's network channel says BROKER_NOT_AVAILABLE.)
+        Err(_) => Some(ResponseError::BrokerNotAvailable),
+        Ok(a) => ResponseError::try_from_code(a.error_code),
+    };
+    if let Some(error) = error {
+        tracing::info!(voter = voter.id, %addr, ?answer, "a voter to add did not answer ApiVersions");
+        let name = screaming_snake(&format!("{error:?}"));
+        return Err((
+            ResponseError::RequestTimedOut,
+            format!("Aborted add voter operation for since API_VERSIONS returned an error {name}"),
+        ));
+    }
+    let answer = answer.expect("an error is returned above");
+    let range =
+        answer.supported_features.iter().find(|f| f.name.as_str() == crate::controller::bootstrap::KRAFT_VERSION);
+    match range {
+        Some(r) if r.min_version <= FINALIZED && FINALIZED <= r.max_version => Ok(()),
+        _ => {
+            let shown = range
+                .map_or("(min: 0, max: 0)".to_string(), |r| format!("(min: {}, max: {}", r.min_version, r.max_version));
+            Err((
+                ResponseError::InvalidRequest,
+                format!(
+                    "Aborted add voter operation for {} since the kraft.version range {shown} doesn't support the finalized version {FINALIZED}",
+                    key(voter.id, voter.directory_id)
+                ),
+            ))
+        }
+    }
+}
+
+/// `BrokerNotAvailable` as Kafka names its errors: `BROKER_NOT_AVAILABLE`.
+fn screaming_snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 /// A voter as Kafka's messages name it.

@@ -38,9 +38,17 @@ impl VoterHandle {
 
     /// Asks the leader to change the voters (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter);
     /// answered once the change is committed, or refused with Kafka's error.
+    /// A voter to add is first checked as the leader would now, then asked for its ApiVersions
+    /// (Kafka's order: a duplicate voter is refused before anyone tries to reach it).
     pub async fn change_voters(&self, change: VoterChange) -> ChangeOutcome {
-        let (reply, answer) = oneshot::channel();
         let gone = || (ResponseError::UnknownServerError, "the metadata log's voter has stopped".to_string());
+        if let VoterChange::Add(voter) = &change {
+            let (reply, answer) = oneshot::channel();
+            self.events.send(Event::CheckVoterChange { change: change.clone(), reply }).map_err(|_| gone())?;
+            answer.await.map_err(|_| gone())??;
+            super::changes::probe_new_voter(&self.settings, voter).await?;
+        }
+        let (reply, answer) = oneshot::channel();
         self.events.send(Event::ChangeVoters { change, reply }).map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }

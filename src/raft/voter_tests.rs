@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 
 use super::*;
 use crate::metadata::records::MetadataRecord;
+use crate::raft::voters_record::{self, VoterInfo};
 
 type Applied = Arc<Mutex<Vec<i64>>>;
 
@@ -41,9 +42,12 @@ async fn serve(listener: TcpListener, voter: VoterHandle) {
                     RequestKind::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(voter.end_quorum_epoch(&r).await),
                     RequestKind::Fetch(r) => ResponseKind::Fetch(voter.fetch(&r).await),
                     RequestKind::FetchSnapshot(r) => ResponseKind::FetchSnapshot(voter.fetch_snapshot(&r).await),
+                    RequestKind::ApiVersions(_) => {
+                        ResponseKind::ApiVersions(api_versions(Some(voters_record::SUPPORTED_KRAFT_VERSIONS)))
+                    }
                     RequestKind::UpdateRaftVoter(r) => {
                         let endpoints = r.listeners.iter().map(|l| (l.name.to_string(), l.host.to_string(), l.port));
-                        let info = super::super::voters_record::VoterInfo {
+                        let info = VoterInfo {
                             id: r.voter_id,
                             directory_id: r.voter_directory_id,
                             endpoints: endpoints.collect(),
@@ -71,6 +75,39 @@ async fn serve(listener: TcpListener, voter: VoterHandle) {
                 let _ = ApiKey::Vote;
             }
         });
+    }
+}
+
+/// An ApiVersions answer naming `kraft` as the kraft.version range (None: no such feature).
+fn api_versions(kraft: Option<(i16, i16)>) -> kafka_protocol::messages::ApiVersionsResponse {
+    use kafka_protocol::messages::api_versions_response::SupportedFeatureKey;
+    let features = kraft.map(|(min, max)| {
+        SupportedFeatureKey::default().with_name("kraft.version".into()).with_min_version(min).with_max_version(max)
+    });
+    kafka_protocol::messages::ApiVersionsResponse::default().with_supported_features(features.into_iter().collect())
+}
+
+/// A peer that answers ApiVersions (with `kraft` as its kraft.version range) and nothing else.
+async fn serve_api_versions(listener: TcpListener, kraft: Option<(i16, i16)>) {
+    while let Ok((mut stream, _)) = listener.accept().await {
+        let mut len = [0u8; 4];
+        while stream.read_exact(&mut len).await.is_ok() {
+            let mut frame = vec![0u8; i32::from_be_bytes(len) as usize];
+            if stream.read_exact(&mut frame).await.is_err() {
+                break;
+            }
+            let Ok(request) = crate::protocol::decode_served_request(Bytes::from(frame), |_, _| true) else { break };
+            let body = ResponseKind::ApiVersions(api_versions(kraft));
+            let out = crate::protocol::encode_response(
+                request.api_key,
+                request.version,
+                request.header.correlation_id,
+                &body,
+            );
+            if stream.write_all(&out.expect("encodes")).await.is_err() {
+                break;
+            }
+        }
     }
 }
 
@@ -122,10 +159,10 @@ fn directory_of(id: NodeId) -> uuid::Uuid {
 }
 
 /// `voters` as a dynamic quorum's initial voters (KIP-853).
-fn initial_voters(voters: &BTreeMap<NodeId, Endpoint>) -> Vec<super::super::voters_record::VoterInfo> {
+fn initial_voters(voters: &BTreeMap<NodeId, Endpoint>) -> Vec<VoterInfo> {
     voters
         .iter()
-        .map(|(id, e)| super::super::voters_record::VoterInfo {
+        .map(|(id, e)| VoterInfo {
             id: *id,
             directory_id: directory_of(*id),
             endpoints: vec![(e.listener.clone(), e.host.clone(), e.port)],
@@ -387,6 +424,30 @@ async fn a_dynamic_quorums_leader_removes_and_adds_voters_one_at_a_time() {
     voters_become(&nodes[&leader], &rest).await;
     voters_become(&nodes[&follower], &rest).await;
     nodes[&leader].handle.propose(record(1)).await.expect("committed by two voters");
+    // Kafka's leader asks a voter to add for its ApiVersions first: nobody there, or a
+    // kraft.version range without the finalized level 1, and the voter is not added.
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let at = |port: u16| VoterInfo {
+        id: 7,
+        directory_id: directory_of(7),
+        endpoints: vec![("CONTROLLER".into(), "127.0.0.1".into(), port)],
+    };
+    let unreachable = nodes[&leader].handle.change_voters(VoterChange::Add(at(nobody))).await;
+    let (error, message) = unreachable.expect_err("nobody listens there");
+    assert_eq!(error, ResponseError::RequestTimedOut);
+    assert_eq!(message, "Aborted add voter operation for since API_VERSIONS returned an error BROKER_NOT_AVAILABLE");
+    let old = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let old_port = old.local_addr().unwrap().port();
+    let old_server = tokio::spawn(serve_api_versions(old, Some((0, 0))));
+    let refused = nodes[&leader].handle.change_voters(VoterChange::Add(at(old_port))).await;
+    let (error, message) = refused.expect_err("kraft.version 1 unsupported");
+    assert_eq!(error, ResponseError::InvalidRequest);
+    assert!(
+        message.ends_with("kraft.version range (min: 0, max: 0 doesn't support the finalized version 1"),
+        "{message}"
+    );
+    old_server.abort();
+    assert_eq!(nodes[&leader].handle.status.borrow().voters, rest, "nothing written");
     change_voters(&nodes[&leader], VoterChange::Add(info(follower))).await.expect("added back");
     voters_become(&nodes[&follower], &[1, 2, 3]).await;
 
@@ -477,7 +538,7 @@ async fn an_observer_controller_finds_the_leader_through_a_bootstrap_server_and_
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(observer.handle.status.borrow().leader, Some(leader));
-    let info = super::super::voters_record::VoterInfo {
+    let info = VoterInfo {
         id: 4,
         directory_id: directory_of(4),
         endpoints: vec![(all[&4].listener.clone(), all[&4].host.clone(), all[&4].port)],

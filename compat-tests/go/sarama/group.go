@@ -274,7 +274,7 @@ func scenarioGroup() {
 
 	// 1. member A alone
 	a := startMember("A", groupID, topic)
-	waitFor("A to consume the 400 records", func() bool { return groupAcks.total() == countConsumed(a) })
+	waitConsumed("A to consume the 400 records", a)
 	_, genA, idA, claimsA, _ := a.snapshot()
 	if !sameParts(claimsA, []int32{0, 1, 2, 3}) {
 		failf("A alone claims %v, want [0 1 2 3]", claimsA)
@@ -341,7 +341,7 @@ func scenarioGroup() {
 
 	// 3. both consume new records from their own partitions
 	produceGroup(topic, "b", 400)
-	waitFor("A and B to consume phase b", func() bool { return groupAcks.total() == countConsumed(a, b) })
+	waitConsumed("A and B to consume phase b", a, b)
 	owners := map[int32]string{}
 	for _, p := range claimsA {
 		owners[p] = "A"
@@ -370,7 +370,7 @@ func scenarioGroup() {
 	})
 	_, genA2, _, _, _ := a.snapshot()
 	produceGroup(topic, "c", 400)
-	waitFor("A to consume phase c", func() bool { return groupAcks.total() == countConsumed(a, b) })
+	waitConsumed("A to consume phase c", a, b)
 	okf("B left (LeaveGroup); A got all 4 partitions (generation %d) and consumed phase c", genA2)
 
 	// exactly once, in order per claim
@@ -457,6 +457,47 @@ func scenarioGroup() {
 	okf("DeleteConsumerGroup: the group is no longer listed")
 	check(admin.Close(), "admin.Close")
 	fmt.Println("PASS")
+}
+
+// waitConsumed waits until members ms together consumed exactly the acked offsets; on timeout
+// it says which partitions differ (acked offsets not consumed, consumed offsets never acked:
+// a record in the log twice, say) before failing.
+func waitConsumed(what string, ms ...*member) {
+	deadline := time.Now().Add(*flagStep)
+	for groupAcks.total() != countConsumed(ms...) {
+		if time.Now().After(deadline) {
+			all := allConsumed(ms)
+			groupAcks.mu.Lock()
+			for p := int32(0); p < int32(len(groupAcks.recs)) || p < int32(len(all)); p++ {
+				var missing, unacked []int64
+				for o := range groupAcks.recs[p] {
+					if all[p][o] == 0 {
+						missing = append(missing, o)
+					}
+				}
+				for o := range all[p] {
+					if groupAcks.recs[p][o] == nil {
+						unacked = append(unacked, o)
+					}
+				}
+				sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
+				sort.Slice(unacked, func(i, j int) bool { return unacked[i] < unacked[j] })
+				event("partition %d: %d acked, %d consumed; acked not consumed %v; consumed never acked %v",
+					p, len(groupAcks.recs[p]), len(all[p]), head(missing), head(unacked))
+			}
+			groupAcks.mu.Unlock()
+			failf("timed out after %v waiting for %s (%d acked, %d consumed)", *flagStep, what, groupAcks.total(), countConsumed(ms...))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// head: at most the first 20 offsets of a list (for a message).
+func head(offsets []int64) []int64 {
+	if len(offsets) > 20 {
+		return offsets[:20]
+	}
+	return offsets
 }
 
 func countConsumed(ms ...*member) int {
