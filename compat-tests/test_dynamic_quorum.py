@@ -22,6 +22,14 @@
   and never committed; before a new leader answered -1 for a high watermark it did not have yet,
   Kafka's broker halted on a high watermark going back.)
 
+- Combined nodes (`process.roles=broker,controller`) of a dynamic quorum: node 1 formatted
+  `--standalone`, nodes 2 and 3 `--no-initial-controllers`. Before they are voters, the
+  controllers of 2 and 3 observe the quorum (`describe --status` lists them as observers) and
+  their broker halves register with node 1's controller: a topic with replication factor 3 is
+  created and written. `kafka-metadata-quorum add-controller` (their properties) makes them
+  voters; node 1 is killed (-9): 2 and 3 elect a leader, their brokers find it (its endpoint is
+  the one the VotersRecord gave) and a new topic is created and written.
+
 Ketch only (KETCH_COMPAT_TARGET=kafka skips: Kafka's own dynamic quorum is its test suite's).
 """
 
@@ -41,6 +49,7 @@ from cluster import bootstrap, broker_under, create_topic, kafka_storage_format,
 from conftest import REPO_ROOT, TARGET, free_port
 from kafka_tools import KafkaTools
 from test_cluster_under_kafka_controller import assert_log_is, produce_all
+from test_combined_quorum import CombinedVoter, registered
 from test_controller_quorum_snapshots import SNAPSHOT_EVERY_COMMIT, log_start
 from test_controller_quorum import QUORUM, VOTERS, KafkaVoter, Quorum, Voter, ids, leader_of, quorum_status, running
 
@@ -388,3 +397,65 @@ def joined(kt, ketch, kafka, both, admin, servers, first):
     second = produce_all(servers, "two", [b"b%d" % i for i in range(50)], 1)
     assert_log_is(servers, "one", first, 1)
     assert_log_is(servers, "two", second, 1)
+
+
+class DynamicCombined(CombinedVoter):
+    """A combined Ketch node of a dynamic quorum: no controller.quorum.voters, every node's
+    controller listener as bootstrap servers, formatted with `format_args`."""
+
+    def __init__(self, workdir, node_id, ports, cluster_id, format_args):
+        super().__init__(workdir, node_id, ports, cluster_id)
+        self.servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+        self.format_args = format_args
+
+    def settings(self) -> dict[str, str]:
+        props = super().settings()
+        del props["controller.quorum.voters"]
+        props["controller.quorum.bootstrap.servers"] = self.servers
+        return props
+
+
+def test_combined_nodes_formatted_without_initial_controllers_serve_as_brokers_and_are_added_as_voters(
+        kafka_libs, tmp_path):
+    ports = {n: free_port() for n in VOTERS}
+    cluster_id = new_cluster_id()
+    nodes = {}
+    for n in VOTERS:
+        (tmp_path / f"n{n}").mkdir()
+        fmt = ["--standalone"] if n == 1 else ["--no-initial-controllers"]
+        nodes[n] = DynamicCombined(tmp_path / f"n{n}", n, ports, cluster_id, fmt)
+    with running(list(nodes.values())):
+        kt = KafkaTools(kafka_libs, nodes[1], tmp_path)
+        servers = bootstrap(nodes.values())
+        admin = AdminClient({"bootstrap.servers": servers})
+
+        def observed():
+            status = quorum_status(kt, [nodes[1].controller])
+            ok = ids(status.get("CurrentVoters", "[]")) == {1} and {2, 3} <= ids(status.get("CurrentObservers", "[]"))
+            return status if ok else None
+        wait_for(observed, "nodes 2 and 3 observing a quorum of node 1", timeout=60)
+        wait_for(lambda: registered(admin, set(VOTERS)), "the three broker halves registered and unfenced",
+                 timeout=60)
+        create_topic(admin, NewTopic("before", num_partitions=3, replication_factor=3),
+                     KafkaError.INVALID_REPLICATION_FACTOR, "before created")
+        wait_for_isr(admin, "before", list(VOTERS), count=3, timeout=60)
+        first = produce_all(servers, "before", [b"a%d" % i for i in range(100)], 3)
+
+        for n in (2, 3):
+            add_controller(kt, nodes[1].controller.bootstrap, nodes[n])
+            voters_are(kt, [nodes[1].controller], set(range(1, n + 1)))
+
+        nodes[1].kill9()
+        survivors = {n: v for n, v in nodes.items() if n != 1}
+        leader, status = leader_of(kt, [v.controller for v in survivors.values()], not_=1)
+        assert leader in (2, 3) and ids(status["CurrentVoters"]) == set(VOTERS), status
+        servers = bootstrap(survivors.values())
+        admin = AdminClient({"bootstrap.servers": servers})
+        # (Node 1's broker is fenced once its session lapses; a topic created before may be placed on it.)
+        wait_for(lambda: registered(admin, set(survivors)), "node 1's broker fenced", timeout=60)
+        create_topic(admin, NewTopic("after", num_partitions=2, replication_factor=2),
+                     KafkaError.INVALID_REPLICATION_FACTOR, "after created under a new leader", timeout=60)
+        wait_for_isr(admin, "after", sorted(survivors), count=2, timeout=60)
+        second = produce_all(servers, "after", [b"b%d" % i for i in range(100)], 2)
+        assert_log_is(servers, "before", first, 3)
+        assert_log_is(servers, "after", second, 2)

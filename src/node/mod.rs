@@ -272,15 +272,15 @@ impl NodeConfig {
             anyhow::bail!("process.roles: unknown role {other} (Kafka's roles are broker and controller)");
         }
         let controller_listener_names = list("controller.listener.names");
-        // A controller is the only voter of its quorum (issue 15 brings more): the voters list
-        // this node alone, or (Kafka 4.1's `server.properties`, formatted `--standalone`) the one
-        // bootstrap server is this node's own controller listener.
+        // With one static voter, a controller is that voter (as in Kafka, a static quorum's
+        // controllers are its voters); without static voters, the bootstrap checkpoint or the
+        // bootstrap servers say (`resolve_bootstrap_voters`).
         let only_voter = || -> anyhow::Result<()> {
             if voters.iter().any(|v| v.id != node_id) {
                 anyhow::bail!(
-                    "a Ketch controller is the only voter of its quorum for now (a multi-voter quorum is issue 15): \
-                     controller.quorum.voters must list this node ({node_id}) only; or run Kafka's controllers and \
-                     Ketch brokers with process.roles=broker"
+                    "controller.quorum.voters must list this controller ({node_id}): the controllers of a static \
+                     quorum are its voters (a controller joins a dynamic quorum formatted --no-initial-controllers, \
+                     with controller.quorum.bootstrap.servers)"
                 );
             }
             // (Bootstrap servers are checked at start, against the voters the metadata directory was
@@ -294,8 +294,8 @@ impl NodeConfig {
             }
             if !voters.iter().any(|v| v.id == node_id) {
                 anyhow::bail!(
-                    "controller.quorum.voters must list this controller ({node_id}): a Ketch controller is a voter \
-                     (observer controllers are not supported)"
+                    "controller.quorum.voters must list this controller ({node_id}): the controllers of a static \
+                     quorum are its voters (a controller joins a dynamic quorum formatted --no-initial-controllers)"
                 );
             }
             Ok(())
@@ -388,8 +388,9 @@ impl NodeConfig {
         let Some(initial) = crate::raft::snapshot::read_bootstrap_voters(&log_dir)? else {
             let others = !self.bootstrap_servers.is_empty()
                 && !bootstraps_itself(props, &self.bootstrap_servers, &self.controller_listener_names)?;
-            if others && self.roles == Roles::Controller {
-                // (Kafka's `--no-initial-controllers`: an observer of the quorum until added.)
+            if others && matches!(self.roles, Roles::Controller | Roles::BrokerController) {
+                // (Kafka's `--no-initial-controllers`: an observer of the quorum until added; a
+                // combined node's broker half registers with whichever voter leads.)
                 let listener = self.controller_listener_names.first().cloned().unwrap_or_default();
                 self.controller_security =
                     ClientSecurity::for_listener(props, &listener, "sasl.mechanism.controller.protocol")?;
@@ -533,7 +534,8 @@ mod tests {
             with(("controller.quorum.bootstrap.servers", "localhost:9093")).unwrap().roles,
             Roles::BrokerController
         );
-        // Other servers: only with initial voters formatted into the metadata directory (KIP-853).
+        // Other servers: the initial voters formatted into the metadata directory (KIP-853), or
+        // none (`--no-initial-controllers`): an observer until added.
         let dir = tempfile::tempdir().unwrap();
         let resolve = |servers: &'static str| {
             let mut pairs = combined.to_vec();
@@ -542,9 +544,10 @@ mod tests {
             let mut node = NodeConfig::from_properties(&props, 2)?;
             node.resolve_bootstrap_voters(&props, dir.path()).map(|_| node)
         };
-        assert!(resolve("localhost:9093").unwrap().voters.is_empty(), "the only voter");
-        assert!(resolve("localhost:9094").is_err(), "someone else's");
-        assert!(resolve("a:9093,b:9093").is_err(), "several");
+        let alone = resolve("localhost:9093").unwrap();
+        assert!(alone.voters.is_empty() && !alone.observer, "the only voter");
+        assert!(resolve("localhost:9094").unwrap().observer, "someone else's");
+        assert!(resolve("a:9093,b:9093").unwrap().observer, "several");
         let voter = |id, port| crate::raft::voters_record::VoterInfo {
             id,
             directory_id: uuid::Uuid::nil(),

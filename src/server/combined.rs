@@ -17,7 +17,6 @@
 //! publishes after the append's fsync); images reach it in offset order; the controller outlives
 //! the broker (it stops after the broker's controlled shutdown).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use crate::broker::Broker;
 use crate::controller::quorum::QuorumController;
 use crate::metadata::image::MetadataImage;
 use crate::raft::observer::{Leader, ObserverHandle};
-use crate::raft::voter::Status;
+use crate::raft::voter::VoterHandle;
 
 /// How often a voter's image is looked at besides its status changes.
 const IMAGE_TICK: Duration = Duration::from_millis(100);
@@ -69,8 +68,7 @@ impl ControllerHalf {
             // One voter of several: whoever the quorum elected, at its controller listener.
             Some(voter) => {
                 let (tx, rx) = watch::channel(None);
-                let addrs = node.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
-                tasks.push(tokio::spawn(follow_leader(voter.status.clone(), addrs, tx.clone())));
+                tasks.push(tokio::spawn(follow_leader(voter, tx.clone())));
                 (tx, rx)
             }
         };
@@ -83,18 +81,20 @@ impl ControllerHalf {
     }
 }
 
-/// Publishes the quorum's leader (at its `controller.quorum.voters` address) as this voter
-/// learns it, for the broker half's registration and heartbeats.
-async fn follow_leader(
-    mut status: watch::Receiver<Status>,
-    addrs: BTreeMap<i32, String>,
-    leader: watch::Sender<Option<Leader>>,
-) {
+/// Publishes the quorum's leader (at its endpoint on the controller listener, as the voter last
+/// knows it: configured, from a VotersRecord, or, for an observer, from a fetch answer) as this
+/// voter learns it, for the broker half's registration and heartbeats. A leader whose endpoint
+/// is not known yet is looked up again every `IMAGE_TICK`.
+async fn follow_leader(voter: VoterHandle, leader: watch::Sender<Option<Leader>>) {
+    let mut status = voter.status.clone();
     loop {
-        let now = {
+        let (id, epoch) = {
             let s = status.borrow_and_update();
-            s.leader.and_then(|id| addrs.get(&id).map(|addr| Leader { id, epoch: s.epoch, addr: addr.clone() }))
+            (s.leader, s.epoch)
         };
+        let endpoint = id.and_then(|id| voter.voter_endpoint(id).map(|e| (id, e)));
+        let now = endpoint.map(|(id, e)| Leader { id, epoch, addr: format!("{}:{}", e.host, e.port) });
+        let unresolved = id.is_some() && now.is_none();
         leader.send_if_modified(|current| {
             let changed = *current != now;
             if changed {
@@ -102,8 +102,9 @@ async fn follow_leader(
             }
             changed
         });
-        if status.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = status.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(IMAGE_TICK), if unresolved => {}
         }
     }
 }
