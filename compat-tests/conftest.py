@@ -52,6 +52,8 @@ from pathlib import Path
 
 import pytest
 
+from client_builds import cache_lock, go_build, java_compat_jar_built  # noqa: F401 (go_build: for the tests)
+
 # cluster.py's fixtures (start_cluster: a Kafka controller and brokers under it) for every test module
 pytest_plugins = ["cluster"]
 
@@ -482,7 +484,7 @@ def _kafka_cds_archive(libs: Path) -> Path | None:
     if os.environ.get("KETCH_COMPAT_KAFKA_CDS", "1") == "0":
         return None
     key = str(libs)
-    with _CDS_LOCK:
+    with _CDS_LOCK, cache_lock("kafka-cds"):
         if key in _CDS_STATE:
             return _CDS_STATE[key]
         _CDS_STATE[key] = None  # while the archive is being made, and if making it fails
@@ -580,7 +582,7 @@ def kafka_libs_dir() -> Path:
     """Resolve Kafka jars with scripts/kafka-from-maven (idempotent, cached)."""
     global _KAFKA_LIBS_DONE
     dest = CACHE_DIR / "kafka-libs"
-    with _KAFKA_LIBS_LOCK:
+    with _KAFKA_LIBS_LOCK, cache_lock("kafka-libs"):
         if not _KAFKA_LIBS_DONE:  # the script itself returns at once when the cache is complete
             env = dict(os.environ, KAFKA_VERSION=KAFKA_VERSION)
             r = subprocess.run(
@@ -727,66 +729,10 @@ def run_logged(cmd, timeout: float, what: str = "", **kw) -> subprocess.Complete
 # ---------------------------------------------------------------------------------------------
 
 
-def go_build(pkg: str) -> Path:
-    """go build ./<pkg> of compat-tests/go into .cache/go/<pkg> (Go's build cache makes repeated
-    builds cheap); fails the test with the compiler output if it does not build."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("`go` not found on PATH (the Go client tests need the Go toolchain)", pytrace=False)
-    out = CACHE_DIR / "go" / pkg
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run([go, "build", "-o", str(out), f"./{pkg}"], cwd=COMPAT_DIR / "go",
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"go build of compat-tests/go/{pkg} timed out", pytrace=False)
-    if r.returncode != 0:
-        pytest.fail(f"go build of compat-tests/go/{pkg} failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Java (kafka-clients) scenario jar, built once per session
-# ---------------------------------------------------------------------------------------------
-
-JAVA_PROJECT = COMPAT_DIR / "java"
-# KETCH_COMPAT_JAVA_BUILD: build it elsewhere (e.g. to try a changed pom.xml while another run uses
-# the shared .cache/java-build)
-JAVA_BUILD = Path(os.environ.get("KETCH_COMPAT_JAVA_BUILD") or CACHE_DIR / "java-build")
-
-
-def _java_sources_digest() -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    files = [JAVA_PROJECT / "pom.xml"] + sorted((JAVA_PROJECT / "src").rglob("*"))
-    for f in files:
-        if f.is_file():
-            h.update(str(f.relative_to(JAVA_PROJECT)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="session")
 def java_compat_jar() -> Path:
     """Path of compat-tests/java built with Maven (rebuilt only when its sources change).
 
     Run it as: java -jar <jar> <bootstrap> <scenario> [args...]
     """
-    jar = JAVA_BUILD / "ketch-compat-java.jar"
-    stamp = JAVA_BUILD / ".sources-sha256"
-    digest = _java_sources_digest()
-    if jar.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
-        return jar
-    JAVA_BUILD.mkdir(parents=True, exist_ok=True)
-    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "package", f"-Dketch.build.dir={JAVA_BUILD}"]
-    try:
-        r = subprocess.run(cmd, cwd=JAVA_PROJECT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=900)
-    except subprocess.TimeoutExpired:
-        pytest.fail("building compat-tests/java with Maven timed out", pytrace=False)
-    if r.returncode != 0 or not jar.is_file():
-        pytest.fail(f"building compat-tests/java failed ({r.returncode}):\n{r.stdout[-10000:]}\n{r.stderr[-10000:]}",
-                    pytrace=False)
-    stamp.write_text(digest)
-    return jar
+    return java_compat_jar_built()
