@@ -118,4 +118,6 @@ def test_the_controller_authorizes_the_client_a_kafka_broker_forwards_for(start_
     wait_for(lambda: alice_creates(port, "alice-orders") in ("NONE", "TOPIC_ALREADY_EXISTS"),
              "alice creates her topic once the ACL is in", timeout=30)
     assert alice_creates(port, "bobs-orders") == "TOPIC_AUTHORIZATION_FAILED"
-    assert "alice-orders" in admin.list_topics(timeout=10).topics
+    # (The broker's metadata shows the topic once it has caught up with the controller's record.)
+    wait_for(lambda: "alice-orders" in admin.list_topics(timeout=10).topics, "alice-orders in the broker's metadata",
+             timeout=30)
