@@ -355,19 +355,22 @@ def three_broker_cluster(start_cluster, controller: str = "kafka") -> dict:
 @pytest.fixture
 def start_cluster(request, tmp_path):
     """Factory: start_cluster(nodes, controller_overrides=None, parallel=False, kill=False,
-    controller="kafka", controller_features=None, controller_scram=None) -> a started Cluster (see
-    there) under a controller of that kind (formatted with `controller_features`, name: level, and
-    `controller_scram`, `--add-scram` specs), stopped at the test's end (kill: the brokers with
-    kill -9)."""
+    controller="kafka", controller_features=None, controller_scram=None, before_start=None) -> a started
+    Cluster (see there) under a controller of that kind (formatted with `controller_features`, name:
+    level, and `controller_scram`, `--add-scram` specs), stopped at the test's end (kill: the brokers
+    with kill -9); `before_start(cluster)` is called before anything starts (e.g. to set a process's
+    environment)."""
     started: list[tuple[Cluster, bool]] = []
 
     def factory(nodes: dict, controller_overrides=None, parallel: bool = False, kill: bool = False,
                 controller: str = "kafka", controller_features: dict[str, int] | None = None,
-                controller_scram: list[str] | None = None) -> Cluster:
+                controller_scram: list[str] | None = None, before_start=None) -> Cluster:
         c = Cluster(tmp_path / f"cluster{len(started)}", nodes, controller_overrides, controller,
                     controller_features, controller_scram)
         started.append((c, kill))
         request.node._compat_brokers = [p for c_, _ in started for p in c_.processes]
+        if before_start is not None:
+            before_start(c)
         return c.start(parallel)
 
     yield factory

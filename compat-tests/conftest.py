@@ -210,6 +210,8 @@ class Broker:
         self.host = "127.0.0.1"
         self.port: int | None = None
         self.starts = 0
+        # Extra environment of the process (e.g. a faked clock: clock.py), from its next start.
+        self.env: dict[str, str] = {}
 
     @property
     def bootstrap(self) -> str:
@@ -293,7 +295,7 @@ class KetchBroker(Broker):
         self._log_marker(f"start #{self.starts}: {' '.join(self.command())}")
         logf = open(self.log_path, "ab")
         try:
-            env = dict(os.environ)
+            env = {**os.environ, **self.env}
             env.setdefault("NO_COLOR", "1")  # plain log file
             env.setdefault("RUST_BACKTRACE", "1")
             self.proc = _spawn(
@@ -446,7 +448,8 @@ class KafkaBroker(Broker):
         self._log_marker(f"start #{self.starts}: " + " ".join(cmd))
         logf = open(self.log_path, "ab")
         try:
-            self.proc = _spawn(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, cwd=self.workdir)
+            self.proc = _spawn(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, cwd=self.workdir,
+                               env={**os.environ, **self.env})
         finally:
             logf.close()
         timeout = _start_timeout()

@@ -68,6 +68,10 @@ pub enum LogError {
     /// In a cluster, this broker does not lead the partition (any more).
     #[error("not the leader of this partition")]
     NotLeader,
+    /// A batch copied from the leader starts before this replica's log end (Kafka's
+    /// `UnexpectedAppendOffsetException`); never answered to a client.
+    #[error("a copied batch at offsets {first}..={last} starts before the log end {end}")]
+    UnexpectedAppendOffset { first: i64, last: i64, end: i64 },
 }
 
 impl LogError {
@@ -86,6 +90,7 @@ impl LogError {
             LogError::TransactionCoordinatorFenced(_) => ResponseError::TransactionCoordinatorFenced,
             LogError::Io(_) => ResponseError::KafkaStorageError,
             LogError::NotLeader => ResponseError::NotLeaderOrFollower,
+            LogError::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
         };
         error.code()
     }

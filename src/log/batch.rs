@@ -111,7 +111,7 @@ impl<'a> Header<'a> {
             producer_id: self.producer_id(),
             epoch: self.producer_epoch(),
             first_seq: self.base_sequence(),
-            record_count: self.record_count(),
+            last_offset_delta: self.last_offset_delta(),
             max_timestamp: self.max_timestamp(),
         })
     }
@@ -164,11 +164,12 @@ pub fn check_batch(bytes: &[u8]) -> Result<usize, LogError> {
 }
 
 /// The whole batches at the start of `bytes` (a fetched chunk), each CRC-checked; a trailing
-/// partial batch (cut by a size limit) is left out, to be fetched again.
+/// partial batch (cut by a size limit) is left out, to be fetched again. A batch length too
+/// small for a header is corruption, not a partial batch.
 pub fn whole_batches(bytes: &[u8]) -> Result<Vec<&[u8]>, LogError> {
     let mut out = Vec::new();
     let mut rest = bytes;
-    while rest.len() >= HEADER_BYTES && Header::new(rest).total_bytes() as usize <= rest.len() {
+    while rest.len() >= HEADER_BYTES && Header::new(rest).total_bytes() <= rest.len() as i64 {
         let len = check_batch(rest)?;
         out.push(&rest[..len]);
         rest = &rest[len..];
@@ -280,6 +281,36 @@ pub fn validate_internal(
     let codec = Codec::from_id(header.compression_id())?;
     let summary = walk_body(Header::new(&records[..total]), codec, config, now_ms)?;
     Ok((records, summary))
+}
+
+/// The checks a replica makes on a batch copied from its leader (Kafka's `appendAsFollower`,
+/// origin REPLICATION): integrity only. `batch` must be exactly one whole v2 batch whose CRC
+/// matches, whose last offset is not before its base offset and whose codec is known. None of
+/// the producer's rules apply (the leader applied them, with its clock and its topic config):
+/// records are not walked, so a compacted batch (offset gaps, fewer records than offsets, none
+/// at all), LogAppendTime, keyless records or any timestamp pass. The summary comes from the
+/// header: the max timestamp is the batch's, found at its last offset (Kafka's shallow offset
+/// of max timestamp).
+pub fn check_replicated(batch: &[u8]) -> Result<BatchSummary, LogError> {
+    let total = check_batch(batch)?;
+    if total != batch.len() {
+        return Err(LogError::CorruptMessage(format!("{} bytes left after a batch of {total}", batch.len() - total)));
+    }
+    let header = Header::new(batch);
+    if header.last_offset_delta() < 0 || header.record_count() < 0 {
+        return Err(LogError::CorruptMessage(format!(
+            "last offset delta {} and record count {} of the batch at offset {}",
+            header.last_offset_delta(),
+            header.record_count(),
+            header.base_offset()
+        )));
+    }
+    Ok(BatchSummary {
+        record_count: header.record_count(),
+        max_timestamp: header.max_timestamp(),
+        offset_delta_of_max_timestamp: header.last_offset_delta(),
+        codec: Codec::from_id(header.compression_id())?,
+    })
 }
 
 /// `walk_records` over the body of the batch `header` starts: uncompressed bodies are walked

@@ -154,6 +154,12 @@ impl EpochCache {
         Ok(())
     }
 
+    /// Drops every entry, durably (the log was emptied).
+    pub fn clear(&mut self) -> Result<(), LogError> {
+        self.entries.clear();
+        self.write(true)
+    }
+
     /// Drops the entries starting at or after `log_end` (the log was truncated to end there).
     pub fn truncate_from_end(&mut self, log_end: i64) -> Result<(), LogError> {
         let before = self.entries.len();

@@ -351,7 +351,7 @@ impl PartitionLog {
         let offset = self.log_end_offset();
         batch::set_base_offset(&mut marker, offset);
         batch::set_leader_epoch(&mut marker, leader_epoch);
-        self.maybe_roll(marker.len() as u64, offset, now_ms, now_ms)?;
+        self.maybe_roll(marker.len() as u64, (offset, offset), now_ms, now_ms)?;
         // A marker starts an epoch like any batch (Kafka assigns the epoch cache for every
         // appended batch, control batches included).
         self.assign_epoch(leader_epoch, offset)?;
@@ -377,40 +377,47 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         self.health.check()?;
-        let result = self.append_inner(batch.as_ref(), summary, leader_epoch, now_ms, true);
+        let base_offset = self.log_end_offset();
+        let offsets = (base_offset, base_offset + summary.record_count as i64 - 1);
+        let result = self.append_inner(batch.as_ref(), summary, leader_epoch, offsets, now_ms, true);
         self.health.watch(result)
     }
 
-    /// Appends a batch fetched from the partition's leader (Kafka's `appendAsFollower`): it
-    /// keeps the leader epoch it carries and must start at this log's end; producer sequences
-    /// are not checked (the leader did) but the producer state follows them.
-    pub fn append_as_follower(
-        &mut self,
-        batch: &[u8],
-        summary: &BatchSummary,
-        now_ms: i64,
-    ) -> Result<AppendInfo, LogError> {
+    /// Appends a batch copied from the partition's leader (Kafka's `appendAsFollower`): only its
+    /// integrity is checked (`batch::check_replicated`), never the producer's rules, and it keeps
+    /// the offsets and the leader epoch it carries. It may start past this log's end (a gap a
+    /// compaction left) but never before it (`LogError::UnexpectedAppendOffset`), and its epoch
+    /// is never below this log's latest. Producer sequences are not checked (the leader did)
+    /// but the producer state follows them.
+    pub fn append_as_follower(&mut self, batch: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
         self.health.check()?;
+        let summary = batch::check_replicated(batch)?;
         let header = batch::Header::new(batch);
-        if header.base_offset() != self.log_end_offset() {
+        let (first, last, end) = (header.base_offset(), header.last_offset(), self.log_end_offset());
+        if first < end {
+            return Err(LogError::UnexpectedAppendOffset { first, last, end });
+        }
+        let epoch = header.leader_epoch();
+        if let Some((latest, _)) = self.latest_epoch().filter(|(latest, _)| epoch < *latest) {
             return Err(LogError::CorruptMessage(format!(
-                "a fetched batch starts at {} but the log ends at {}",
-                header.base_offset(),
-                self.log_end_offset()
+                "the batch at offset {first} has leader epoch {epoch}, below the log's latest epoch {latest}"
             )));
         }
-        let result = self.append_inner(batch, summary, header.leader_epoch(), now_ms, false);
+        let result = self.append_inner(batch, &summary, epoch, (first, last), now_ms, false);
         self.health.watch(result)
     }
 
+    /// Writes `batch` at `base_offset..=last_offset` (at or past the log end) in `leader_epoch`.
     fn append_inner(
         &mut self,
         batch: &[u8],
         summary: &BatchSummary,
         leader_epoch: i32,
+        (base_offset, last_offset): (i64, i64),
         now_ms: i64,
         check_sequences: bool,
     ) -> Result<AppendInfo, LogError> {
+        assert!(base_offset >= self.log_end_offset() && last_offset >= base_offset, "appends go past the log end");
         let header = batch::Header::new(batch);
         let transactional = header.is_transactional();
         let producer = header.producer_batch();
@@ -428,13 +435,11 @@ impl PartitionLog {
                 });
             }
         }
-        let base_offset = self.log_end_offset();
-        let last_offset = base_offset + summary.record_count as i64 - 1;
         let (head, body) = batch.split_at(batch::HEADER_BYTES);
         let mut head: [u8; batch::HEADER_BYTES] = head.try_into().expect("split at the header length");
         batch::set_base_offset(&mut head, base_offset);
         batch::set_leader_epoch(&mut head, leader_epoch);
-        self.maybe_roll(batch.len() as u64, last_offset, header.max_timestamp(), now_ms)?;
+        self.maybe_roll(batch.len() as u64, (base_offset, last_offset), header.max_timestamp(), now_ms)?;
         self.assign_epoch(leader_epoch, base_offset)?;
         let offset_of_max_timestamp = base_offset + summary.offset_delta_of_max_timestamp as i64;
         self.segments.last_mut().expect("active segment").append_parts(&head, body, offset_of_max_timestamp)?;
@@ -472,7 +477,7 @@ impl PartitionLog {
     fn maybe_roll(
         &mut self,
         incoming_bytes: u64,
-        last_offset: i64,
+        (first_offset, last_offset): (i64, i64),
         max_timestamp: i64,
         now_ms: i64,
     ) -> Result<(), LogError> {
@@ -484,22 +489,29 @@ impl PartitionLog {
         let too_old = !active.is_empty() && waited_ms > self.config.segment_ms - self.roll_jitter_ms;
         let index_full = !active.is_empty() && active.index_full(self.config.segment_index_bytes);
         if active.is_full(incoming_bytes, self.config.segment_bytes, last_offset) || too_old || index_full {
-            self.roll_at(now_ms)?;
+            self.roll_at(self.log_end_offset(), now_ms)?;
+        }
+        // A batch too far past the active segment's base for its relative offsets (a follower
+        // copying past a gap of over 2^31 offsets) starts a segment of its own at its first
+        // offset, as Kafka rolls at a batch's first offset.
+        if !self.active().holds_offset(last_offset) {
+            self.roll_at(first_offset, now_ms)?;
         }
         Ok(())
     }
 
     /// Starts a new active segment at the log end offset.
     pub fn roll(&mut self) -> Result<(), LogError> {
-        self.roll_at(crate::log::now_ms())
+        self.roll_at(self.log_end_offset(), crate::log::now_ms())
     }
 
-    /// `roll`, with the new segment created at `now_ms`.
-    fn roll_at(&mut self, now_ms: i64) -> Result<(), LogError> {
+    /// Starts a new active segment at `base` (the log end, or past it where a follower's next
+    /// batch starts), created at `now_ms`.
+    fn roll_at(&mut self, base: i64, now_ms: i64) -> Result<(), LogError> {
+        assert!(base >= self.log_end_offset(), "a segment starts at or past the log end");
         // Only the active segment may hold batches whose epoch is not durable in the checkpoint
         // (recovery re-reads only that one).
         self.epochs.sync()?;
-        let base = self.log_end_offset();
         let active = self.segments.last_mut().expect("active segment");
         active.sync_indexes()?;
         active.release_preallocation()?;
@@ -709,6 +721,43 @@ impl PartitionLog {
         self.rebuild_producer_state()?;
         assert!(self.log_start_offset <= self.high_watermark && self.high_watermark <= end);
         Ok(end)
+    }
+
+    /// Empties the log and starts it over at `offset` (Kafka's `truncateFullyAndStartAt`): for a
+    /// follower whose log ends before its leader's log start, or an empty follower whose first
+    /// copied batch starts before its log start. Every segment goes (the newest first, so a
+    /// crash leaves a prefix of the old log) and one empty segment starts at `offset`, which
+    /// becomes the log start, high watermark, flushed offset and cleaner checkpoint; the epoch
+    /// cache and the producer state (and its snapshots) are emptied.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        self.health.check()?;
+        let result = self.truncate_fully_inner(offset);
+        self.health.watch(result)
+    }
+
+    fn truncate_fully_inner(&mut self, offset: i64) -> Result<(), LogError> {
+        assert!(offset >= 0, "a log starts at a non-negative offset");
+        while let Some(gone) = self.segments.pop() {
+            gone.delete()?;
+        }
+        self.epochs.clear()?;
+        ProducerState::remove_snapshots(&self.dir)?;
+        self.producers = ProducerState::default();
+        let mut segment = Segment::create(&self.dir, offset, self.config.index_interval_bytes)?;
+        segment.created_ms = crate::log::now_ms();
+        if self.config.preallocate {
+            segment.preallocate(self.config.segment_bytes);
+        }
+        self.segments.push(segment);
+        write_atomically(&self.dir.join(LOG_START_CHECKPOINT), format!("{offset}\n").as_bytes())?;
+        self.log_start_offset = offset;
+        self.high_watermark = offset;
+        self.flushed_offset = offset;
+        self.cleaner_checkpoint = offset;
+        self.unflushed_messages = 0;
+        self.dir_changes += 1;
+        assert_eq!(self.log_end_offset(), offset, "the log starts over empty");
+        Ok(())
     }
 
     /// The leader-epoch cache: `(epoch, first offset written in it)`, ascending.

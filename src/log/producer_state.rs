@@ -79,14 +79,16 @@ pub struct ProducerBatch {
     pub producer_id: i64,
     pub epoch: i16,
     pub first_seq: i32,
-    pub record_count: i32,
+    /// The batch's last offset delta: its last sequence is `first_seq` plus this (Kafka's
+    /// `lastSequence`), also for a compacted batch holding fewer records than that.
+    pub last_offset_delta: i32,
     pub max_timestamp: i64,
 }
 
 impl ProducerBatch {
     pub fn last_seq(&self) -> i32 {
         // Sequences wrap from i32::MAX to 0.
-        ((self.first_seq as i64 + self.record_count as i64 - 1) % (i32::MAX as i64 + 1)) as i32
+        ((self.first_seq as i64 + self.last_offset_delta as i64) % (i32::MAX as i64 + 1)) as i32
     }
 }
 
@@ -397,6 +399,14 @@ impl ProducerState {
         Ok(())
     }
 
+    /// Removes every snapshot (the log they describe is gone).
+    pub fn remove_snapshots(dir: &Path) -> std::io::Result<()> {
+        for offset in snapshot_offsets(dir)? {
+            std::fs::remove_file(dir.join(crate::log::segment::file_name(offset, SNAPSHOT_SUFFIX)))?;
+        }
+        Ok(())
+    }
+
     /// Whether a snapshot at exactly `offset` exists.
     pub fn has_snapshot(dir: &Path, offset: i64) -> bool {
         dir.join(crate::log::segment::file_name(offset, SNAPSHOT_SUFFIX)).exists()
@@ -468,7 +478,7 @@ mod tests {
     use super::*;
 
     fn batch(pid: i64, epoch: i16, seq: i32, n: i32) -> ProducerBatch {
-        ProducerBatch { producer_id: pid, epoch, first_seq: seq, record_count: n, max_timestamp: 10 }
+        ProducerBatch { producer_id: pid, epoch, first_seq: seq, last_offset_delta: n - 1, max_timestamp: 10 }
     }
 
     #[test]

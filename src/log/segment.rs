@@ -326,7 +326,13 @@ impl Segment {
 
     /// Whether `extra` more bytes / a batch ending at `last_offset` would overflow this segment.
     pub fn is_full(&self, extra: u64, segment_bytes: u64, last_offset: i64) -> bool {
-        !self.is_empty() && (self.size + extra > segment_bytes || last_offset - self.base_offset > u32::MAX as i64 / 2)
+        !self.is_empty() && (self.size + extra > segment_bytes || !self.holds_offset(last_offset))
+    }
+
+    /// Whether a batch ending at `last_offset` fits this segment's relative offsets (Kafka's
+    /// `LogSegment.canConvertToRelativeOffset`, kept within a positive i32).
+    pub fn holds_offset(&self, last_offset: i64) -> bool {
+        last_offset - self.base_offset <= i32::MAX as i64
     }
 
     /// A read handle for the cleaner, which reads this (immutable) segment without the lock.

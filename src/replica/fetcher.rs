@@ -16,13 +16,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
-use kafka_protocol::messages::FetchRequest;
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::manager::{Replica, ReplicaManager};
 use super::state::truncation_point;
+use crate::error::LogError;
 use crate::log::batch;
 use crate::log::PartitionLog;
 use crate::metadata::image::MetadataImage;
@@ -30,6 +34,11 @@ use crate::node::client::Connection;
 use crate::node::lifecycle::State;
 
 const FETCH_VERSION: i16 = 17;
+/// ListOffsets as Kafka's followers send it after OFFSET_OUT_OF_RANGE (v4+: the current leader
+/// epoch).
+const LIST_OFFSETS_VERSION: i16 = 7;
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
 /// What the fetchers need from their broker: its id, how leaders are reached, and Kafka's
@@ -174,9 +183,10 @@ struct LeaderFetcher {
     manager: Arc<ReplicaManager>,
     image: watch::Receiver<Arc<MetadataImage>>,
     state: watch::Receiver<State>,
-    /// Partitions the leader refused: not fetched again before this instant (Kafka's
-    /// `replica.fetch.backoff.ms`), or before the image moves their leader or epoch.
-    delayed: HashMap<(Uuid, i32), (i32, i32, tokio::time::Instant)>,
+    /// Partitions the leader refused, or whose copy failed: not fetched again before this
+    /// instant (Kafka's `replica.fetch.backoff.ms`; None: never, a failed partition), nor before
+    /// the image moves their leader or epoch.
+    delayed: HashMap<(Uuid, i32), (i32, i32, Option<tokio::time::Instant>)>,
     conn: Option<Connection>,
 }
 
@@ -199,11 +209,12 @@ impl LeaderFetcher {
                 .collect();
             // A partition stays delayed only while its leader and epoch are those that refused.
             self.delayed.retain(|key, (leader, leader_epoch, until)| {
-                *until > now && followed.iter().any(|f| (f.0, f.1) == *key && f.2 == *leader && f.3 == *leader_epoch)
+                until.is_none_or(|until| until > now)
+                    && followed.iter().any(|f| (f.0, f.1) == *key && f.2 == *leader && f.3 == *leader_epoch)
             });
             let ready: Vec<&Followed> = followed.iter().filter(|f| !self.delayed.contains_key(&(f.0, f.1))).collect();
             let (Some(epoch), false) = (epoch, ready.is_empty()) else {
-                let wake = self.delayed.values().map(|d| d.2).min();
+                let wake = self.delayed.values().filter_map(|d| d.2).min();
                 tokio::select! {
                     _ = generation.changed() => {}
                     _ = self.state.changed() => {}
@@ -297,24 +308,27 @@ impl LeaderFetcher {
         let wait = Duration::from_millis(self.setup.wait_max_ms as u64);
         let response = conn.send(FETCH_VERSION, &request, wait).await?;
         anyhow::ensure!(response.error_code == 0, "fetch refused with error {}", response.error_code);
+        let mut out_of_range = Vec::new();
         for topic in &response.responses {
             for data in &topic.partitions {
                 let key = (topic.topic_id, data.partition_index);
-                let Some((_, _, leader, leader_epoch, replica)) =
-                    partitions.iter().copied().find(|f| (f.0, f.1) == key)
-                else {
+                let Some(followed) = partitions.iter().copied().find(|f| (f.0, f.1) == key) else {
                     continue;
                 };
+                let (_, _, leader, leader_epoch, replica) = followed;
                 if replica.leader() != (*leader, *leader_epoch) {
                     continue; // the image moved it meanwhile
                 }
                 let name = &replica.partition.topic;
+                if data.error_code == ResponseError::OffsetOutOfRange.code() {
+                    out_of_range.push(followed);
+                    continue;
+                }
                 if data.error_code != 0 {
                     // NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID (the
                     // leader has not seen the change yet)...: back off, or until the image moves.
                     tracing::debug!(topic = %name, partition = key.1, code = data.error_code, "follower fetch refused");
-                    let until = tokio::time::Instant::now() + self.setup.backoff;
-                    self.delayed.insert(key, (*leader, *leader_epoch, until));
+                    self.delay(followed, Some(self.setup.backoff));
                     continue;
                 }
                 let mut log = replica.partition.log();
@@ -322,28 +336,147 @@ impl LeaderFetcher {
                 if diverging.epoch >= 0 {
                     let (to, _) =
                         truncation_point(log.epochs(), log.log_end_offset(), diverging.epoch, diverging.end_offset);
-                    let end = log.truncate_to(to)?;
-                    tracing::info!(topic = %name, partition = key.1, truncated_to = end, "follower log truncated (diverging epoch)");
+                    match log.truncate_to(to) {
+                        Ok(end) => tracing::info!(topic = %name, partition = key.1, truncated_to = end,
+                            "follower log truncated (diverging epoch)"),
+                        Err(e) => {
+                            tracing::error!(topic = %name, partition = key.1, error = %e,
+                                "truncating the follower log failed: the partition is marked failed until its leader or epoch changes");
+                            drop(log);
+                            self.delay(followed, None);
+                        }
+                    }
                     continue;
                 }
-                if let Some(records) = &data.records {
-                    append_fetched(&mut log, records)?;
+                let fetch_offset = log.log_end_offset();
+                // One partition's trouble never holds back the others of the response (Kafka's
+                // `processFetchResponse`): invalid records back that partition off, anything else
+                // marks it failed until the image gives it a new leader or epoch.
+                match copy_from_leader(&mut log, data) {
+                    Ok(()) => {}
+                    Err(e @ (LogError::CorruptMessage(_) | LogError::InvalidRecord(_))) => {
+                        tracing::warn!(topic = %name, partition = key.1, offset = fetch_offset, leader = *leader, error = %e,
+                            "found invalid records in a fetch from the leader: fetched again after replica.fetch.backoff.ms");
+                        drop(log);
+                        self.delay(followed, Some(self.setup.backoff));
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %name, partition = key.1, offset = fetch_offset, leader = *leader, error = %e,
+                            "copying from the leader failed: the partition is marked failed until its leader or epoch changes");
+                        drop(log);
+                        self.delay(followed, None);
+                    }
                 }
-                let hw = data.high_watermark.min(log.log_end_offset());
-                if hw > log.high_watermark() {
-                    log.advance_high_watermark(hw);
-                }
+            }
+        }
+        for followed in out_of_range {
+            if let Err(e) = self.reset_out_of_range(followed).await {
+                tracing::info!(topic = %followed.4.partition.topic, partition = followed.1, error = %e,
+                    "could not ask the leader for its offsets after OFFSET_OUT_OF_RANGE");
+                self.delay(followed, Some(self.setup.backoff));
             }
         }
         Ok(())
     }
+
+    /// Leaves `followed` out of fetches for `backoff`, or (None) until the image moves its
+    /// leader or epoch.
+    fn delay(&mut self, followed: &Followed, backoff: Option<Duration>) {
+        let until = backoff.map(|b| tokio::time::Instant::now() + b);
+        self.delayed.insert((followed.0, followed.1), (followed.2, followed.3, until));
+    }
+
+    /// The leader answered OFFSET_OUT_OF_RANGE to a fetch at this replica's log end (Kafka's
+    /// `fetchOffsetAndTruncate`): a log ending past the leader's is truncated to its end (an
+    /// unclean election), one ending before the leader's log start starts over there.
+    async fn reset_out_of_range(&mut self, followed: &Followed) -> anyhow::Result<()> {
+        let (_, partition, leader, leader_epoch, replica) = followed;
+        let name = replica.partition.topic.clone();
+        let leader_end = self.leader_offset(followed, LATEST_TIMESTAMP).await?;
+        let asked_end = replica.partition.log().log_end_offset();
+        let leader_start =
+            if leader_end < asked_end { None } else { Some(self.leader_offset(followed, EARLIEST_TIMESTAMP).await?) };
+        let mut log = replica.partition.log();
+        if replica.leader() != (*leader, *leader_epoch) || log.log_end_offset() != asked_end {
+            return Ok(()); // moved meanwhile: the next fetch says where it stands
+        }
+        match leader_start {
+            None => {
+                tracing::warn!(topic = %name, partition, from = asked_end, to = leader_end,
+                    "follower log end past the leader's: truncated to the leader's log end");
+                if leader_end < log.log_start_offset() {
+                    log.truncate_fully_and_start_at(leader_end)?;
+                } else {
+                    log.truncate_to(leader_end)?;
+                }
+            }
+            Some(start) if start > asked_end => {
+                tracing::warn!(topic = %name, partition, from = asked_end, to = start,
+                    "follower log ends before the leader's log start: emptied, copying from the leader's log start");
+                log.truncate_fully_and_start_at(start)?;
+            }
+            Some(_) => tracing::info!(topic = %name, partition, offset = asked_end,
+                "fetch offset out of range on the leader (a leader change): fetched again from the log end"),
+        }
+        Ok(())
+    }
+
+    /// The leader's offset of `followed` for `timestamp` (LATEST_TIMESTAMP: its log end, as a
+    /// replica reads it; EARLIEST_TIMESTAMP: its log start), by ListOffsets as a replica.
+    async fn leader_offset(&mut self, followed: &Followed, timestamp: i64) -> anyhow::Result<i64> {
+        let (_, partition, _, leader_epoch, replica) = followed;
+        let request = ListOffsetsRequest::default().with_replica_id(self.setup.node_id.into()).with_topics(vec![
+            ListOffsetsTopic::default().with_name(TopicName(replica.partition.topic.clone().into())).with_partitions(
+                vec![ListOffsetsPartition::default()
+                    .with_partition_index(*partition)
+                    .with_current_leader_epoch(*leader_epoch)
+                    .with_timestamp(timestamp)],
+            ),
+        ]);
+        let conn = self.conn.as_mut().ok_or_else(|| anyhow::anyhow!("no connection to the leader"))?;
+        let response = conn.send(LIST_OFFSETS_VERSION, &request, Duration::ZERO).await?;
+        let answer = response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == *partition)
+            .ok_or_else(|| anyhow::anyhow!("ListOffsets answered without the partition"))?;
+        anyhow::ensure!(answer.error_code == 0, "ListOffsets refused with error {}", answer.error_code);
+        Ok(answer.offset)
+    }
 }
 
-/// Appends every whole batch of `bytes` as follower (a trailing partial batch is fetched again).
-fn append_fetched(log: &mut PartitionLog, bytes: &[u8]) -> anyhow::Result<()> {
-    for whole in batch::whole_batches(bytes)? {
-        let (owned, summary) = batch::validate_internal(whole.to_vec(), log.config(), crate::log::now_ms())?;
-        log.append_as_follower(&owned, &summary, crate::log::now_ms())?;
+/// Copies what the leader sent for one partition (Kafka's `processPartitionData`): every whole
+/// batch appended as follower (a trailing partial batch is fetched again), then the high
+/// watermark and the log start offset follow the leader's, never past this log's end or high
+/// watermark. An empty log whose first copied batch starts before its log start (the leader's
+/// log start falls inside a batch, after DeleteRecords) starts over at that batch, as Kafka's
+/// `appendRecordsToFollowerOrFutureReplica` does.
+fn copy_from_leader(log: &mut PartitionLog, data: &PartitionData) -> Result<(), LogError> {
+    if let Some(records) = &data.records {
+        for whole in batch::whole_batches(records)? {
+            match log.append_as_follower(whole, crate::log::now_ms()) {
+                Err(LogError::UnexpectedAppendOffset { first, last, end })
+                    if log.log_start_offset() == end && last >= end =>
+                {
+                    tracing::info!(dir = %log.dir().display(), first, end,
+                        "the first copied batch starts before the empty log's start: the log starts over at it");
+                    log.truncate_fully_and_start_at(first)?;
+                    log.append_as_follower(whole, crate::log::now_ms())?;
+                }
+                result => {
+                    result?;
+                }
+            }
+        }
+    }
+    let hw = data.high_watermark.min(log.log_end_offset());
+    if hw > log.high_watermark() {
+        log.advance_high_watermark(hw);
+    }
+    let start = data.log_start_offset.min(log.high_watermark());
+    if start > log.log_start_offset() {
+        log.delete_records_before(start)?;
     }
     Ok(())
 }

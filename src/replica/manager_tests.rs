@@ -222,8 +222,7 @@ async fn a_follower_ends_transactions_with_the_markers_it_fetches() {
     let dir = tempfile::tempdir().unwrap();
     let mut follower = PartitionLog::open(&dir.path().join("t-0"), log.config().clone(), 0).unwrap();
     for whole in batch::whole_batches(&fetched).unwrap() {
-        let (owned, summary) = batch::validate_internal(whole.to_vec(), follower.config(), 0).unwrap();
-        follower.append_as_follower(&owned, &summary, 0).unwrap();
+        follower.append_as_follower(whole, 0).unwrap();
     }
     assert_eq!(follower.log_end_offset(), 2);
     assert_eq!(follower.producer_state().first_unstable_offset(), None, "the marker ended it");
@@ -238,9 +237,7 @@ fn follower_with_one_fetched_record() -> (Node, Arc<Replica>) {
     let followed = node.manager.get("t", 0).unwrap();
     {
         let mut log = followed.partition.log();
-        let (bytes, summary) =
-            batch::validate_internal(batch::one_record_batch(None, 0).to_vec(), log.config(), 0).unwrap();
-        log.append_as_follower(&bytes, &summary, 1).unwrap();
+        log.append_as_follower(&batch::one_record_batch(None, 0), 1).unwrap();
         assert_eq!((log.log_end_offset(), log.high_watermark()), (1, 0), "fetched, not committed yet");
     }
     (node, followed)

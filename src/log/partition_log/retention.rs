@@ -80,7 +80,7 @@ impl PartitionLog {
             return Ok(0);
         }
         if deletable == self.segments.len() {
-            self.roll_at(now_ms)?;
+            self.roll_at(self.log_end_offset(), now_ms)?;
         }
         let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
         self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
