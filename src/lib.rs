@@ -7,6 +7,7 @@
 //! directories, features) -> `log` (storage engine).
 //! `broker` holds the shared state handlers work on; `config` and `error` are used throughout.
 //! `metrics` (counters, Prometheus endpoint) is fed by `server` and reads `broker` when scraped.
+//! `fatal` (the panic hook, `halt`) is below everything: any part may stop the process with it.
 
 pub mod broker;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod controller;
 pub mod dynconf;
 pub mod env_config;
 pub mod error;
+pub mod fatal;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;

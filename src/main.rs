@@ -141,6 +141,8 @@ fn main() -> anyhow::Result<()> {
     }
     let (props, ignored) = load_properties(args.config.as_ref(), &args.overrides)?;
     init_logging(&props)?;
+    // From here on a panic outside a client's work halts the process (`ketch::fatal`).
+    ketch::fatal::install();
     if !ignored.is_empty() {
         tracing::warn!(?ignored, "KETCH_* environment variables that name no broker config are ignored");
     }

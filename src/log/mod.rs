@@ -63,10 +63,14 @@ impl Partition {
         *self.log_dir.write().unwrap_or_else(|p| p.into_inner()) = log_dir;
     }
 
-    /// Locks the log. A poisoned lock (a panic while holding it) is recovered rather than
-    /// spreading the panic: the log's own invariants are re-checked by its methods.
+    /// Locks the log. A poisoned lock (a panic while it was held, which only a client's request
+    /// can leave behind: other panics halt at once, `crate::fatal`) halts the process: the panic
+    /// may have stopped an append between its segment and its indexes, which only the recovery
+    /// of the next start repairs.
     pub fn log(&self) -> MutexGuard<'_, PartitionLog> {
-        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.log.lock().unwrap_or_else(|_| {
+            crate::fatal::halt(&format!("the log of {}-{} was poisoned by a panic", self.topic, self.index))
+        })
     }
 }
 

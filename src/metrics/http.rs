@@ -61,12 +61,12 @@ pub fn spawn(listener: TcpListener, metrics: Arc<Metrics>) -> JoinHandle<()> {
                         continue;
                     };
                     let metrics = metrics.clone();
-                    tokio::spawn(async move {
+                    tokio::spawn(crate::fatal::client_scope(async move {
                         let _permit = permit;
                         if let Err(e) = serve(stream, &metrics).await {
                             tracing::debug!(%peer, error = %e, "metrics connection failed");
                         }
-                    });
+                    }));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "metrics endpoint: accept failed");

@@ -348,7 +348,10 @@ pub fn start(
     let known = driver.known_shared.clone();
     std::thread::Builder::new().name(format!("raft-voter-{}", settings.node_id)).spawn(move || {
         if let Err(e) = driver.run() {
-            tracing::error!(error = %e, "the metadata log's voter stopped");
+            // Kafka's "Unexpected error in raft IO thread": a node whose voter is gone must not
+            // keep serving as if it had one. (What a leader sends is checked before it gets here:
+            // a bad fetched batch is refused there and fetched again.)
+            crate::fatal::halt(&format!("the metadata log's voter stopped: {e:#}"));
         }
         let _ = driver.log.close();
     })?;

@@ -24,7 +24,7 @@ use super::core::{FetchResult, Message, NodeId};
 use super::observer::METADATA_TOPIC_ID;
 use super::voter_log::Batch;
 use super::METADATA_TOPIC_NAME;
-use crate::log::batch::{check_batch, Header};
+use crate::log::batch::Header;
 
 pub const VOTE_VERSION: i16 = 2;
 pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 1;
@@ -187,7 +187,7 @@ pub fn fetch_answer(response: &FetchResponse, fetch_offset: u64, id: u64) -> Opt
             (FetchResult::Snapshot { end_offset: id.end_offset as u64, epoch: id.epoch }, Vec::new())
         }
         None => {
-            let (start, entries) = split_batches(p.records.clone().unwrap_or_default(), fetch_offset);
+            let (start, entries) = split_batches(p.records.clone().unwrap_or_default(), fetch_offset, epoch);
             let batches = entries.iter().map(|(_, _, b)| b.clone()).collect();
             let mut values = Vec::with_capacity(entries.len());
             for (epoch, _, bytes) in &entries {
@@ -212,18 +212,52 @@ pub fn fetch_answer(response: &FetchResponse, fetch_offset: u64, id: u64) -> Opt
     Some((Message::FetchResponse { epoch, leader, result, id }, batches))
 }
 
-/// Whole batches of `records`: (where the first starts, (epoch, record count, bytes) each).
-fn split_batches(records: Bytes, fetch_offset: u64) -> (u64, Vec<(i32, u64, Bytes)>) {
-    let mut out = Vec::new();
+/// Whole batches of `records`: (where the first starts, (epoch, record count, bytes) each). As a
+/// follower copies (Kafka's `appendAsFollower`, and KAFKA-18723's valid prefix): the batches up to
+/// the first that is not whole (a size limit cut it: fetched again), fails its integrity check
+/// (`batch::check_replicated`), does not follow the one before it, or carries an epoch going
+/// back or past the leader's `leader_epoch`; such a batch is logged and it and the rest are left
+/// out, so the core never sees it and the voter carries on (it fetches from there again).
+fn split_batches(records: Bytes, fetch_offset: u64, leader_epoch: i32) -> (u64, Vec<(i32, u64, Bytes)>) {
+    let mut out: Vec<(i32, u64, Bytes)> = Vec::new();
     let mut at = 0;
     let mut start = None;
-    while at < records.len() {
-        let Ok(len) = check_batch(&records[at..]) else { break };
-        let bytes = records.slice(at..at + len);
-        at += len;
+    let mut next: Option<i64> = None;
+    while records.len() - at >= crate::log::batch::HEADER_BYTES {
+        let total = Header::new(&records[at..]).total_bytes();
+        if total > (records.len() - at) as i64 {
+            break; // cut by the size limit
+        }
+        let bytes = records.slice(at..(at as i64 + total.max(0)) as usize);
+        let refused = match crate::log::batch::check_replicated(&bytes) {
+            Err(e) => Some(e.to_string()),
+            Ok(_) => {
+                let header = Header::new(&bytes);
+                let epoch = header.leader_epoch();
+                if next.is_some_and(|n| header.base_offset() != n) || header.base_offset() < 0 {
+                    Some(format!("batch at offset {} does not follow the one before it", header.base_offset()))
+                } else if (leader_epoch >= 0 && epoch > leader_epoch)
+                    || out.last().is_some_and(|(before, _, _)| epoch < *before)
+                {
+                    Some(format!(
+                        "batch at offset {} of epoch {epoch} in an answer of epoch {leader_epoch}",
+                        header.base_offset()
+                    ))
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(why) = refused {
+            tracing::warn!(offset = fetch_offset, batches_kept = out.len(), reason = %why,
+                "invalid metadata batch in a fetch from the leader: left out, fetched again");
+            break;
+        }
+        at += bytes.len();
         let header = Header::new(&bytes);
-        let count = (header.last_offset() - header.base_offset() + 1).max(1) as u64;
-        start.get_or_insert(header.base_offset().max(0) as u64);
+        let count = (header.last_offset() - header.base_offset() + 1) as u64;
+        start.get_or_insert(header.base_offset() as u64);
+        next = Some(header.last_offset() + 1);
         out.push((header.leader_epoch(), count, bytes));
     }
     (start.unwrap_or(fetch_offset), out)

@@ -104,3 +104,42 @@ fn a_fetch_answer_carries_whole_batches_as_entries() {
         Message::FetchResponse { epoch: 5, leader: Some(1), result: FetchResult::NotLeader, .. }
     ));
 }
+
+/// A one-record control batch at `offset` in `epoch` (both outside the CRC).
+fn batch_at(offset: i64, epoch: i32) -> Vec<u8> {
+    let mut bytes = crate::raft::MetadataLog::leader_change(1, &[1, 2, 3], 0);
+    bytes[..8].copy_from_slice(&offset.to_be_bytes());
+    bytes[12..16].copy_from_slice(&epoch.to_be_bytes());
+    bytes
+}
+
+fn kept(batches: &[Vec<u8>], leader_epoch: i32) -> Vec<(i32, u64)> {
+    let (_, out) = split_batches(Bytes::from(batches.concat()), 0, leader_epoch);
+    out.into_iter().map(|(epoch, count, _)| (epoch, count)).collect()
+}
+
+#[test]
+fn a_fetched_batch_that_breaks_the_log_and_everything_after_it_are_left_out() {
+    // What a correct leader sends: offsets following each other, epochs only going up.
+    let good = [batch_at(0, 1), batch_at(1, 2), batch_at(2, 2)];
+    assert_eq!(kept(&good, 2), vec![(1, 1), (2, 1), (2, 1)]);
+    // A CRC that does not match.
+    let mut corrupt = batch_at(1, 2);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(kept(&[batch_at(0, 1), corrupt, batch_at(2, 2)], 2), vec![(1, 1)]);
+    // An epoch going back, an epoch past the leader's, a gap in the offsets.
+    assert_eq!(kept(&[batch_at(0, 2), batch_at(1, 1)], 2), vec![(2, 1)]);
+    assert_eq!(kept(&[batch_at(0, 2), batch_at(1, 3)], 2), vec![(2, 1)]);
+    assert_eq!(kept(&[batch_at(0, 2), batch_at(5, 2)], 2), vec![(2, 1)]);
+    // A batch length too small for a header is corruption, not a cut batch.
+    let mut short = batch_at(1, 2);
+    short[8..12].copy_from_slice(&(-7i32).to_be_bytes());
+    assert_eq!(kept(&[batch_at(0, 2), short], 2), vec![(2, 1)]);
+    // A trailing batch cut by the size limit is simply fetched again.
+    let cut = batch_at(1, 2);
+    let mut records = batch_at(0, 2);
+    records.extend_from_slice(&cut[..cut.len() - 3]);
+    let (_, out) = split_batches(Bytes::from(records), 0, 2);
+    assert_eq!(out.len(), 1);
+}

@@ -230,7 +230,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
     let full_frame = broker.config.socket_request_max_bytes;
     // Before SASL authentication frames are bounded by sasl.server.max.receive.size.
     let max_frame = Arc::new(AtomicUsize::new(sasl.as_ref().map_or(full_frame, |a| a.max_frame(full_frame))));
-    let reader_task = tokio::spawn(read_frames(reader, max_frame.clone(), frames_tx));
+    let reader_task = tokio::spawn(crate::fatal::client_scope(read_frames(reader, max_frame.clone(), frames_tx)));
     let _stop_reader = AbortOnDrop(reader_task);
     let mut pending: VecDeque<Pending> = VecDeque::new();
     // Set while a client quota throttles this connection: no frame is taken until then (Kafka's
@@ -370,14 +370,14 @@ async fn run<R: FrameRead, W: FrameWrite>(
                     continue;
                 }
                 let b = broker.clone();
-                pending.push_back(tokio::spawn(async move {
+                pending.push_back(tokio::spawn(crate::fatal::client_scope(async move {
                     let _in_flight = in_flight_guard;
                     let _timer = timer;
                     let Some(mut response) = handlers::produce::complete(&b, appended).await else { return Ok(None) };
                     response.throttle_time_ms = response.throttle_time_ms.max(produce_throttle_ms);
                     let body = ResponseKind::Produce(response);
                     Ok(Some(Bytes::from(protocol::encode_response(api_key, version, correlation_id, &body)?)))
-                }));
+                })));
                 while pending.len() >= MAX_PENDING_RESPONSES {
                     let done = pending.pop_front().expect("not empty").await;
                     write_completed(&mut writer, done, &metrics).await?;

@@ -288,7 +288,7 @@ async fn accept_loop(
                 tokio::spawn(async move {
                     let served =
                         serve_connection(stream, &named, &controller, (max_frame, &secured), (connection, peer));
-                    if let Err(e) = served.await {
+                    if let Err(e) = crate::fatal::client_scope(served).await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
                     // However it ended (EOF, error): a broker that heartbeated on it may be gone.

@@ -344,12 +344,12 @@ async fn accept_loop(listener: TcpListener, named: connection::Named, broker: Ar
                 let in_flight = shared.in_flight.clone();
                 let metrics = shared.metrics.clone();
                 let named = named.clone();
-                tokio::spawn(async move {
+                tokio::spawn(crate::fatal::client_scope(async move {
                     if let Err(e) = connection::serve(socket, peer, named, broker, stop, in_flight, metrics, slot).await
                     {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
-                });
+                }));
             }
             Err(e) => {
                 // Out of file descriptors and similar: back off instead of spinning.
