@@ -18,6 +18,7 @@ pub mod flusher;
 pub mod index;
 pub mod lz4_frame;
 pub mod partition_log;
+pub mod partition_metadata;
 pub mod producer_state;
 pub mod record_error;
 pub mod segment;

@@ -4,7 +4,9 @@
 //! segments, timestamp lookups, retention by time and size (moving the log start offset), the
 //! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
 //! (kept here, decided by the replica layer: appends do not move it) and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
-//! On disk: `<log.dir>/<topic>-<partition>/` holding the segments and `leader-epoch-checkpoint`
+//! On disk: `<log.dir>/<topic>-<partition>/` (its entry fsynced into the log directory when
+//! created) holding the segments, `partition.metadata` on cluster brokers (`partition_metadata`)
+//! and `leader-epoch-checkpoint`
 //! (Kafka's text format: version line, count line, then `epoch start_offset` lines; when it is
 //! synced: `epoch_cache.rs`).
 //! Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
@@ -99,7 +101,14 @@ impl PartitionLog {
         now_ms: i64,
         recover_tail: bool,
     ) -> Result<PartitionLog, LogError> {
-        std::fs::create_dir_all(dir)?;
+        if !dir.is_dir() {
+            std::fs::create_dir_all(dir)?;
+            // The new directory's entry made durable in its log directory before any data
+            // lands in it (a crash must not lose a partition whose writes were acknowledged).
+            if let Some(parent) = dir.parent() {
+                File::open(parent)?.sync_all()?;
+            }
+        }
         // A cleaning pass interrupted by a crash: finish a committed swap, drop a partial one.
         cleaner::finish_swaps(dir)?;
         let mut bases = Vec::new();

@@ -7,7 +7,11 @@
 //!   `directory.id` (16 random bytes, URL-safe base64 as Kafka prints a `Uuid`), written once
 //!   when the directory is first used (Ketch has no separate format step) and given a
 //!   `directory.id` when an older Ketch left none;
-//! - `<topic>-<partition>/`: partition directories (see `log::partition_log`).
+//! - `<topic>-<partition>/`: partition directories (see `log::partition_log`);
+//! - `<topic>-<partition>.<32 hex digits>-stray/`: a partition directory found at start that the
+//!   metadata does not want here (its topic gone or recreated, or reassigned away while this
+//!   broker was down), renamed and kept for the operator, never deleted (Kafka 3.7+, KAFKA-16234;
+//!   `mark_stray`). The scan below skips them.
 //!
 //! The FIRST entry is the metadata directory: only it holds `.ketch/` (topic store, dynamic
 //! configs, producer ids, clean-shutdown marker), as Kafka's `metadata.log.dir` defaults to the
@@ -32,6 +36,7 @@
 //! first one failing refuses the start.
 
 use std::collections::HashMap;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -370,6 +375,28 @@ pub(super) fn uuid_from_base64(text: &str) -> Option<uuid::Uuid> {
     }
     // 22 characters carry 132 bits: the 4 left over must be zero, as base64_url leaves them.
     (bits == 0 && out.len() == 16).then(|| uuid::Uuid::from_bytes(out.try_into().expect("16 bytes")))
+}
+
+/// Renames the partition directory `dir` (closed) to `<topic>-<partition>.<uuid>-stray` beside
+/// it, as Kafka marks a stray log (`UnifiedLog.logStrayDirName`: the name capped at 255 bytes
+/// by shortening the topic), and fsyncs the parent so the rename survives a crash. Returns the
+/// new path. Nothing is deleted: the operator decides.
+pub fn mark_stray(dir: &Path) -> io::Result<PathBuf> {
+    let parent = dir.parent().ok_or_else(|| io::Error::other("a partition directory has a parent"))?;
+    let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let id = uuid::Uuid::from_bytes(random_bytes()).simple().to_string();
+    let suffix = format!(".{id}-stray");
+    let (topic, partition) = name.rsplit_once('-').unwrap_or((&name, ""));
+    let room = 255usize.saturating_sub(partition.len() + 1 + suffix.len());
+    let mut cut = topic.len().min(room);
+    while !topic.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let to = parent.join(format!("{}-{partition}{suffix}", &topic[..cut]));
+    std::fs::rename(dir, &to)?;
+    std::fs::File::open(parent)?.sync_all()?;
+    tracing::warn!("Log in {} marked stray and renamed to {}", dir.display(), to.display());
+    Ok(to)
 }
 
 #[cfg(test)]

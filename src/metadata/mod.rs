@@ -311,10 +311,10 @@ impl TopicRegistry {
         }
         for ((topic, p), holders) in found.iter().filter(|_| metadata.is_local()) {
             if topics.get(topic).is_none_or(|t: &Arc<Topic>| (*p as usize) >= t.partitions.len()) {
+                // A topic this node's own metadata does not have (deleted, the process stopped
+                // before its directories went): kept as stray, never deleted at start.
                 for &i in holders {
-                    let dir = partition_dir(&log_dirs.dirs()[i].path, topic, *p);
-                    tracing::warn!(dir = %dir.display(), "removing partition directory of a deleted topic");
-                    std::fs::remove_dir_all(&dir)?;
+                    log_dirs::mark_stray(&partition_dir(&log_dirs.dirs()[i].path, topic, *p))?;
                 }
             }
         }
@@ -691,3 +691,6 @@ fn directory_ids(log_dirs: &LogDirs, partitions: &HostedPartitions) -> Vec<Strin
 #[cfg(test)]
 #[path = "clean_shutdown_tests.rs"]
 mod clean_shutdown_tests;
+#[cfg(test)]
+#[path = "stray_tests.rs"]
+mod stray_tests;

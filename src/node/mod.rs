@@ -102,7 +102,14 @@ impl Membership {
         let ReplicaHost { manager, apply, tick } = replicas;
         let (applied_tx, applied) = watch::channel(metadata.image.borrow().clone());
         let images = metadata.image.clone();
-        tasks.push(tokio::spawn(apply_images(images, applied_tx, apply, tick, manager.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(apply_images(
+            images,
+            applied_tx,
+            apply,
+            tick,
+            (manager.clone(), state.clone()),
+            stop_rx.clone(),
+        )));
         let follower = FollowerFetcher::new(fetcher, manager.clone(), metadata.image.clone(), state.clone());
         tasks.push(tokio::spawn(follower.run(stop_rx.clone())));
         let link =
@@ -145,13 +152,16 @@ pub struct ReplicaHost {
 }
 
 /// Applies every metadata image to the replicas (in order, each once), publishing each in
-/// `applied` once applied, and runs the leaders' ISR checks.
+/// `applied` once applied, and runs the leaders' ISR checks. Once the lifecycle first reports
+/// this broker running (caught up with the metadata log, unfenced), the replica manager settles
+/// and the current image is applied again: what it does not want of the partitions found on
+/// disk at start is marked stray then.
 async fn apply_images(
     mut image: watch::Receiver<Arc<MetadataImage>>,
     applied: watch::Sender<Arc<MetadataImage>>,
     apply: Box<dyn Fn(&MetadataImage) + Send + Sync>,
     tick: Duration,
-    manager: Arc<ReplicaManager>,
+    (manager, mut state): (Arc<ReplicaManager>, watch::Receiver<State>),
     mut stop: watch::Receiver<bool>,
 ) {
     let mut ticks = tokio::time::interval(tick);
@@ -159,6 +169,7 @@ async fn apply_images(
     let current = image.borrow_and_update().clone();
     apply(&current);
     applied.send_replace(current);
+    let mut lifecycle_alive = true;
     while !*stop.borrow() {
         tokio::select! {
             changed = image.changed() => {
@@ -168,6 +179,15 @@ async fn apply_images(
                 let current = image.borrow_and_update().clone();
                 apply(&current);
                 applied.send_replace(current);
+            }
+            changed = state.changed(), if lifecycle_alive && !manager.is_settled() => {
+                lifecycle_alive = changed.is_ok();
+                if lifecycle_alive && matches!(*state.borrow_and_update(), State::Running(_)) {
+                    manager.settle();
+                    let current = image.borrow_and_update().clone();
+                    apply(&current);
+                    applied.send_replace(current);
+                }
             }
             _ = ticks.tick() => manager.tick(crate::log::now_ms()),
             _ = checkpoints.tick() => manager.checkpoint(),

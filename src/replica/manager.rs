@@ -5,6 +5,13 @@
 //! deletes the replicas the image no longer assigns here. Every topic of the image is in the
 //! registry, with its partition count, hosting some of its partitions here or none.
 //!
+//! Directories found on disk at start are never deleted: once this broker has caught up with
+//! the metadata log and been unfenced (`settle`, Kafka's first publish), those the image does not
+//! want here (topic gone, another topic id in their `partition.metadata`, replicas moved away)
+//! are renamed `-stray` (`metadata::log_dirs::mark_stray`); until then they are left as they are,
+//! and a directory holding another topic's log is never opened for a topic of the same name.
+//! Every partition directory opened here records its topic id (`log::partition_metadata`).
+//!
 //! As leader it appends at the image's leader epoch, moves the high watermark from its
 //! followers' fetches (the minimum log end of the ISR), lets `acks=all` writes wait for it,
 //! answers followers whose log diverged with the epoch to truncate to, and proposes ISR changes
@@ -29,6 +36,7 @@ use crate::error::LogError;
 use crate::log::batch::BatchSummary;
 use crate::log::dir_health::DirHealth;
 use crate::log::partition_log::partition_dir;
+use crate::log::partition_metadata;
 use crate::log::{AppendInfo, Partition, PartitionLog};
 use crate::metadata::image::{MetadataImage, PartitionImage, TOPIC_RESOURCE};
 use crate::metadata::{HostedPartitions, Topic, TopicRegistry};
@@ -306,6 +314,14 @@ pub struct ReplicaManager {
     follower_epochs: Mutex<HashMap<i32, i64>>,
     /// High watermarks of the last checkpoint before this start (`checkpoint.rs`).
     recovered: HashMap<(String, i32), i64>,
+    /// Whether this broker caught up with the metadata log since it started (`settle`; Kafka's
+    /// first publish, which starts its log manager): until then no partition found on disk at
+    /// start is removed, whatever a (possibly stale) image says.
+    settled: std::sync::atomic::AtomicBool,
+    /// The partition directories found on disk at start (scanned at the first `apply`) that no
+    /// image applied since settling has confirmed yet: one that image does not want is stray
+    /// (renamed, kept), never deleted. None before the first `apply`.
+    found_at_start: Mutex<Option<BTreeSet<(String, i32)>>>,
 }
 
 impl ReplicaManager {
@@ -319,7 +335,19 @@ impl ReplicaManager {
             follower_epochs: Mutex::new(HashMap::new()),
             recovered: super::checkpoint::read(&setup.log_dir),
             setup,
+            settled: Default::default(),
+            found_at_start: Mutex::new(None),
         }
+    }
+
+    /// This broker caught up with the metadata log (and was unfenced): from the next `apply`,
+    /// partitions found on disk at start that the image does not want are marked stray.
+    pub fn settle(&self) {
+        self.settled.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_settled(&self) -> bool {
+        self.settled.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -451,12 +479,26 @@ impl ReplicaManager {
             // Every topic is published (handlers see its partition count), hosting some or none.
             wanted_topics.insert(topic.name.clone(), (topic.clone(), hosted));
         }
-        // Replicas no longer assigned here go first (their directories may be reused).
+        // Replicas no longer assigned here go first (their directories may be reused). Those
+        // found on disk at start wait until this broker has settled, then are marked stray
+        // (Kafka's `isStrayKraftReplica`: a topic the image lacks, another topic id in
+        // `partition.metadata`, or a replica set without this broker); those this process saw
+        // assigned here and then taken away are deleted.
+        let settled = self.is_settled();
+        let mut on_disk_guard = self.found_at_start.lock().unwrap_or_else(|p| p.into_inner());
+        let on_disk = on_disk_guard.get_or_insert_with(|| partition_dirs(&self.setup.log_dir));
+        // Names whose directories a partition opened from disk still holds (before settling).
+        let mut occupied = BTreeSet::new();
         for topic in registry.all() {
             let keep = wanted_topics.get(&topic.name).filter(|(t, _)| t.id == topic.id);
             let gone: Vec<&Arc<Partition>> =
                 topic.partitions.iter().filter(|p| keep.is_none_or(|(_, hosted)| !hosted.contains(&p.index))).collect();
-            if keep.is_none() {
+            let (waiting, gone): (Vec<&Arc<Partition>>, Vec<&Arc<Partition>>) =
+                gone.into_iter().partition(|p| !settled && on_disk.contains(&(p.topic.clone(), p.index)));
+            if !waiting.is_empty() {
+                occupied.insert(topic.name.clone());
+            }
+            if keep.is_none() && waiting.is_empty() {
                 registry.forget_hosted(&topic.name);
             }
             for p in gone {
@@ -468,15 +510,29 @@ impl ReplicaManager {
                     }
                     r.stop();
                 }
+                let stray = on_disk.remove(&(p.topic.clone(), p.index));
                 let mut log = p.log();
                 let dir = log.dir().to_path_buf();
-                if let Err(e) = log.close().and_then(|_| std::fs::remove_dir_all(&dir).map_err(LogError::Io)) {
+                let removed = log.close().and_then(|_| {
+                    if stray {
+                        crate::metadata::log_dirs::mark_stray(&dir).map(drop).map_err(LogError::Io)
+                    } else {
+                        std::fs::remove_dir_all(&dir).map_err(LogError::Io)
+                    }
+                });
+                if let Err(e) = removed {
                     tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "removing a replica");
+                } else if !stray {
+                    tracing::info!(topic = %p.topic, partition = p.index, "replica removed (no longer assigned here)");
                 }
-                tracing::info!(topic = %p.topic, partition = p.index, "replica removed (no longer assigned here)");
             }
         }
         for (name, (topic, hosted)) in wanted_topics {
+            if occupied.contains(&name) {
+                // Another topic of this name, opened from disk, holds its directories until this
+                // broker settles and knows which one is stray.
+                continue;
+            }
             let overrides = image.configs.get(&(TOPIC_RESOURCE, name.clone())).cloned().unwrap_or_default();
             let config = match defaults.with_overrides(&overrides) {
                 Ok(c) => c,
@@ -492,8 +548,23 @@ impl ReplicaManager {
                 let partition = match found {
                     Some(partition) => partition,
                     None => {
-                        match PartitionLog::open(&partition_dir(&self.setup.log_dir, &name, p), config.clone(), now_ms)
+                        let dir = partition_dir(&self.setup.log_dir, &name, p);
+                        let record = match self.claim_dir(&dir, topic.id, on_disk.contains(&(name.clone(), p)), settled)
                         {
+                            Ok(Some(record)) => record,
+                            Ok(None) => continue, // another topic's, until settled
+                            Err(e) => {
+                                tracing::error!(topic = %name, partition = p, error = %e, "opening a replica failed");
+                                continue;
+                            }
+                        };
+                        let opened = PartitionLog::open(&dir, config.clone(), now_ms).and_then(|log| {
+                            if record {
+                                partition_metadata::write(&dir, topic.id)?;
+                            }
+                            Ok(log)
+                        });
+                        match opened {
                             Ok(mut log) => {
                                 log.set_health(self.setup.health.clone());
                                 // Not the log end: records past the old high watermark may
@@ -509,6 +580,9 @@ impl ReplicaManager {
                         }
                     }
                 };
+                if settled {
+                    on_disk.remove(&(name.clone(), p)); // confirmed by an image after settling
+                }
                 if partition.log().config() != &config {
                     partition.log().set_config(config.clone());
                 }
@@ -535,9 +609,44 @@ impl ReplicaManager {
                 });
             }
         }
+        if settled {
+            // What is left of the directories found at start no image wants: stray.
+            for (topic, p) in std::mem::take(on_disk) {
+                let dir = partition_dir(&self.setup.log_dir, &topic, p);
+                if let Err(e) = crate::metadata::log_dirs::mark_stray(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "marking a stray partition directory");
+                }
+            }
+        }
+        drop(on_disk_guard);
         self.generation.send_modify(|n| *n = n.wrapping_add(1));
         self.notify_appended();
         changes
+    }
+
+    /// Whether the partition directory `dir` may be opened for topic `topic_id`: it is new, or
+    /// its `partition.metadata` names that topic (or no topic: a directory from before the
+    /// file, adopted). One that names another topic and was found at start (`found`) is marked
+    /// stray once this broker has settled, and waits until then (false); found later (a topic
+    /// deleted and recreated while this process ran, its directory not yet removed), it is
+    /// another topic's leftover and is marked stray at once.
+    /// Some(whether `partition.metadata` must be written) when it may be opened.
+    fn claim_dir(
+        &self,
+        dir: &std::path::Path,
+        topic_id: Uuid,
+        found: bool,
+        settled: bool,
+    ) -> std::io::Result<Option<bool>> {
+        if !dir.is_dir() {
+            return Ok(Some(true));
+        }
+        match partition_metadata::read(dir)? {
+            None => Ok(Some(true)),
+            Some(id) if id == topic_id => Ok(Some(false)),
+            Some(_) if found && !settled => Ok(None),
+            Some(_) => crate::metadata::log_dirs::mark_stray(dir).map(|_| Some(true)),
+        }
     }
 
     /// Makes `partition`'s role what the image says; returns whether it became led here
@@ -634,3 +743,20 @@ impl ReplicaManager {
 #[cfg(test)]
 #[path = "manager_tests.rs"]
 mod tests;
+
+/// The partition directories (`<topic>-<partition>`) in `log_dir`: Kafka's naming, without the
+/// metadata log's (`__cluster_metadata-0`) and the suffixed ones (`-stray`, `-delete`,
+/// `-future`: their last part is not a number).
+fn partition_dirs(log_dir: &std::path::Path) -> BTreeSet<(String, i32)> {
+    let Ok(entries) = std::fs::read_dir(log_dir) else { return BTreeSet::new() };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let (topic, p) = name.rsplit_once('-')?;
+            let p = p.parse::<i32>().ok().filter(|p| *p >= 0)?;
+            (!topic.is_empty() && topic != "__cluster_metadata").then(|| (topic.to_string(), p))
+        })
+        .collect()
+}

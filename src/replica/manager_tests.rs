@@ -259,3 +259,64 @@ async fn a_leader_alone_in_its_isr_commits_its_whole_log_at_once() {
     assert_eq!(followed.leader().0, ME);
     assert_eq!(followed.partition.log().high_watermark(), 0, "the follower in the ISR has not fetched");
 }
+
+/// A partition directory `name` in `node`'s log directory holding one record (and, with
+/// `topic_id`, a `partition.metadata` naming that topic), as a previous process left it.
+fn left_on_disk(node: &Node, name: &str, topic_id: Option<Uuid>) -> std::path::PathBuf {
+    let dir = node._dir.path().join(name);
+    let mut log = PartitionLog::open(&dir, node.config.topic_defaults.clone(), 0).unwrap();
+    let (bytes, summary) = batch::validate_produce(batch::one_record_batch(None, 0), log.config(), 0).unwrap();
+    crate::replica::append_as_leader(&mut log, bytes, &summary, 0).unwrap();
+    log.close().unwrap();
+    if let Some(id) = topic_id {
+        partition_metadata::write(&dir, id).unwrap();
+    }
+    dir
+}
+
+/// The `-stray` directories of `node`'s log directory whose name starts with `prefix`.
+fn strays(node: &Node, prefix: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(node._dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with(prefix) && name.ends_with("-stray")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn directories_found_at_start_that_the_metadata_does_not_want_are_marked_stray_once_settled() {
+    let mut node = Node::new();
+    let gone = left_on_disk(&node, "gone-0", Some(Uuid::from_u128(77)));
+    let recreated = left_on_disk(&node, "t-0", Some(Uuid::from_u128(78))); // an older topic `t`
+    let kept = left_on_disk(&node, "t-1", Some(TOPIC_ID));
+    let adopted = left_on_disk(&node, "t-2", None); // written before partition.metadata existed
+    let hosted = |p| partition(p, &[ME], &[ME], ME, 1, 1);
+    node.apply(vec![topic(), hosted(0), hosted(1), hosted(2)], 0);
+
+    // Not caught up yet: nothing found on disk is removed, and the other topic's directory is
+    // not taken for this one's.
+    assert!(gone.join("00000000000000000000.log").exists() && strays(&node, "gone-0").is_empty());
+    assert!(node.manager.get("t", 0).is_none(), "t-0 holds an older topic's log: not opened");
+    assert_eq!(partition_metadata::read(&recreated).unwrap(), Some(Uuid::from_u128(78)));
+    assert_eq!(node.manager.get("t", 1).unwrap().partition.log().log_end_offset(), 1);
+    assert_eq!(partition_metadata::read(&adopted).unwrap(), Some(TOPIC_ID), "adopted");
+
+    node.manager.settle();
+    node.apply(vec![], 10);
+    let [stray] = strays(&node, "gone-0.").try_into().expect("gone-0 marked stray");
+    assert!(stray.join("00000000000000000000.log").exists() && !gone.exists(), "kept, renamed");
+    let [older] = strays(&node, "t-0.").try_into().expect("the older t-0 marked stray");
+    assert_eq!(partition_metadata::read(&older).unwrap(), Some(Uuid::from_u128(78)));
+    let t0 = node.manager.get("t", 0).expect("t-0 of this topic opened");
+    assert_eq!(t0.partition.log().log_end_offset(), 0, "a new, empty log");
+    assert_eq!(partition_metadata::read(&recreated).unwrap(), Some(TOPIC_ID));
+    assert!(kept.exists() && adopted.exists());
+
+    // Once settled, a replica the image takes away is deleted, as Kafka's StopReplica deletes.
+    node.apply(vec![change(Some(&[OTHER]), Some(OTHER), Some(&[OTHER]))], 20);
+    assert!(!recreated.exists() && strays(&node, "t-0.").len() == 1, "deleted, not marked stray");
+}
