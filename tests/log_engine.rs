@@ -152,6 +152,32 @@ fn recovery_truncates_a_torn_tail() {
 }
 
 #[test]
+fn a_batch_length_too_small_for_a_header_is_corruption_recovered_never_a_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), defaults(), NOW).unwrap();
+    append(&mut log, &["a", "b"], NOW, NOW);
+    let second = append(&mut log, &["c"], NOW, NOW);
+    append(&mut log, &["d"], NOW, NOW);
+    let at = log.read(second, 4, 1 << 20, true).unwrap().len();
+    let path = dir.path().join("00000000000000000000.log");
+    let full = std::fs::read(&path).unwrap();
+    let position = full.len() - at; // where the second batch starts
+    log.close().unwrap();
+    drop(log);
+    // Lengths whose batch would be shorter than its header (-12 made every scan step 0 bytes).
+    for length in [-12i32, -1, 0, 48, i32::MIN] {
+        let mut bad = full.clone();
+        bad[position + 8..position + 12].copy_from_slice(&length.to_be_bytes());
+        for recover_tail in [false, true] {
+            std::fs::write(&path, &bad).unwrap();
+            let log = PartitionLog::open_with(dir.path(), defaults(), NOW, recover_tail).unwrap();
+            assert_eq!(log.log_end_offset(), 2, "length {length}: the log ends before the corrupt batch");
+            assert_eq!(batches(&log.read(0, 2, 1 << 20, true).unwrap()), vec![(0, 1)]);
+        }
+    }
+}
+
+#[test]
 fn timestamp_lookup_finds_first_record_at_or_after() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = defaults();

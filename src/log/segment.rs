@@ -393,9 +393,16 @@ impl Segment {
         let mut head = [0u8; PEEK_BYTES];
         self.file.read_exact_at(&mut head, position)?;
         let base_offset = i64::from_be_bytes(head[0..8].try_into().expect("8 bytes"));
-        let total = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes")) as u64 + 12;
+        let total = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes")) as i64 + 12;
         let last_delta = i32::from_be_bytes(head[23..27].try_into().expect("4 bytes")) as i64;
-        Ok(Some(BatchPos { position, total_bytes: total, base_offset, last_offset: base_offset + last_delta }))
+        if total < HEADER_BYTES as i64 {
+            // Corruption (a batch is never shorter than its header): the segment ends here for
+            // readers, and a start recovers it (the scan finds the segment shorter than its file).
+            tracing::warn!(segment = %self.log_path.display(), position, length = total - 12,
+                "corrupt batch length: the segment is read up to it");
+            return Ok(None);
+        }
+        Ok(Some(BatchPos { position, total_bytes: total as u64, base_offset, last_offset: base_offset + last_delta }))
     }
 
     fn batch_max_timestamp(&self, position: u64) -> io::Result<Option<i64>> {
@@ -416,6 +423,9 @@ impl Segment {
         while position + HEADER_BYTES as u64 <= self.size {
             self.file.read_exact_at(&mut head, position)?;
             let header = Header::new(&head);
+            if header.total_bytes() < HEADER_BYTES as i64 {
+                break; // corruption: see `peek`
+            }
             let total = header.total_bytes() as u64;
             if header.is_control() && total <= 4096 && position + total <= self.size {
                 let mut whole = vec![0u8; total as usize];

@@ -7,8 +7,9 @@
 //! `connections.max.reauth.ms` on the server) runs out.
 //! Invariants: a request gets its own response or an error (never another request's); every
 //! wait is bounded by the connection's timeout; a response frame larger than
-//! `MAX_RESPONSE_BYTES` closes the connection before it is read. The controllers are peers this
-//! node was configured to trust (as in Kafka); their frames are still bounded.
+//! `MAX_RESPONSE_BYTES` closes the connection before it is read, and a frame's buffer grows as
+//! its bytes arrive (a peer announcing a large frame and sending little makes this node allocate
+//! little). Peers are input too: their frames are bounded like clients'.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +29,24 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Stream for T {}
 
 /// Upper bound on one response frame (a metadata Fetch answers at most its max_bytes, 8 MiB).
 pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// A frame body's buffer grows by at most this much ahead of the bytes that arrived.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// Reads a frame body of `len` bytes, its buffer growing as the bytes arrive rather than sized
+/// from the length alone.
+async fn read_body(stream: &mut (impl AsyncRead + Unpin), len: usize) -> std::io::Result<BytesMut> {
+    let mut body = BytesMut::with_capacity(len.min(READ_CHUNK_BYTES));
+    while body.len() < len {
+        let left = len - body.len();
+        body.reserve(left.min(READ_CHUNK_BYTES));
+        let read = (&mut *stream).take(left as u64).read_buf(&mut body).await?;
+        if read == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(body)
+}
 
 pub struct Connection {
     stream: Box<dyn Stream>,
@@ -208,8 +227,7 @@ impl Connection {
                 "response frame of {len} bytes from {}",
                 self.addr
             );
-            let mut body = BytesMut::zeroed(len as usize);
-            self.stream.read_exact(&mut body).await?;
+            let body = read_body(&mut self.stream, len as usize).await?;
             Ok::<_, anyhow::Error>(body)
         };
         let mut body = tokio::time::timeout(deadline, exchange)
@@ -228,5 +246,31 @@ impl Connection {
             tracing::debug!(addr = %self.addr, left = body.remaining(), "bytes left after a response");
         }
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod read_body_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_is_read_whole_and_a_short_one_is_an_error_or_a_wait() {
+        let (mut tx, mut rx) = tokio::io::duplex(1 << 20);
+        let sent: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        tx.write_all(&sent).await.unwrap();
+        let body = read_body(&mut rx, sent.len()).await.unwrap();
+        assert_eq!(&body[..], &sent[..]);
+        // A peer announcing 64 MiB and sending 10 bytes: the read ends with the connection.
+        let (mut tx, mut rx) = tokio::io::duplex(1024);
+        tx.write_all(&[7; 10]).await.unwrap();
+        drop(tx);
+        let err = read_body(&mut rx, MAX_RESPONSE_BYTES).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        let (mut tx, mut rx) = tokio::io::duplex(1024);
+        tx.write_all(&[7; 10]).await.unwrap();
+        let reading = tokio::spawn(async move { read_body(&mut rx, MAX_RESPONSE_BYTES).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!reading.is_finished(), "waits for the rest");
+        reading.abort();
     }
 }
