@@ -111,7 +111,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
         .flat_map(|t| t.partitions.iter().map(move |p| (t, *p)))
         .map(|(t, p)| key_of(&t.topic, t.topic_id, p))
         .collect();
-    let plan = match broker.fetch_sessions.plan(req.session_id, req.session_epoch, requested, forgotten) {
+    let privileged = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
+    let plan = match broker.fetch_sessions.plan(req.session_id, req.session_epoch, requested, forgotten, privileged) {
         Ok(plan) => plan,
         Err(error) => {
             let response = FetchResponse::default().with_error_code(error.code()).with_session_id(0);
