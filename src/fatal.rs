@@ -6,7 +6,7 @@
 //! Owns: the panic hook of the `ketch` binary (`install`), the client scope (`client_scope`),
 //! and `halt`, for the loops that end on an error nothing can repair.
 //!
-//! Invariants (once `install` ran):
+//! Invariants (once `install` ran; without it, as in tests, `halt` panics instead of exiting):
 //! * A panic outside a client scope, in any thread or task, halts the process with exit code 1
 //!   after one ERROR line naming the thread and the panic (and the default hook's message).
 //! * A panic inside a client scope (the work a client connection started: reading its frames,
@@ -34,10 +34,14 @@ pub fn in_client_scope() -> bool {
     CLIENT.try_with(|_| ()).is_ok()
 }
 
+/// Whether `install` ran: the process is the `ketch` binary, which `halt` may stop.
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Installs the panic hook that halts the process on a panic outside a client scope (after the
 /// default hook printed the panic and its backtrace). For the binary only: a test harness keeps
 /// its own hook.
 pub fn install() {
+    INSTALLED.store(true, std::sync::atomic::Ordering::Release);
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default(info);
@@ -52,9 +56,13 @@ pub fn install() {
 
 /// Logs `what` as a fatal fault and halts the process with exit code 1, running no destructor
 /// and no shutdown (as Kafka's `Exit.halt`): what is durable stays durable, recovery at the next
-/// start handles the rest.
+/// start handles the rest. In a process that did not `install` (a library user, a test) it
+/// panics instead: the part that failed stops, and so does a test that did not expect it.
 pub fn halt(what: &str) -> ! {
     tracing::error!("Encountered fatal fault: {what}; halting the process");
+    if !INSTALLED.load(std::sync::atomic::Ordering::Acquire) {
+        panic!("fatal fault: {what}");
+    }
     eprintln!("ketch: encountered fatal fault: {what}; halting the process");
     std::process::exit(1)
 }

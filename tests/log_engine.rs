@@ -805,3 +805,24 @@ fn a_zombie_coordinators_marker_is_fenced_across_restarts() {
     assert_eq!(log.append_marker(7, 0, false, 3, 0, NOW).unwrap_err().code(), 52);
     assert_eq!(log.append_marker(7, 0, false, 5, 0, NOW).unwrap(), 3);
 }
+
+#[test]
+fn a_new_partition_directory_is_made_durable_by_its_first_flush() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let mut log = PartitionLog::open(&dir, defaults(), NOW).unwrap();
+    append(&mut log, &["a"], NOW, NOW);
+    let first = log.flush_work().unwrap();
+    assert!(first.creation, "the first flush covers the directory's entry in its log directory");
+    for file in &first.files {
+        file.sync_all().unwrap();
+    }
+    log.mark_flushed(&first, NOW);
+    append(&mut log, &["b"], NOW, NOW);
+    assert!(!log.flush_work().unwrap().creation, "once");
+    drop(log);
+    // A directory found at open was made by an earlier process: nothing to add.
+    let mut log = PartitionLog::open(&dir, defaults(), NOW).unwrap();
+    append(&mut log, &["c"], NOW, NOW);
+    assert!(!log.flush_work().unwrap().creation);
+}

@@ -40,6 +40,8 @@ pub fn create_partitions(
     let mut seen = HashSet::new();
     let duplicates: HashSet<&str> = req.topics.iter().map(|t| t.name.0.as_str()).filter(|n| !seen.insert(*n)).collect();
     let mut reported = HashSet::new();
+    // What the request may still add (Kafka's bounded record list, shared by its topics).
+    let mut budget = super::create_topics::MAX_RECORDS_PER_USER_OP;
     let results = req
         .topics
         .iter()
@@ -54,6 +56,11 @@ pub fn create_partitions(
                 Err((ResponseError::InvalidPartitions, Some("internal topics cannot be changed".to_string())))
             } else {
                 check_new_partitions(broker, t, node).and_then(|added| {
+                    if added.max(0) as u64 > budget {
+                        // Kafka's controller runs out of its bounded list for this topic: an
+                        // unexpected error, without a message (no partition opened here).
+                        return Err((ResponseError::UnknownServerError, None));
+                    }
                     if added > 0 {
                         // (no increase: refused by `add_partitions`, before the quota as in Kafka)
                         take_quota(&mut quota, added).map_err(|(e, m)| (e, Some(m)))?;
@@ -61,7 +68,9 @@ pub fn create_partitions(
                     broker
                         .topics
                         .add_partitions(name, t.count, req.validate_only)
-                        .map_err(|e| (e.error, Some(e.message)))
+                        .map_err(|e| (e.error, Some(e.message)))?;
+                    budget -= added.max(0) as u64;
+                    Ok(())
                 })
             };
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_message(None);

@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
 use uuid::Uuid;
 
 use super::controller_apis::written;
-use super::create_topics::take_quota;
+use super::create_topics::{take_quota, MAX_RECORDS_PER_USER_OP};
 use super::str_bytes;
 use crate::controller::quorum::QuorumController;
 use crate::controller::remove_topic_records;
@@ -199,6 +199,8 @@ pub fn create_partitions(
     request: CreatePartitionsRequest,
     mut quota: MutationQuota<'_>,
 ) -> CreatePartitionsResponse {
+    // What the request may still add (Kafka's bounded record list, shared by its topics).
+    let mut budget = MAX_RECORDS_PER_USER_OP;
     let results = request
         .topics
         .iter()
@@ -208,6 +210,13 @@ pub fn create_partitions(
             // ALTER on the topic (Kafka's `filterAlterAuthorizedTopics`).
             if !authz.allows(acl::ALTER, acl::TOPIC, name) {
                 return result.with_error_code(DENIED).with_error_message(None);
+            }
+            let current = controller.image().topic(name).map_or(0, |t| t.partitions.len() as i64);
+            let added = (topic.count as i64 - current).max(0) as u64;
+            if added > budget {
+                // Kafka's controller runs out of its bounded list for this topic: an unexpected
+                // error, without a message (nothing placed, nothing written here).
+                return result.with_error_code(ResponseError::UnknownServerError.code()).with_error_message(None);
             }
             let seed = u64::from_le_bytes(crate::metadata::random_bytes()[..8].try_into().expect("8 bytes"));
             let manual: Option<Vec<Vec<i32>>> = topic
@@ -231,7 +240,10 @@ pub fn create_partitions(
                 }
             });
             match written("CreatePartitions", decided, |error| Err((error, None))) {
-                Ok(()) => result,
+                Ok(()) => {
+                    budget -= added;
+                    result
+                }
                 Err((error, message)) => {
                     result.with_error_code(error.code()).with_error_message(message.map(|m| str_bytes(&m)))
                 }

@@ -40,10 +40,16 @@ pub fn handle(
     let describable: HashSet<String> =
         names().filter(|n| authz.allows_quietly(acl::DESCRIBE_CONFIGS, acl::TOPIC, n)).map(str::to_string).collect();
     let validate_only = req.validate_only;
+    let (default_partitions, default_factor) = (broker.config.num_partitions, broker.config.default_replication_factor);
+    let eligible = eligible(&req.topics, |name| creatable.contains(name));
+    let too_large = over_record_limit(eligible, default_partitions, default_factor);
     let topics = answer_each_name_once(req.topics, |t| {
         if !creatable.contains(t.name.0.as_str()) {
             let message = "Authorization failed.".to_string();
             return error_result(&t.name, ResponseError::TopicAuthorizationFailed, message);
+        }
+        if too_large {
+            return error_result(&t.name, ResponseError::PolicyViolation, EXCESSIVE_BATCH.to_string());
         }
         let describable = describable.contains(t.name.0.as_str());
         let name = t.name.clone();
@@ -62,6 +68,38 @@ pub fn take_quota(quota: &mut MutationQuota, partitions: i32) -> Result<(), Refu
 
 /// Kafka's refusal of one topic: its error and message.
 pub type Refusal = (ResponseError, String);
+
+/// Kafka's bound on the metadata records one request may write (`QuorumController`'s
+/// `MAX_RECORDS_PER_USER_OP`): a CreateTopics over it is refused whole, before any placement
+/// (sized by the request's partition counts) or any partition is made.
+pub const MAX_RECORDS_PER_USER_OP: u64 = 10_000;
+/// Kafka's message for a request over `MAX_RECORDS_PER_USER_OP` (POLICY_VIOLATION).
+pub const EXCESSIVE_BATCH: &str = "Unable to perform excessively large batch operation.";
+
+/// Whether creating `topics` would write more than `MAX_RECORDS_PER_USER_OP` records, counted as
+/// Kafka's controller adds them: a TopicRecord, one ConfigRecord per config and one
+/// PartitionRecord per partition of each topic whose layout is valid.
+pub fn over_record_limit<'a>(
+    topics: impl IntoIterator<Item = &'a CreatableTopic>,
+    default_partitions: i32,
+    default_replication_factor: i16,
+) -> bool {
+    let records: u64 = topics
+        .into_iter()
+        .filter_map(|t| requested_layout(t, default_partitions, default_replication_factor).ok().map(|l| (t, l)))
+        .map(|(t, layout)| 1 + t.configs.len() as u64 + layout.shape().0.max(0) as u64)
+        .sum();
+    records > MAX_RECORDS_PER_USER_OP
+}
+
+/// The topics of a CreateTopics that reach its creation step: named once, and allowed.
+pub fn eligible<'a>(topics: &'a [CreatableTopic], allowed: impl Fn(&str) -> bool) -> Vec<&'a CreatableTopic> {
+    let mut seen = std::collections::HashMap::new();
+    for t in topics {
+        *seen.entry(t.name.0.as_str()).or_insert(0) += 1;
+    }
+    topics.iter().filter(|t| seen[t.name.0.as_str()] == 1 && allowed(t.name.0.as_str())).collect()
+}
 
 /// The answer of each topic of a CreateTopics, in the request's order: a name given more than
 /// once is answered once, INVALID_REQUEST, and none of its entries is created (Kafka's

@@ -4,8 +4,8 @@
 //! segments, timestamp lookups, retention by time and size (moving the log start offset), the
 //! flush bookkeeping behind `flush.messages` / `flush.ms` / acks=all fsync, the high watermark
 //! (kept here, decided by the replica layer: appends do not move it) and the leader-epoch cache. Modelled on the responsibilities of Kafka's `UnifiedLog`.
-//! On disk: `<log.dir>/<topic>-<partition>/` (its entry fsynced into the log directory when
-//! created) holding the segments, `partition.metadata` on cluster brokers (`partition_metadata`)
+//! On disk: `<log.dir>/<topic>-<partition>/` (its entry in the log directory made durable by its
+//! first flush) holding the segments, `partition.metadata` on cluster brokers (`partition_metadata`)
 //! and `leader-epoch-checkpoint`
 //! (Kafka's text format: version line, count line, then `epoch start_offset` lines; when it is
 //! synced: `epoch_cache.rs`).
@@ -58,6 +58,9 @@ pub struct PartitionLog {
     roll_jitter_ms: i64,
     /// Whether the log directory is online; shared by every partition in it.
     health: std::sync::Arc<DirHealth>,
+    /// This process created the partition directory and no flush has made its entry in the log
+    /// directory (and its `partition.metadata`) durable yet.
+    created_unsynced: bool,
 }
 
 /// What an append produced, for the produce response.
@@ -79,6 +82,8 @@ pub struct FlushWork {
     pub dir_changes: Option<u64>,
     /// Set when the leader-epoch checkpoint is synced too: the writes that sync covers.
     pub epoch_writes: Option<u64>,
+    /// The pass makes the directory's creation durable (its entry in the log directory).
+    pub creation: bool,
 }
 
 impl FlushWork {
@@ -101,13 +106,11 @@ impl PartitionLog {
         now_ms: i64,
         recover_tail: bool,
     ) -> Result<PartitionLog, LogError> {
-        if !dir.is_dir() {
+        // A new directory's entry in its log directory is made durable by the first flush
+        // (`flush_work`), with the data it covers: creating many partitions costs no fsync.
+        let created = !dir.is_dir();
+        if created {
             std::fs::create_dir_all(dir)?;
-            // The new directory's entry made durable in its log directory before any data
-            // lands in it (a crash must not lose a partition whose writes were acknowledged).
-            if let Some(parent) = dir.parent() {
-                File::open(parent)?.sync_all()?;
-            }
         }
         // A cleaning pass interrupted by a crash: finish a committed swap, drop a partial one.
         cleaner::finish_swaps(dir)?;
@@ -156,6 +159,7 @@ impl PartitionLog {
             roll_jitter_ms,
             cleaner_checkpoint: 0,
             health: Default::default(),
+            created_unsynced: created,
         };
         log.epochs = EpochCache::load(dir, log.log_end_offset())?;
         if recover_tail || !log.epochs.intact() {
@@ -194,6 +198,7 @@ impl PartitionLog {
             cleaner_checkpoint: 0,
             roll_jitter_ms: 0,
             health,
+            created_unsynced: false,
         }
     }
 
@@ -561,22 +566,39 @@ impl PartitionLog {
             files.push(self.epochs.file()?);
         }
         // A new epoch checkpoint is a rename in the directory: synced with it.
-        let includes_dir = self.dir_changes > self.dir_changes_synced || epoch_writes.is_some();
+        let includes_dir =
+            self.dir_changes > self.dir_changes_synced || epoch_writes.is_some() || self.created_unsynced;
         if includes_dir {
             // The directory too, so newly created segment files survive a crash.
             files.push(File::open(&self.dir)?);
+        }
+        if self.created_unsynced {
+            // A directory this process created: its entry in the log directory, and the topic
+            // id written in it, become durable with the first data.
+            if let Some(parent) = self.dir.parent() {
+                files.push(File::open(parent)?);
+            }
+            match File::open(self.dir.join(crate::log::partition_metadata::FILE_NAME)) {
+                Ok(file) => files.push(file),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(FlushWork {
             files,
             up_to_offset: self.log_end_offset(),
             dir_changes: includes_dir.then_some(self.dir_changes),
             epoch_writes,
+            creation: self.created_unsynced,
         })
     }
 
     /// Records that everything below `offset` is durable.
     pub fn mark_flushed(&mut self, work: &FlushWork, now_ms: i64) {
         let offset = work.up_to_offset;
+        if work.creation {
+            self.created_unsynced = false;
+        }
         if let Some(changes) = work.dir_changes {
             self.dir_changes_synced = self.dir_changes_synced.max(changes);
         }

@@ -4,7 +4,9 @@
 //!
 //! On disk, in `<log.dir>/<topic>-<partition>/`, Kafka's text format:
 //! `version: 0` then `topic_id: <the id in URL-safe base64 without padding>`, one per line,
-//! written atomically (temporary file, fsync, rename, directory fsync).
+//! written whole to a temporary file then renamed (never seen half written); made durable by the
+//! partition's first flush (`PartitionLog::flush_work`), as Kafka flushes it before the first
+//! append, so creating many partitions costs no fsync.
 //! Invariants: once written, a directory's topic id never changes; a missing file means a
 //! directory written before the file existed (an older Ketch), never "any topic".
 
@@ -37,10 +39,10 @@ pub fn read(dir: &Path) -> io::Result<Option<Uuid>> {
 /// Records `topic_id` in the partition directory `dir`.
 pub fn write(dir: &Path, topic_id: Uuid) -> io::Result<()> {
     let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(topic_id.as_bytes());
-    crate::log::partition_log::write_atomically(
-        &dir.join(FILE_NAME),
-        format!("version: 0\ntopic_id: {id}\n").as_bytes(),
-    )
+    let path = dir.join(FILE_NAME);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("version: 0\ntopic_id: {id}\n"))?;
+    std::fs::rename(&tmp, &path)
 }
 
 #[cfg(test)]

@@ -1,0 +1,120 @@
+"""Requests that would make the broker build more than Kafka's controller allows at once
+(issue 38): Kafka bounds the metadata records one request may write (`QuorumController`'s
+MAX_RECORDS_PER_USER_OP, 10,000: a TopicRecord, a ConfigRecord per config and a PartitionRecord
+per partition of each topic), so
+
+- a CreateTopics over it is refused whole: every topic POLICY_VIOLATION "Unable to perform
+  excessively large batch operation.", none created;
+- a CreatePartitions adding more than it to a topic answers that topic UNKNOWN_SERVER_ERROR.
+
+Ketch checks the bound before any placement or partition is made, so a topic of 2^31-1
+partitions is refused at once and the broker stays up (Kafka's controller tries to place them,
+runs out of memory and fails over: UNKNOWN_SERVER_ERROR; that part is asserted on Ketch only).
+Each on a single node and on a cluster whose controller is Ketch's (one broker of the target
+kind forwarding to it). Everything else also against Kafka (KETCH_COMPAT_TARGET=kafka).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+import pytest
+
+from conftest import TARGET
+
+
+@pytest.fixture(params=["single", "ketch-controller"])
+def servers(request, start_cluster):
+    """A single node (the `broker` fixture), or broker 1 under a Ketch controller."""
+    if request.param == "single":
+        return request.getfixturevalue("broker").bootstrap
+    c = start_cluster({1: (TARGET, {})}, controller="ketch")
+    c.wait_registered(AdminClient({"bootstrap.servers": c.bootstrap()}), timeout=60)
+    return c.bootstrap()
+
+MESSAGE = "Unable to perform excessively large batch operation."
+
+
+def outcome(future):
+    try:
+        future.result(timeout=60)
+        return None
+    except KafkaException as e:
+        return e.args[0].code(), e.args[0].str()
+
+
+def test_create_topics_over_kafkas_record_bound_is_refused_whole(servers):
+    admin = AdminClient({"bootstrap.servers": servers})
+    # 3 x (1 + 4,000) records: over 10,000 together, each under it alone.
+    topics = [NewTopic(f"big-{i}", num_partitions=4000, replication_factor=1) for i in range(3)]
+    answers = {t: outcome(f) for t, f in admin.create_topics(topics).items()}
+    assert answers == {f"big-{i}": (KafkaError.POLICY_VIOLATION, MESSAGE) for i in range(3)}, answers
+    listed = set(admin.list_topics(timeout=30).topics)
+    assert not listed & {"big-0", "big-1", "big-2"}, "nothing created"
+    # One topic of 9,999 partitions is 10,000 records: created.
+    assert outcome(admin.create_topics([NewTopic("at-bound", num_partitions=9999, replication_factor=1)])["at-bound"]) \
+        is None
+    # Its configs count too.
+    over = NewTopic("with-configs", num_partitions=9999, replication_factor=1, config={"retention.ms": "1000"})
+    assert outcome(admin.create_topics([over])["with-configs"]) == (KafkaError.POLICY_VIOLATION, MESSAGE)
+
+
+def test_create_partitions_over_kafkas_record_bound_fails_that_topic(servers):
+    admin = AdminClient({"bootstrap.servers": servers})
+    assert outcome(admin.create_topics([NewTopic("grow", num_partitions=1, replication_factor=1)])["grow"]) is None
+    answers = admin.create_partitions([NewPartitions("grow", 1 + 10_001)])
+    assert outcome(answers["grow"])[0] == KafkaError.UNKNOWN, "Kafka: an unexpected error, no message"
+    # Within the bound it grows.
+    assert outcome(admin.create_partitions([NewPartitions("grow", 1 + 100)])["grow"]) is None
+
+
+def create_topic_raw(bootstrap: str, name: str, partitions: int) -> tuple[int, str | None]:
+    """CreateTopics v4 for one topic of `partitions` (librdkafka refuses more than 100,000 before
+    sending): (error code, error message) of its answer."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = b"limits"
+    topic = name.encode()
+    body = struct.pack(">hhih", 19, 4, 7, len(client)) + client
+    body += struct.pack(">ih", 1, len(topic)) + topic + struct.pack(">ihii", partitions, 1, 0, 0)
+    body += struct.pack(">ib", 60_000, 0)
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", recv_exactly(s, 4))[0]
+        answer = recv_exactly(s, size)
+    correlation, _throttle, count = struct.unpack(">iii", answer[:12])
+    assert (correlation, count) == (7, 1), (correlation, count)
+    at = 12
+    (n,) = struct.unpack(">h", answer[at:at + 2])
+    at += 2 + n
+    error, message_len = struct.unpack(">hh", answer[at:at + 4])
+    at += 4
+    message = answer[at:at + message_len].decode() if message_len >= 0 else None
+    return error, message
+
+
+def recv_exactly(s, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        assert chunk, "connection closed"
+        out += chunk
+    return out
+
+
+def test_a_topic_of_two_billion_partitions_is_refused_before_anything_is_made(servers, request):
+    admin = AdminClient({"bootstrap.servers": servers})
+    started = time.monotonic()
+    error, message = create_topic_raw(servers.split(",")[0], "huge", 2**31 - 1)
+    if TARGET == "ketch" or "ketch-controller" in request.node.name:
+        assert (error, message) == (KafkaError.POLICY_VIOLATION, MESSAGE)
+        assert time.monotonic() - started < 5, "refused before any placement"
+    else:
+        assert error in (KafkaError.POLICY_VIOLATION, KafkaError.UNKNOWN), (error, message)
+    # The broker still serves.
+    assert outcome(admin.create_topics([NewTopic("after", num_partitions=1, replication_factor=1)])["after"]) is None
+    assert "huge" not in admin.list_topics(timeout=30).topics
