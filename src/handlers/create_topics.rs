@@ -93,7 +93,7 @@ pub fn over_record_limit<'a>(
 }
 
 /// The topics of a CreateTopics that reach its creation step: named once, and allowed.
-pub fn eligible<'a>(topics: &'a [CreatableTopic], allowed: impl Fn(&str) -> bool) -> Vec<&'a CreatableTopic> {
+pub fn eligible(topics: &[CreatableTopic], allowed: impl Fn(&str) -> bool) -> Vec<&CreatableTopic> {
     let mut seen = std::collections::HashMap::new();
     for t in topics {
         *seen.entry(t.name.0.as_str()).or_insert(0) += 1;
