@@ -1,14 +1,17 @@
 //! SSL listeners: a PLAINTEXT and an SSL listener on one broker, certificates made with rcgen,
 //! clients over tokio-rustls. Each listener advertises its own address; produce and a large
 //! fetch (stored batches written through TLS) work over SSL; a plaintext client on the SSL port
-//! and a client that does not trust the broker's certificate are refused without harm.
+//! and a client that does not trust the broker's certificate are refused without harm; a client
+//! certificate the CA signed but whose subject cannot be read names no principal: the connection
+//! is closed (and logged), never taken as `User:ANONYMOUS`.
 
 mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
@@ -16,7 +19,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader, ResponseKind, TopicName};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SigningKey};
 use rustls::pki_types::{PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -45,12 +48,25 @@ fn make_pki() -> Pki {
 
 /// Starts ketch with the given overrides; returns it with the port of each listening line.
 fn start(dir: &Path, overrides: &[String]) -> (common::TestBroker, Vec<u16>) {
+    let (broker, ports, _log) = start_logged(dir, overrides);
+    (broker, ports)
+}
+
+/// As [`start`], with the broker's log lines (stderr) as they come.
+fn start_logged(dir: &Path, overrides: &[String]) -> (common::TestBroker, Vec<u16>, mpsc::Receiver<String>) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ketch"));
     cmd.arg("--override").arg(format!("log.dirs={}", dir.join("data").display()));
     for o in overrides {
         cmd.arg("--override").arg(o);
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (log_tx, log) = mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = log_tx.send(line);
+        }
+    });
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut ports = Vec::new();
     for _ in 0..2 {
@@ -60,13 +76,18 @@ fn start(dir: &Path, overrides: &[String]) -> (common::TestBroker, Vec<u16>) {
         ports.push(line.trim().rsplit(':').next().unwrap().parse().unwrap());
     }
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    (common::TestBroker { child, port: ports[0], dir: tempfile::tempdir().unwrap() }, ports)
+    (common::TestBroker { child, port: ports[0], dir: tempfile::tempdir().unwrap() }, ports, log)
 }
 
 fn client_config(
     trusted: &rcgen::Certificate,
     identity: Option<&(rcgen::Certificate, KeyPair)>,
 ) -> rustls::ClientConfig {
+    client_config_der(trusted, identity.map(|(cert, key)| (cert.der().to_vec(), key)))
+}
+
+/// As [`client_config`], the client certificate given as DER.
+fn client_config_der(trusted: &rcgen::Certificate, identity: Option<(Vec<u8>, &KeyPair)>) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(trusted.der().clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -76,7 +97,7 @@ fn client_config(
         .with_root_certificates(roots);
     match identity {
         Some((cert, key)) => builder
-            .with_client_auth_cert(vec![cert.der().clone()], PrivateKeyDer::try_from(key.serialize_der()).unwrap())
+            .with_client_auth_cert(vec![cert.into()], PrivateKeyDer::try_from(key.serialize_der()).unwrap())
             .unwrap(),
         None => builder.with_no_client_auth(),
     }
@@ -224,4 +245,121 @@ fn bad_tls_configuration_fails_the_start() {
         .status()
         .unwrap();
     assert!(!status.success());
+}
+
+/// The (header length, total length) of the DER element `der` starts with.
+fn der_element(der: &[u8]) -> (usize, usize) {
+    match der[1] {
+        short if short < 0x80 => (2, 2 + short as usize),
+        long => {
+            let n = (long & 0x7f) as usize;
+            let len = der[2..2 + n].iter().fold(0usize, |acc, &b| (acc << 8) | b as usize);
+            (2 + n, 2 + n + len)
+        }
+    }
+}
+
+fn der_encode(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    if content.len() < 0x80 {
+        out.push(content.len() as u8);
+    } else {
+        let len: Vec<u8> = content.len().to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        out.push(0x80 | len.len() as u8);
+        out.extend(len);
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+/// The fields of `cert`'s (DER) TBSCertificate: version [0], serial, signature, issuer,
+/// validity, subject, subjectPublicKeyInfo, extensions; and its signatureAlgorithm.
+fn tbs_fields(cert: &[u8]) -> (Vec<&[u8]>, &[u8]) {
+    let body = &cert[der_element(cert).0..];
+    let (tbs_header, tbs_len) = der_element(body);
+    let (tbs, rest) = (&body[tbs_header..tbs_len], &body[tbs_len..]);
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < tbs.len() {
+        let len = der_element(&tbs[at..]).1;
+        fields.push(&tbs[at..at + len]);
+        at += len;
+    }
+    assert_eq!(fields[0][0], 0xa0, "a v3 certificate");
+    (fields, &rest[..der_element(rest).1])
+}
+
+/// `cert` (DER) with its subject replaced by `subject` (a whole DER element), signed again by
+/// `issuer_key` (the signature algorithm stays the one `cert` names).
+fn with_subject(cert: &[u8], subject: &[u8], issuer_key: &KeyPair) -> Vec<u8> {
+    let (mut fields, signature_algorithm) = tbs_fields(cert);
+    fields[5] = subject;
+    let tbs = der_encode(0x30, &fields.concat());
+    let mut signature = vec![0u8]; // no unused bits
+    signature.extend(issuer_key.sign(&tbs).unwrap());
+    der_encode(0x30, &[tbs, signature_algorithm.to_vec(), der_encode(0x03, &signature)].concat())
+}
+
+/// A client certificate the broker's CA signed, whose subject holds an attribute without a value
+/// (`SEQUENCE { SET { SEQUENCE { OID 2.5.4.3 } } }`): the TLS handshake verifies its chain (the
+/// subject is not part of that), but no principal can be named from it. The broker closes the
+/// connection and logs why, as Kafka closes a connection whose principal cannot be built; it
+/// does not serve the client as `User:ANONYMOUS` (what a client that sent no certificate is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_certificate_whose_subject_cannot_be_read_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let signer = KeyPair::try_from(ca_key.serialize_der().as_slice()).unwrap();
+    let mut ca = CertificateParams::new(Vec::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "ketch test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf = |cn: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".into()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        (params.signed_by(&key, &issuer).unwrap(), key)
+    };
+    let (server, client) = (leaf("broker"), leaf("client-1"));
+    const NO_VALUE: &[u8] = &[0x30, 0x09, 0x31, 0x07, 0x30, 0x05, 0x06, 0x03, 0x55, 0x04, 0x03];
+    let unreadable = with_subject(client.0.der(), NO_VALUE, &signer);
+    // The same certificate signed again with its own subject: the control that the re-signing
+    // is sound, so that only the subject differs.
+    let resigned = with_subject(client.0.der(), tbs_fields(client.0.der()).0[5], &signer);
+
+    let keystore = dir.path().join("broker.pem");
+    std::fs::write(&keystore, format!("{}{}", server.1.serialize_pem(), server.0.pem())).unwrap();
+    let truststore = dir.path().join("ca.pem");
+    std::fs::write(&truststore, ca_cert.pem()).unwrap();
+    let (mut broker, ports, log) = start_logged(
+        dir.path(),
+        &[
+            "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0".into(),
+            "ssl.keystore.type=PEM".into(),
+            format!("ssl.keystore.location={}", keystore.display()),
+            "ssl.truststore.type=PEM".into(),
+            format!("ssl.truststore.location={}", truststore.display()),
+            "ssl.client.auth=requested".into(),
+        ],
+    );
+    let ssl_port = ports[1];
+
+    let refused = tls_connect(ssl_port, client_config_der(&ca_cert, Some((unreadable, &client.1)))).await;
+    assert!(refused.is_err(), "a certificate whose subject cannot be read was served (as User:ANONYMOUS)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let logged = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains("WARN") && line.contains("subject cannot be parsed") => break line,
+            Ok(_) => continue,
+            Err(e) => panic!("no WARN line naming the unreadable subject: {e}"),
+        }
+    };
+    assert!(logged.contains("closing"), "{logged}");
+
+    // The re-signed certificate with a readable subject, and no certificate at all, are served.
+    assert!(tls_connect(ssl_port, client_config_der(&ca_cert, Some((resigned, &client.1)))).await.is_ok());
+    assert!(tls_connect(ssl_port, client_config_der(&ca_cert, None)).await.is_ok());
+    assert!(broker.alive());
 }

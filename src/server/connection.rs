@@ -30,7 +30,8 @@
 //! closes this connection only; memory for a frame grows with the bytes actually received,
 //! never with the length a client merely claims. A TLS handshake that fails (a plaintext client
 //! on an SSL port, an untrusted certificate) or takes longer than `TLS_HANDSHAKE_TIMEOUT`
-//! closes this connection only.
+//! closes this connection only; so does a verified client certificate that names no principal
+//! (`tls::principal`: logged at WARN, never served as `User:ANONYMOUS`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -197,8 +198,14 @@ pub async fn serve(
             };
             // (On SASL_SSL the principal is SASL's; the certificate does not name it.)
             if sasl.is_none() {
-                ctx.principal = super::tls::principal(stream.get_ref().1.peer_certificates(), &mapper)
-                    .map_err(|why| anyhow::anyhow!("SSL client refused: {why}"))?;
+                match super::tls::principal(stream.get_ref().1.peer_certificates(), &mapper) {
+                    Ok(principal) => ctx.principal = principal,
+                    Err(why) => {
+                        // Kafka: "Closing socket for <connection> because of error", no answer.
+                        tracing::warn!(%peer, listener = %ctx.listener, %why, "closing SSL connection: no principal");
+                        return Ok(());
+                    }
+                }
             }
             tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");
             let (reader, writer) = tokio::io::split(stream);

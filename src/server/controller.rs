@@ -4,8 +4,9 @@
 //! its own connection. A controller listener is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL as
 //! `listener.security.protocol.map` says, configured as a broker's listeners are (`tls.rs`,
 //! `security::sasl`); SCRAM logins are checked against the credentials in the controller's own
-//! image. The principal (SASL's, else the client certificate's, else `User:ANONYMOUS`) is what
-//! the controller authorizes. Each connection has an id; when one closes, the controller is told
+//! image. The principal (SASL's, else the client certificate's, else `User:ANONYMOUS` when no
+//! certificate was sent; a certificate that names none closes the connection) is what the
+//! controller authorizes. Each connection has an id; when one closes, the controller is told
 //! (a broker whose heartbeats came on it is fenced unless it heartbeats again soon). New
 //! connections pass Kafka's connection limits as a broker's do (`limits.rs`: `max.connections`,
 //! per listener, `max.connections.per.ip` and its overrides, the creation rates).
@@ -336,8 +337,14 @@ async fn serve_connection(
             };
             // (On SASL_SSL the principal is SASL's.)
             let principal = match sasl.is_none() {
-                true => tls::principal(stream.get_ref().1.peer_certificates(), &mapper)
-                    .map_err(|why| anyhow::anyhow!("SSL client refused: {why}"))?,
+                true => match tls::principal(stream.get_ref().1.peer_certificates(), &mapper) {
+                    Ok(principal) => principal,
+                    Err(why) => {
+                        let peer = connection.1;
+                        tracing::warn!(%peer, listener = %named.name, %why, "closing SSL connection: no principal");
+                        return Ok(());
+                    }
+                },
                 false => principal,
             };
             let (read, write) = tokio::io::split(stream);

@@ -7,7 +7,9 @@
 //! `ssl.enabled.protocols` (TLSv1.2, TLSv1.3) and `ssl.cipher.suites` (IANA names); and the
 //! principal of a client: `User:` + its certificate's subject as RFC 2253 (what Java's
 //! `X500Principal.getName()` gives, Kafka's default `ssl.principal.mapping.rules`), or
-//! `User:ANONYMOUS` without a certificate.
+//! `User:ANONYMOUS` without a certificate. A verified certificate whose subject cannot be parsed,
+//! or that no mapping rule names, gives no principal: the connection is closed (logged at WARN
+//! with the reason), never served as `User:ANONYMOUS`.
 //!
 //! The subject becomes a principal's name through `ssl.principal.mapping.rules`
 //! (`principal_mapper.rs`).
@@ -221,16 +223,19 @@ pub fn validate_reconfiguration(old: &Properties, new: &Properties, listener: &s
 }
 
 /// `User:<name>` of a client's certificate: its subject (RFC 2253, most specific RDN first, as
-/// Java's `X500Principal.getName()`) through `mapper`, or `User:ANONYMOUS` when it sent none.
-/// `Err` (the connection is refused, as Kafka does) when no mapping rule applies.
+/// Java's `X500Principal.getName()`) through `mapper`, or `User:ANONYMOUS` when it sent none
+/// (Kafka's `DefaultKafkaPrincipalBuilder`: only a peer that is not verified is anonymous).
+/// `Err` (the connection is closed, as Kafka closes it) when the certificate's subject cannot be
+/// parsed or no mapping rule applies: a client that presented a certificate is never anonymous.
 pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>, mapper: &PrincipalMapper) -> Result<String, String> {
-    let subject = peer_certificates.and_then(|c| c.first()).and_then(|c| certificate::subject_rfc2253(c));
-    match subject {
-        Some(s) => match mapper.name(&s) {
-            Some(name) => Ok(format!("User:{name}")),
-            None => Err(format!("no ssl.principal.mapping.rules rule applies to {s}")),
-        },
-        None => Ok(ANONYMOUS.to_string()),
+    let Some(leaf) = peer_certificates.and_then(|c| c.first()) else {
+        return Ok(ANONYMOUS.to_string());
+    };
+    let subject = certificate::subject_rfc2253(leaf)
+        .ok_or_else(|| "the client certificate's subject cannot be parsed as an X.500 name".to_string())?;
+    match mapper.name(&subject) {
+        Some(name) => Ok(format!("User:{name}")),
+        None => Err(format!("Failed to map name for '{subject}' based on SSL principal mapping rules.")),
     }
 }
 
@@ -260,7 +265,40 @@ mod tests {
         let cn = PrincipalMapper::parse("RULE:^CN=([^,]+),.*$/$1/L").unwrap();
         assert_eq!(principal(Some(std::slice::from_ref(&der)), &cn).unwrap(), "User:client-1");
         let none = PrincipalMapper::parse("RULE:^O=(.*)$/$1/").unwrap();
-        assert!(principal(Some(&[der]), &none).unwrap_err().contains("CN=client-1"));
+        assert_eq!(
+            principal(Some(&[der]), &none).unwrap_err(),
+            "Failed to map name for 'CN=client-1,O=Acme\\, Inc,C=US' based on SSL principal mapping rules."
+        );
+    }
+
+    /// A certificate (unsigned, fields before the subject left empty: only the subject matters
+    /// here) whose TBSCertificate ends with `subject`.
+    fn with_subject(subject: &[u8]) -> CertificateDer<'static> {
+        // version [0] v3, serial, signature, issuer, validity, then the subject
+        let mut tbs = vec![0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x01, 0x30, 0x00, 0x30, 0x00, 0x30, 0x00];
+        tbs.extend_from_slice(subject);
+        let tbs = [&[0x30, tbs.len() as u8][..], &tbs].concat();
+        CertificateDer::from([&[0x30, tbs.len() as u8][..], &tbs].concat())
+    }
+
+    #[test]
+    fn a_certificate_whose_subject_cannot_be_parsed_names_no_principal() {
+        let default = PrincipalMapper::default();
+        // CN=xy: the control, read as any subject is.
+        let readable =
+            with_subject(&[0x30, 0x0d, 0x31, 0x0b, 0x30, 0x09, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x02, b'x', b'y']);
+        assert_eq!(principal(Some(&[readable]), &default).unwrap(), "User:CN=xy");
+        // An attribute without a value; an RDN that is not a SET's content; a subject cut short.
+        for subject in [
+            &[0x30, 0x09, 0x31, 0x07, 0x30, 0x05, 0x06, 0x03, 0x55, 0x04, 0x03][..],
+            &[0x30, 0x03, 0x31, 0x01, 0x30][..],
+            &[0x30, 0x05, 0x31, 0x07, 0x30, 0x05, 0x06][..],
+        ] {
+            let cert = with_subject(subject);
+            assert_eq!(certificate::subject_rfc2253(&cert), None, "{subject:02x?}");
+            let why = principal(Some(&[cert]), &default).expect_err("not User:ANONYMOUS");
+            assert!(why.contains("cannot be parsed"), "{why}");
+        }
     }
 
     #[test]
