@@ -350,8 +350,9 @@ impl TopicConfig {
     }
 }
 
-/// The broker's configuration.
-#[derive(Debug, Clone)]
+/// The broker's configuration. Its `Debug` hides the values of password configs
+/// (`security::redact`).
+#[derive(Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
     pub cluster_id: String,
@@ -390,6 +391,64 @@ pub struct BrokerConfig {
     pub topic_defaults: TopicConfig,
     /// Every property given, for DescribeConfigs and logging.
     pub properties: Properties,
+}
+
+impl std::fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, by name: a new field does not compile until it is printed here too.
+        let BrokerConfig {
+            node_id,
+            cluster_id,
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            num_partitions,
+            default_replication_factor,
+            auto_create_topics_enable,
+            delete_topic_enable,
+            socket_request_max_bytes,
+            socket_send_buffer_bytes,
+            socket_receive_buffer_bytes,
+            log_retention_check_interval_ms,
+            producer_id_expiration_ms,
+            offsets_retention_check_interval_ms,
+            fetch_max_bytes,
+            max_incremental_fetch_session_cache_slots,
+            min_incremental_fetch_session_eviction_ms,
+            ketch_acks_all_fsync,
+            log_cleaner_enable,
+            log_cleaner_backoff_ms,
+            log_cleaner_dedupe_buffer_size,
+            topic_defaults,
+            properties,
+        } = self;
+        f.debug_struct("BrokerConfig")
+            .field("node_id", node_id)
+            .field("cluster_id", cluster_id)
+            .field("listeners", listeners)
+            .field("advertised_listeners", advertised_listeners)
+            .field("log_dirs", log_dirs)
+            .field("num_partitions", num_partitions)
+            .field("default_replication_factor", default_replication_factor)
+            .field("auto_create_topics_enable", auto_create_topics_enable)
+            .field("delete_topic_enable", delete_topic_enable)
+            .field("socket_request_max_bytes", socket_request_max_bytes)
+            .field("socket_send_buffer_bytes", socket_send_buffer_bytes)
+            .field("socket_receive_buffer_bytes", socket_receive_buffer_bytes)
+            .field("log_retention_check_interval_ms", log_retention_check_interval_ms)
+            .field("producer_id_expiration_ms", producer_id_expiration_ms)
+            .field("offsets_retention_check_interval_ms", offsets_retention_check_interval_ms)
+            .field("fetch_max_bytes", fetch_max_bytes)
+            .field("max_incremental_fetch_session_cache_slots", max_incremental_fetch_session_cache_slots)
+            .field("min_incremental_fetch_session_eviction_ms", min_incremental_fetch_session_eviction_ms)
+            .field("ketch_acks_all_fsync", ketch_acks_all_fsync)
+            .field("log_cleaner_enable", log_cleaner_enable)
+            .field("log_cleaner_backoff_ms", log_cleaner_backoff_ms)
+            .field("log_cleaner_dedupe_buffer_size", log_cleaner_dedupe_buffer_size)
+            .field("topic_defaults", topic_defaults)
+            .field("properties", &crate::security::redact::Configs(properties))
+            .finish()
+    }
 }
 
 /// One `NAME://host:port` entry of `listeners`.

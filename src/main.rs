@@ -19,7 +19,8 @@ use ketch::config::{parse_properties, split_property, BrokerConfig, Properties};
 use ketch::error::ConfigError;
 use ketch::metrics::{self, Metrics};
 
-#[derive(Parser, Debug)]
+/// The command line (no `Debug`: an `--override` or `--add-scram` may hold a password).
+#[derive(Parser)]
 #[command(name = "ketch", version, about = "A Kafka-compatible message broker", args_conflicts_with_subcommands = true)]
 struct Args {
     #[command(subcommand)]
@@ -34,7 +35,7 @@ struct Args {
     health_check: Option<String>,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand)]
 enum Command {
     /// Format the log directories before the first start, like `kafka-storage format`.
     Format {

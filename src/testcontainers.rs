@@ -26,7 +26,9 @@ use ::testcontainers::{ContainerAsync, Image, ImageExt};
 /// The port Ketch listens on inside the container.
 pub const CONTAINER_PORT: u16 = 9092;
 
-#[derive(Debug, Clone)]
+/// The Ketch image and its broker properties. Its `Debug` shows the names of the `KETCH_*`
+/// variables, not their values (a property may be a password).
+#[derive(Clone)]
 pub struct Ketch {
     name: String,
     tag: String,
@@ -34,6 +36,21 @@ pub struct Ketch {
     advertised_host: String,
     env: BTreeMap<String, String>,
     ports: [ContainerPort; 1],
+}
+
+impl std::fmt::Debug for Ketch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, by name: a new field does not compile until it is printed here too.
+        let Ketch { name, tag, host_port, advertised_host, env, ports } = self;
+        f.debug_struct("Ketch")
+            .field("name", name)
+            .field("tag", tag)
+            .field("host_port", host_port)
+            .field("advertised_host", advertised_host)
+            .field("env", &crate::security::redact::Keys(env))
+            .field("ports", ports)
+            .finish()
+    }
 }
 
 impl Default for Ketch {

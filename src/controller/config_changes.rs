@@ -24,6 +24,7 @@ use crate::dynconf::group as group_config;
 use crate::metadata::image::MetadataImage;
 use crate::metadata::records::{ClearElrRecord, ConfigRecord, MetadataRecord};
 use crate::metadata::validate_topic_name;
+use crate::security::redact::ConfigValue;
 
 /// Kafka's `ConfigResource.Type` ids.
 pub const TOPIC: i8 = 2;
@@ -51,7 +52,8 @@ pub type Refusal = (ResponseError, String);
 pub struct Unprocessable;
 
 /// What a change is decided with, besides the image.
-#[derive(Debug, Clone, Copy)]
+/// Its `Debug` hides the values of password configs (`security::redact`).
+#[derive(Clone, Copy)]
 pub struct ConfigContext<'a> {
     /// The controller's topic config defaults (its static configs over Kafka's defaults).
     pub topic_defaults: &'a TopicConfig,
@@ -61,21 +63,56 @@ pub struct ConfigContext<'a> {
     pub group_settings: &'a Properties,
 }
 
-/// One operation of IncrementalAlterConfigs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl std::fmt::Debug for ConfigContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, by name: a new field does not compile until it is printed here too.
+        let ConfigContext { topic_defaults, controller_id, group_settings } = self;
+        f.debug_struct("ConfigContext")
+            .field("topic_defaults", topic_defaults)
+            .field("controller_id", controller_id)
+            .field("group_settings", &crate::security::redact::Configs(group_settings))
+            .finish()
+    }
+}
+
+/// One operation of IncrementalAlterConfigs. Its `Debug` hides a password config's value.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Op {
     pub name: String,
     pub op: i8,
     pub value: Option<String>,
 }
 
-/// The wanted change of one resource.
-#[derive(Debug, Clone)]
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Op")
+            .field("name", &self.name)
+            .field("op", &self.op)
+            .field("value", &ConfigValue(&self.name, self.value.as_deref()))
+            .finish()
+    }
+}
+
+/// The wanted change of one resource. Its `Debug` hides password configs' values.
+#[derive(Clone)]
 pub enum Change {
     /// IncrementalAlterConfigs: per name, one operation (a name given twice: the last, as Kafka).
     Incremental(Vec<Op>),
     /// Legacy AlterConfigs: the whole new set (a null value deletes the name).
     Replace(Vec<(String, Option<String>)>),
+}
+
+impl std::fmt::Debug for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Change::Incremental(ops) => f.debug_tuple("Incremental").field(ops).finish(),
+            Change::Replace(set) => {
+                let shown: Vec<_> =
+                    set.iter().map(|(name, value)| (name, ConfigValue(name, value.as_deref()))).collect();
+                f.debug_tuple("Replace").field(&shown).finish()
+            }
+        }
+    }
 }
 
 /// The outcome for one resource: its records, or Kafka's refusal.

@@ -30,7 +30,8 @@ use crate::raft::voter::VoterHandle;
 use crate::raft::MetadataLog;
 
 /// The settings the controller decides with.
-#[derive(Debug, Clone)]
+/// Its `Debug` hides the values of password configs and the token secret (`security::redact`).
+#[derive(Clone)]
 pub struct ControllerSettings {
     pub config: ControllerConfig,
     pub cluster_id: String,
@@ -51,6 +52,36 @@ pub struct ControllerSettings {
     /// When the only voter snapshots its log and how much it keeps (`metadata.log.*`,
     /// `metadata.max.retention.*`).
     pub snapshots: crate::raft::voter::SnapshotPolicy,
+}
+
+impl std::fmt::Debug for ControllerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, by name: a new field does not compile until it is printed here too.
+        let ControllerSettings {
+            config,
+            cluster_id,
+            num_partitions,
+            default_replication_factor,
+            topic_defaults,
+            delete_topic_enable,
+            static_config_keys,
+            static_props,
+            tokens,
+            snapshots,
+        } = self;
+        f.debug_struct("ControllerSettings")
+            .field("config", config)
+            .field("cluster_id", cluster_id)
+            .field("num_partitions", num_partitions)
+            .field("default_replication_factor", default_replication_factor)
+            .field("topic_defaults", topic_defaults)
+            .field("delete_topic_enable", delete_topic_enable)
+            .field("static_config_keys", static_config_keys)
+            .field("static_props", &crate::security::redact::Configs(static_props))
+            .field("tokens", tokens)
+            .field("snapshots", snapshots)
+            .finish()
+    }
 }
 
 impl ControllerSettings {

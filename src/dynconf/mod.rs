@@ -444,12 +444,9 @@ impl State {
 }
 
 /// A config's value as a log line may show it: a password (or a key of no known type, as
-/// DescribeConfigs treats it) is `[hidden]`, as Kafka's log redaction.
+/// DescribeConfigs treats it) is `[hidden]`, as Kafka's log redaction (`security::redact`).
 fn shown<'a>(key: &str, value: &'a str) -> &'a str {
-    match defs::config_type(key) {
-        Some(kind) if kind != defs::Type::Password => value,
-        _ => "[hidden]",
-    }
+    crate::security::redact::config_value(key, value)
 }
 
 #[cfg(test)]

@@ -151,13 +151,26 @@ impl BrokerImage {
     }
 }
 
-/// One SCRAM credential (never a password: what the server verifies a login with).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One SCRAM credential (never a password: what the server verifies a login with). Its `Debug`
+/// hides the salt and the keys (`security::redact`).
+#[derive(Clone, PartialEq, Eq)]
 pub struct ScramCredentialImage {
     pub salt: Vec<u8>,
     pub stored_key: Vec<u8>,
     pub server_key: Vec<u8>,
     pub iterations: i32,
+}
+
+impl std::fmt::Debug for ScramCredentialImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::security::redact::Hidden;
+        f.debug_struct("ScramCredentialImage")
+            .field("salt", &Hidden)
+            .field("stored_key", &Hidden)
+            .field("server_key", &Hidden)
+            .field("iterations", &self.iterations)
+            .finish()
+    }
 }
 
 /// A record the image cannot apply (the log is inconsistent, or not Kafka's).
@@ -168,7 +181,9 @@ pub struct ImageError {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The cluster metadata as of `offset` (Kafka's `MetadataImage`). Its `Debug` hides the values
+/// of password configs and the SCRAM credentials (`security::redact`).
+#[derive(Clone, Default, PartialEq)]
 pub struct MetadataImage {
     /// The offset of the last record applied (-1: none).
     pub offset: i64,
@@ -197,6 +212,51 @@ pub struct MetadataImage {
     pub controllers: BTreeMap<i32, crate::metadata::records::RegisterControllerRecord>,
     /// Records of kinds the image does not keep yet, by record name.
     pub not_kept: BTreeMap<&'static str, u64>,
+}
+
+/// `Debug` of the image's configs, each resource's through `security::redact::Configs`.
+struct ResourceConfigs<'a>(&'a BTreeMap<(i8, String), BTreeMap<String, String>>);
+
+impl std::fmt::Debug for ResourceConfigs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.0.iter().map(|(k, v)| (k, crate::security::redact::Configs(v)))).finish()
+    }
+}
+
+impl std::fmt::Debug for MetadataImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, by name: a new field does not compile until it is printed here too.
+        let MetadataImage {
+            offset,
+            features,
+            topics,
+            topic_ids,
+            brokers,
+            configs,
+            next_producer_id,
+            scram,
+            acls,
+            quotas,
+            delegation_tokens,
+            controllers,
+            not_kept,
+        } = self;
+        f.debug_struct("MetadataImage")
+            .field("offset", offset)
+            .field("features", features)
+            .field("topics", topics)
+            .field("topic_ids", topic_ids)
+            .field("brokers", brokers)
+            .field("configs", &ResourceConfigs(configs))
+            .field("next_producer_id", next_producer_id)
+            .field("scram", scram)
+            .field("acls", acls)
+            .field("quotas", quotas)
+            .field("delegation_tokens", delegation_tokens)
+            .field("controllers", controllers)
+            .field("not_kept", not_kept)
+            .finish()
+    }
 }
 
 impl MetadataImage {

@@ -13,15 +13,27 @@
 
 use std::collections::BTreeMap;
 
-/// One login module entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One login module entry. Its `Debug` shows the options' names, not their values (passwords,
+/// PLAIN users' passwords: Kafka takes a whole `sasl.jaas.config` for a password).
+#[derive(Clone, PartialEq, Eq)]
 pub struct LoginModule {
     pub class: String,
     pub flag: String,
     pub options: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl std::fmt::Debug for LoginModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginModule")
+            .field("class", &self.class)
+            .field("flag", &self.flag)
+            .field("options", &super::redact::Keys(&self.options))
+            .finish()
+    }
+}
+
+/// A token of the JAAS text (no `Debug`: a word or a quoted string may be a password).
+#[derive(Clone, PartialEq, Eq)]
 enum Token {
     Word(String),
     Quoted(String),

@@ -8,6 +8,8 @@
 //! and the certificate fields of `certificate.rs`). Delegation tokens (`tokens.rs`, kept by
 //! `token_store.rs`) log in through SCRAM as their owner.
 //! The stores keep their files as framed Kafka metadata records (`records_file.rs`).
+//! No secret (password, key, token, SCRAM credential, JAAS option) shows in a `Debug` output:
+//! `redact.rs` says how, and which types.
 
 pub mod acl;
 pub mod acl_store;
@@ -19,6 +21,7 @@ mod jwks;
 pub mod keystore;
 pub mod oauth;
 pub mod records_file;
+pub mod redact;
 pub mod sasl;
 pub mod scram;
 pub mod scram_store;

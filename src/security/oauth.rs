@@ -214,12 +214,24 @@ impl Server {
     }
 }
 
-/// The parts of a client's first message Kafka uses.
-#[derive(Debug, PartialEq, Eq)]
+/// The parts of a client's first message Kafka uses. Its `Debug` hides the token (a bearer
+/// credential) and the extensions' values.
+#[derive(PartialEq, Eq)]
 pub struct InitialResponse {
     pub authzid: String,
     pub token: String,
     pub extensions: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for InitialResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::redact::{Hidden, Keys};
+        f.debug_struct("InitialResponse")
+            .field("authzid", &self.authzid)
+            .field("token", &Hidden)
+            .field("extensions", &Keys(&self.extensions))
+            .finish()
+    }
 }
 
 /// Parses `n,[a=authzid],^A(key=value^A)*^A` as Kafka's `OAuthBearerClientInitialResponse`.

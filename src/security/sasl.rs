@@ -56,8 +56,9 @@ pub fn failed_authentication_delay(props: &Properties) -> Duration {
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
-/// One SASL listener's configuration.
-#[derive(Debug, Clone)]
+/// One SASL listener's configuration. Its `Debug` shows the PLAIN users' names, not their
+/// passwords.
+#[derive(Clone)]
 pub struct ListenerSasl {
     /// Enabled mechanisms, in configuration order (the handshake answers them in that order).
     pub mechanisms: Vec<String>,
@@ -68,6 +69,18 @@ pub struct ListenerSasl {
     pub max_receive: usize,
     /// OAUTHBEARER's validator, when enabled.
     oauth: Option<OAuthConfig>,
+}
+
+impl std::fmt::Debug for ListenerSasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerSasl")
+            .field("mechanisms", &self.mechanisms)
+            .field("plain_users", &super::redact::Keys(&self.plain_users))
+            .field("reauth_ms", &self.reauth_ms)
+            .field("max_receive", &self.max_receive)
+            .field("oauth", &self.oauth)
+            .finish()
+    }
 }
 
 /// Builds a SASL listener's configuration; refuses what Ketch cannot serve, naming the property.

@@ -102,13 +102,26 @@ impl Mechanism {
     }
 }
 
-/// What the broker keeps of a user's SCRAM password (Kafka's `ScramCredential`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the broker keeps of a user's SCRAM password (Kafka's `ScramCredential`). Its `Debug`
+/// hides the salt and the keys (`security::redact`).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Credential {
     pub salt: Vec<u8>,
     pub stored_key: Vec<u8>,
     pub server_key: Vec<u8>,
     pub iterations: i32,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::redact::Hidden;
+        f.debug_struct("Credential")
+            .field("salt", &Hidden)
+            .field("stored_key", &Hidden)
+            .field("server_key", &Hidden)
+            .field("iterations", &self.iterations)
+            .finish()
+    }
 }
 
 impl Credential {

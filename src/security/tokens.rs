@@ -41,8 +41,8 @@ pub const TOKENS_METADATA_VERSION: i16 = 14;
 /// expiry with.
 pub const ERROR_TIMESTAMP_MS: i64 = -1;
 
-/// The `delegation.token.*` configs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The `delegation.token.*` configs. Its `Debug` hides the secret key.
+#[derive(Clone, PartialEq, Eq)]
 pub struct TokenSettings {
     /// `delegation.token.secret.key` (before it, `delegation.token.master.key`): tokens are off
     /// without one (DELEGATION_TOKEN_AUTH_DISABLED).
@@ -53,6 +53,17 @@ pub struct TokenSettings {
     pub expiry_time_ms: i64,
     /// `delegation.token.expiry.check.interval.ms` (1 hour): how often expired tokens are removed.
     pub check_interval_ms: i64,
+}
+
+impl std::fmt::Debug for TokenSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSettings")
+            .field("secret", &self.secret.as_ref().map(|_| super::redact::Hidden))
+            .field("max_lifetime_ms", &self.max_lifetime_ms)
+            .field("expiry_time_ms", &self.expiry_time_ms)
+            .field("check_interval_ms", &self.check_interval_ms)
+            .finish()
+    }
 }
 
 impl TokenSettings {

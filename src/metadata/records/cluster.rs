@@ -7,7 +7,7 @@
 use super::codec::{put_array, put_string, put_tagged_fields, DecodeError, EncodeError, RawTaggedField, Reader};
 
 /// ConfigRecord (metadata record, api key 4, versions 0, flexible 0+): generated from `common/metadata/ConfigRecord.json`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConfigRecord {
     /// The type of resource this configuration applies to.
     pub resource_type: i8,

@@ -9,11 +9,14 @@
 //! fields: known tags decode into their fields, unknown tags are kept in `unknown_tagged_fields`
 //! and written back in tag order. Decoding never panics and never allocates more than the input
 //! can hold (see codec.rs, the hand-written primitives; framing.rs, also hand-written).
+//! The records holding secrets derive no `Debug`: redacted.rs, hand-written, prints them
+//! with the secrets hidden (`ConfigRecord`, `UserScramCredentialRecord`).
 
 mod brokers;
 mod cluster;
 mod codec;
 mod framing;
+mod redacted;
 mod security;
 mod topics;
 

@@ -101,7 +101,7 @@ impl DelegationTokenRecord {
 }
 
 /// UserScramCredentialRecord (metadata record, api key 11, versions 0, flexible 0+): generated from `common/metadata/UserScramCredentialRecord.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct UserScramCredentialRecord {
     /// The user name.
     pub name: String,
