@@ -21,6 +21,9 @@
 //!   `sasl.oauthbearer.expected.audience` / `.expected.issuer`, the subject claim
 //!   (`sasl.oauthbearer.sub.claim.name`) and `sasl.oauthbearer.clock.skew.seconds`.
 //!
+//! A listener with the unsecured validator logs one WARN line when it starts (not for
+//! production: `OAuthConfig::accepts_unsecured_tokens`).
+//!
 //! Invariants: a token is never logged (only why it failed); every failure is an `Err` or a
 //! challenge, never a panic; parsing is bounded by the frame (the pre-authentication frame limit
 //! applies) and by serde_json's nesting limit.
@@ -40,7 +43,7 @@ use crate::config::Properties;
 pub const MECHANISM: &str = "OAUTHBEARER";
 pub const LOGIN_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 /// The signed-token validators' class names (4.x, and the deprecated `secured` package's).
-const JWKS_HANDLERS: [&str; 2] = [
+pub(crate) const JWKS_HANDLERS: [&str; 2] = [
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
 ];
@@ -93,6 +96,16 @@ struct JwksValidator {
 #[derive(Debug, Clone)]
 pub struct OAuthConfig {
     validator: Arc<Validator>,
+}
+
+impl OAuthConfig {
+    /// Whether the listener takes unsecured JWTs (`alg` "none", no signature: anyone can name
+    /// any principal): Kafka's default validator, `OAuthBearerUnsecuredValidatorCallbackHandler`,
+    /// which its javadoc calls "not suitable for production use due to the use of unsecured JWT
+    /// tokens". The listener's start warns of it (`sasl::listener_config`).
+    pub fn accepts_unsecured_tokens(&self) -> bool {
+        matches!(*self.validator, Validator::Unsecured { .. })
+    }
 }
 
 /// `name` for the OAUTHBEARER callback handler of `listener`: the mechanism's prefix, the

@@ -1,7 +1,8 @@
 //! SASL authentication of SASL_PLAINTEXT and SASL_SSL connections, as Kafka's
 //! `SaslServerAuthenticator`: the listener's configuration (`ListenerSasl`: enabled mechanisms,
 //! PLAIN users from the JAAS config, OAUTHBEARER's validator (`oauth.rs`), `connections.max.reauth.ms`,
-//! `sasl.server.max.receive.size`)
+//! `sasl.server.max.receive.size`; a listener whose OAUTHBEARER accepts unsecured tokens warns
+//! once when it is built, at start)
 //! and one connection's state machine (`Authenticator`), which sees every frame until the client
 //! is authenticated, and afterwards the frames of a re-authentication (KIP-368).
 //!
@@ -128,8 +129,20 @@ pub fn listener_config(props: &Properties, listener: &str) -> anyhow::Result<Lis
             None => {}
         }
         if m == oauth::MECHANISM {
-            oauth =
-                Some(oauth::config(props, listener, &jaas_options).map_err(|e| anyhow!("listener {listener}: {e}"))?);
+            let config =
+                oauth::config(props, listener, &jaas_options).map_err(|e| anyhow!("listener {listener}: {e}"))?;
+            if config.accepts_unsecured_tokens() {
+                tracing::warn!(
+                    listener,
+                    "OAUTHBEARER on listener {listener} accepts unsecured JWTs (alg none, unsigned: any client can \
+                     name any principal); not suitable for production use: set \
+                     listener.name.{}.oauthbearer.sasl.server.callback.handler.class to {} and \
+                     sasl.oauthbearer.jwks.endpoint.url",
+                    listener.to_lowercase(),
+                    oauth::JWKS_HANDLERS[0]
+                );
+            }
+            oauth = Some(config);
         }
         let (k, v) = mechanism_value(props, listener, m, "connections.max.reauth.ms").unwrap_or_default();
         let ms = if v.trim().is_empty() {

@@ -249,3 +249,21 @@ fn misconfigurations_are_refused_by_name() {
     let skew = [("unsecuredValidatorAllowableClockSkewMs".to_string(), "-1".to_string())].into_iter().collect();
     assert!(config(&Properties::default(), "X", &skew).is_err());
 }
+
+#[test]
+fn only_the_unsecured_validator_accepts_unsecured_tokens() {
+    // Kafka's default (no callback handler configured) and the unsecured handler named
+    // explicitly take unsigned tokens: the listener warns at start.
+    assert!(unsecured_config(&[]).accepts_unsecured_tokens());
+    let named: Properties =
+        [("listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class", UNSECURED_HANDLER)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    assert!(config(&named, "SASL_PLAINTEXT", &BTreeMap::new()).unwrap().accepts_unsecured_tokens());
+    // A listener checking signatures against a JWKS does not.
+    let dir = tempfile::tempdir().unwrap();
+    let signed = jwks_config(dir.path(), &[&Signer::new("ES256", "k1")], &[]);
+    assert!(!signed.accepts_unsecured_tokens());
+    assert!(accepted(&signed, &unsecured_token(r#"{"sub":"mallory","exp":2000000000}"#)).is_none());
+}
