@@ -1,46 +1,58 @@
 //! The `ketch` process halts when one of its parts panics (`ketch::fatal`), as Kafka's fatal
 //! fault handler halts it, and goes on when a client connection's work panics. Each case runs in
 //! a child process of this test binary (`KETCH_FATAL_CASE` names it), with the panic hook the
-//! binary installs; the parent checks how the child ended. No libtest harness: the children
-//! must run exactly one case, and a halt ends the whole process.
+//! binary installs; the parent checks how the child ended. A child is this test binary run with
+//! only its own test selected (a halt ends the whole process).
 
 use std::process::Command;
 use std::time::Duration;
 
 const CASE: &str = "KETCH_FATAL_CASE";
 
-/// The cases: (name, halts).
-const CASES: &[(&str, bool)] = &[
-    ("thread", true),
-    ("task", true),
-    ("blocking", true),
-    ("client_task", false),
-    ("client_spawned_without_scope", true),
-];
-
-fn main() {
-    match std::env::var(CASE) {
-        Ok(case) => child(&case),
-        Err(_) => parent(),
-    }
+#[test]
+fn thread_halts() {
+    run("thread_halts", "thread", true);
 }
 
-fn parent() {
-    let exe = std::env::current_exe().expect("own path");
-    let mut failures = Vec::new();
-    for (case, halts) in CASES {
-        let out = Command::new(&exe).env(CASE, case).output().expect("child runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let halted = out.status.code() == Some(1) && stderr.contains("encountered fatal fault: a panic in thread");
-        let survived = out.status.success() && stderr.contains("boom") && !stderr.contains("fatal fault");
-        let ok = if *halts { halted } else { survived };
-        println!("case {case}: {}", if ok { "ok" } else { "FAILED" });
-        if !ok {
-            failures.push(format!("{case} (halts: {halts}): {:?}\n{stderr}", out.status));
-        }
+#[test]
+fn task_halts() {
+    run("task_halts", "task", true);
+}
+
+#[test]
+fn blocking_halts() {
+    run("blocking_halts", "blocking", true);
+}
+
+#[test]
+fn client_task_ends_alone() {
+    run("client_task_ends_alone", "client_task", false);
+}
+
+#[test]
+fn client_spawned_without_scope_halts() {
+    run("client_spawned_without_scope_halts", "client_spawned_without_scope", true);
+}
+
+/// In the child (`KETCH_FATAL_CASE` set) runs the case; in the parent runs this test binary again
+/// with only this test selected and checks how that child ended.
+fn run(test: &str, case: &str, halts: bool) {
+    if let Ok(wanted) = std::env::var(CASE) {
+        assert_eq!(wanted, case, "the child runs only its own test");
+        child(case);
+        return;
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    println!("test result: ok. {} cases passed", CASES.len());
+    let exe = std::env::current_exe().expect("own path");
+    let out = Command::new(&exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CASE, case)
+        .output()
+        .expect("child runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let halted = out.status.code() == Some(1) && stderr.contains("encountered fatal fault: a panic in thread");
+    let survived = out.status.success() && stderr.contains("boom") && !stderr.contains("fatal fault");
+    let ok = if halts { halted } else { survived };
+    assert!(ok, "{case} (halts: {halts}): {:?}\n{stderr}", out.status);
 }
 
 fn child(case: &str) {

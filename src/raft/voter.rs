@@ -255,9 +255,14 @@ fn take_gate(gate: &std::sync::Mutex<()>) -> Option<std::sync::MutexGuard<'_, ()
 }
 
 struct Peer {
-    control: tokio::sync::mpsc::UnboundedSender<Message<Batch>>,
-    fetch: tokio::sync::mpsc::UnboundedSender<Message<Batch>>,
+    control: tokio::sync::mpsc::Sender<Message<Batch>>,
+    fetch: tokio::sync::mpsc::Sender<Message<Batch>>,
 }
+
+/// Messages waiting for one peer connection, at most: past it a new one is dropped (Raft
+/// tolerates lost messages: the core sends again on its timers), so a peer that stops reading
+/// never makes this voter queue without bound.
+const PEER_QUEUE: usize = 64;
 
 /// Opens the voter's log in `metadata_dir` and starts its driver thread (peers' connections
 /// on the current tokio runtime).
@@ -359,15 +364,16 @@ pub fn start(
     Ok(VoterHandle { events: events_tx, status: status_rx, settings, progress, observers, dir, known })
 }
 
-/// A task sending one kind of message to voter `to` over a connection of its own.
+/// A task sending one kind of message to voter `to` over a connection of its own, from a queue
+/// of at most `PEER_QUEUE` messages.
 fn spawn_peer(
     runtime: &tokio::runtime::Handle,
     settings: &Arc<VoterSettings>,
     to: NodeId,
     addr: String,
     answers: mpsc::Sender<Event>,
-) -> tokio::sync::mpsc::UnboundedSender<Message<Batch>> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Message<Batch>>();
+) -> tokio::sync::mpsc::Sender<Message<Batch>> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Message<Batch>>(PEER_QUEUE);
     let settings = settings.clone();
     runtime.spawn(async move {
         let mut connection: Option<Connection> = None;
@@ -696,10 +702,13 @@ impl Driver {
 
     fn send(&mut self, to: NodeId, message: Message<Batch>) {
         let Some(peer) = self.peer(to) else { return };
-        let _ = match message {
-            Message::Fetch { .. } => peer.fetch.send(message),
-            _ => peer.control.send(message),
+        let queue = match message {
+            Message::Fetch { .. } => &peer.fetch,
+            _ => &peer.control,
         };
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = queue.try_send(message) {
+            tracing::debug!(to, "voter connection backed up: message dropped (sent again by the core)");
+        }
     }
 
     fn commit(&mut self, hw: u64) {
