@@ -122,6 +122,7 @@ fn cases() -> Vec<Case> {
     )
     .unwrap();
 
+    #[cfg_attr(not(feature = "testcontainers"), allow(unused_mut))] // one more case with it
     let mut all = vec![
         case("scram::Credential", &credential, &credential_secrets),
         case("TokenLogin", &token_login, &credential_secrets),
