@@ -12,6 +12,9 @@ partitions is refused at once and the broker stays up (Kafka's controller tries 
 runs out of memory and fails over: UNKNOWN_SERVER_ERROR; that part is asserted on Ketch only).
 Each on a single node and on a cluster whose controller is Ketch's (one broker of the target
 kind forwarding to it). Everything else also against Kafka (KETCH_COMPAT_TARGET=kafka).
+
+Also Kafka's memory pool for requests (`queued.max.request.bytes`): while it is used up by one
+client's half-sent frame no other connection's request is read.
 """
 
 from __future__ import annotations
@@ -118,3 +121,40 @@ def test_a_topic_of_two_billion_partitions_is_refused_before_anything_is_made(se
     # The broker still serves.
     assert outcome(admin.create_topics([NewTopic("after", num_partitions=1, replication_factor=1)])["after"]) is None
     assert "huge" not in admin.list_topics(timeout=30).topics
+
+
+def api_versions_frame(correlation_id: int) -> bytes:
+    """ApiVersions v0 (no body): length prefix + header."""
+    client = b"limits"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client)) + client
+    return struct.pack(">i", len(body)) + body
+
+
+def answered(s: socket.socket, wait: float) -> bool:
+    s.settimeout(wait)
+    try:
+        return len(recv_exactly(s, 4)) == 4
+    except (socket.timeout, TimeoutError):
+        return False
+
+
+def test_a_used_up_request_memory_pool_holds_back_other_connections(start_broker):
+    """queued.max.request.bytes (Kafka's memory pool): a frame's buffer is taken as its length
+    arrives; while the pool is used up no connection's next request is read, and reading goes on
+    once the buffer comes back."""
+    pool = 1_048_576
+    broker = start_broker({"socket.request.max.bytes": str(pool), "queued.max.request.bytes": str(pool)})
+    host, port = broker.bootstrap.rsplit(":", 1)
+    # The pool is fine for a request at a time.
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(api_versions_frame(1))
+        assert answered(s, 10)
+    slow = socket.create_connection((host, int(port)), timeout=10)
+    slow.sendall(struct.pack(">i", pool) + b"\0" * (pool // 2))
+    time.sleep(0.5)
+    other = socket.create_connection((host, int(port)), timeout=10)
+    other.sendall(api_versions_frame(2))
+    assert not answered(other, 2), "the pool is used up: nothing is read"
+    slow.close()
+    assert answered(other, 20), "read once the slow frame's buffer came back"
+    other.close()

@@ -366,6 +366,12 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
+    /// `queued.max.requests` (500): whole requests read ahead of their turn, across every
+    /// connection (`server::request_queue`).
+    pub queued_max_requests: usize,
+    /// `queued.max.request.bytes` (-1: `None`): the memory pool requests are read into; when set,
+    /// at least `socket.request.max.bytes`, as Kafka requires.
+    pub queued_max_request_bytes: Option<usize>,
     /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes`: SO_SNDBUF / SO_RCVBUF of
     /// client connections (100 KiB / OS default); `None` (-1) leaves the OS default.
     pub socket_send_buffer_bytes: Option<usize>,
@@ -407,6 +413,8 @@ impl std::fmt::Debug for BrokerConfig {
             auto_create_topics_enable,
             delete_topic_enable,
             socket_request_max_bytes,
+            queued_max_requests,
+            queued_max_request_bytes,
             socket_send_buffer_bytes,
             socket_receive_buffer_bytes,
             log_retention_check_interval_ms,
@@ -433,6 +441,8 @@ impl std::fmt::Debug for BrokerConfig {
             .field("auto_create_topics_enable", auto_create_topics_enable)
             .field("delete_topic_enable", delete_topic_enable)
             .field("socket_request_max_bytes", socket_request_max_bytes)
+            .field("queued_max_requests", queued_max_requests)
+            .field("queued_max_request_bytes", queued_max_request_bytes)
             .field("socket_send_buffer_bytes", socket_send_buffer_bytes)
             .field("socket_receive_buffer_bytes", socket_receive_buffer_bytes)
             .field("log_retention_check_interval_ms", log_retention_check_interval_ms)
@@ -597,6 +607,15 @@ impl BrokerConfig {
             topic_defaults.set("message.timestamp.type", v)?;
         }
 
+        let socket_request_max_bytes = int("socket.request.max.bytes", 104_857_600, 1024)? as usize;
+        let queued_max_request_bytes = usize::try_from(int("queued.max.request.bytes", -1, i64::MIN)?).ok().filter(|&b| b > 0);
+        if queued_max_request_bytes.is_some_and(|b| b < socket_request_max_bytes) {
+            // Kafka's KafkaConfig.validateValues.
+            return Err(ConfigError::Refused(
+                "requirement failed: queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+                    .to_string(),
+            ));
+        }
         let config = BrokerConfig {
             node_id: int("node.id", int("broker.id", 1, 0)?, 0)? as i32,
             cluster_id: get("ketch.cluster.id").unwrap_or("").to_string(),
@@ -607,7 +626,9 @@ impl BrokerConfig {
             default_replication_factor: int("default.replication.factor", 1, 1)? as i16,
             auto_create_topics_enable: boolean("auto.create.topics.enable", true)?,
             delete_topic_enable: boolean("delete.topic.enable", true)?,
-            socket_request_max_bytes: int("socket.request.max.bytes", 104_857_600, 1024)? as usize,
+            socket_request_max_bytes,
+            queued_max_requests: int("queued.max.requests", 500, 1)?.min(i32::MAX as i64) as usize,
+            queued_max_request_bytes,
             socket_send_buffer_bytes: usize::try_from(int("socket.send.buffer.bytes", 102_400, -1)?).ok(),
             // -1 (OS autotuning), not Kafka's 100 KiB: a 100 KiB window held 384 KiB produce
             // requests to 60% of the rate over loopback.

@@ -61,6 +61,7 @@ use crate::protocol::{self, ProtocolError};
 use crate::security::sasl::{Authenticator, ListenerSasl, Step as SaslStep};
 
 use super::limits::Slot;
+use super::request_queue::{Lease, Place, RequestQueue};
 use super::throttle;
 
 /// Initial buffer for a frame body; it grows as bytes arrive.
@@ -167,6 +168,7 @@ pub async fn serve(
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     slot: Slot,
+    queue: Arc<RequestQueue>,
 ) -> anyhow::Result<()> {
     let _connection = metrics.connection_opened();
     // IPv4 clients of a dual-stack socket show up as ::ffff:a.b.c.d; advertise plain a.b.c.d.
@@ -183,7 +185,7 @@ pub async fn serve(
     match named.tls {
         None => {
             let (reader, writer) = socket.into_split();
-            run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
+            run(reader, writer, ctx, sasl, broker, stop, in_flight, metrics, slot, queue).await
         }
         Some(tls) => {
             let (acceptor, mapper) = tls.current(&broker.dynamic.effective().properties).await;
@@ -209,7 +211,7 @@ pub async fn serve(
             }
             tracing::debug!(%peer, principal = %ctx.principal, "TLS connection");
             let (reader, writer) = tokio::io::split(stream);
-            run(BufReader::new(reader), writer, ctx, sasl, broker, stop, in_flight, metrics, slot).await
+            run(BufReader::new(reader), writer, ctx, sasl, broker, stop, in_flight, metrics, slot, queue).await
         }
     }
 }
@@ -227,6 +229,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     slot: Slot,
+    queue: Arc<RequestQueue>,
 ) -> anyhow::Result<()> {
     let peer = ctx.peer_addr;
     let idle = idle_limit(&broker.config.properties);
@@ -237,7 +240,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
     let full_frame = broker.config.socket_request_max_bytes;
     // Before SASL authentication frames are bounded by sasl.server.max.receive.size.
     let max_frame = Arc::new(AtomicUsize::new(sasl.as_ref().map_or(full_frame, |a| a.max_frame(full_frame))));
-    let reader_task = tokio::spawn(crate::fatal::client_scope(read_frames(reader, max_frame.clone(), frames_tx)));
+    let reader_task = tokio::spawn(crate::fatal::client_scope(read_frames(reader, max_frame.clone(), queue, frames_tx)));
     let _stop_reader = AbortOnDrop(reader_task);
     let mut pending: VecDeque<Pending> = VecDeque::new();
     // Set while a client quota throttles this connection: no frame is taken until then (Kafka's
@@ -284,7 +287,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
                 return Ok(());
             }
         };
-        let (frame, received_at) = match frame {
+        let (frame, received_at, lease, place) = match frame {
             Some(Ok(frame)) => frame,
             Some(Err(e)) => {
                 drain(&mut writer, &mut pending, &metrics).await?;
@@ -292,6 +295,8 @@ async fn run<R: FrameRead, W: FrameWrite>(
             }
             None => return drain(&mut writer, &mut pending, &metrics).await,
         };
+        // Taken up: its place in the request queue is free again (its bytes below).
+        drop(place);
         metrics.received(4 + frame.len());
         if let Some(auth) = sasl.as_mut() {
             match auth.on_frame(&frame, &broker.scram, Instant::now()) {
@@ -346,6 +351,10 @@ async fn run<R: FrameRead, W: FrameWrite>(
         };
         let (api_key, version, correlation_id) = (request.api_key, request.version, request.header.correlation_id);
         tracing::trace!(%peer, ?api_key, version, correlation_id, "request");
+        // A produce request's bytes stay leased until it is appended (its records are read
+        // from the frame); any other's are given back as it is taken up, as what it then
+        // waits for (a long poll, a rebalance) is Kafka's purgatory, outside the queue.
+        let lease = (api_key == ApiKey::Produce).then_some(lease);
         // Counts the request now and observes its latency when dropped: after the response is
         // written, or, for a produce completed in the background, when its response is ready.
         let timer = metrics.request(api_key, received_at);
@@ -359,6 +368,7 @@ async fn run<R: FrameRead, W: FrameWrite>(
             Some(_) => throttle::Timed::new(dispatched).await,
             None => (dispatched.await, Duration::ZERO),
         };
+        drop(lease);
         let request_ms = throttle::request_ms(&broker, quota.request_limit.as_ref(), busy);
         let mute = |ms: u64| (ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(ms));
         muted_until = mute(quota.produce_ms.max(request_ms));
@@ -500,12 +510,18 @@ async fn drain(
     Ok(())
 }
 
+/// A whole frame read ahead: its body, the moment it was whole (request latency counts from
+/// there), its bytes in the request queue's pool and its place in that queue.
+type Frame = (Bytes, Instant, Lease, Place);
+
 /// Reads length-prefixed frames into `out` until EOF (channel closed) or an error (sent). Each
-/// frame carries the moment it was whole (request latency counts from there).
+/// frame waits for its bytes in `queue`'s pool before its body is read and for a place in the
+/// queue once whole (`request_queue`: both are Kafka's muting of a channel).
 async fn read_frames(
     mut reader: impl FrameRead,
     max_frame: Arc<AtomicUsize>,
-    out: mpsc::Sender<anyhow::Result<(Bytes, Instant)>>,
+    queue: Arc<RequestQueue>,
+    out: mpsc::Sender<anyhow::Result<Frame>>,
 ) {
     let mut spares = Spares::default();
     loop {
@@ -513,10 +529,13 @@ async fn read_frames(
             // `readable` is cancel-safe (it consumes nothing), unlike a read cut short.
             spares.0.clear();
         }
-        let frame = read_frame(&mut reader, || max_frame.load(Ordering::Acquire), &mut spares).await;
+        let frame = read_frame(&mut reader, || max_frame.load(Ordering::Acquire), &queue, &mut spares).await;
         let last = !matches!(frame, Ok(Some(_)));
         let item = match frame {
-            Ok(Some(frame)) => Ok((frame, Instant::now())),
+            Ok(Some((frame, lease))) => {
+                let whole_at = Instant::now();
+                Ok((frame, whole_at, lease, queue.place().await))
+            }
             Ok(None) => return,
             Err(e) => Err(e),
         };
@@ -549,14 +568,16 @@ impl Spares {
     }
 }
 
-/// One frame body; `None` at a clean end of stream between frames. `max_frame` is asked once
-/// the length prefix has arrived, not before: a SASL connection's limit grows when its
-/// authentication succeeds, which may be after this read began (the reader reads ahead).
+/// One frame body and its bytes leased from `queue`'s pool (waited for once the length is
+/// known, before the body is read); `None` at a clean end of stream between frames. `max_frame`
+/// is asked once the length prefix has arrived, not before: a SASL connection's limit grows when
+/// its authentication succeeds, which may be after this read began (the reader reads ahead).
 pub(crate) async fn read_frame(
     reader: &mut (impl AsyncRead + Unpin),
     max_frame: impl Fn() -> usize,
+    queue: &RequestQueue,
     spares: &mut Spares,
-) -> anyhow::Result<Option<Bytes>> {
+) -> anyhow::Result<Option<(Bytes, Lease)>> {
     let len = match reader.read_i32().await {
         Ok(len) => len,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -567,6 +588,7 @@ pub(crate) async fn read_frame(
         anyhow::bail!("frame of {len} bytes is outside 0..={max_frame}");
     }
     let len = len as usize;
+    let lease = queue.bytes(len).await;
     let large = len > INITIAL_FRAME_BYTES;
     let reused = if large { spares.take_fitting(len) } else { None };
     let mut frame = reused.unwrap_or_else(|| BytesMut::with_capacity(len.min(INITIAL_FRAME_BYTES)));
@@ -584,7 +606,7 @@ pub(crate) async fn read_frame(
     if large {
         spares.keep(frame);
     }
-    Ok(Some(body))
+    Ok(Some((body, lease)))
 }
 
 /// Aborts the frame reader when the connection ends, whichever way it ends.
@@ -619,11 +641,12 @@ mod tests {
         let (mut client, mut reader) = pair().await;
         let len = 300 * 1024;
         let mut spares = Spares::default();
+        let unbounded = RequestQueue::unbounded();
         for fill in 1..=3u8 {
             client.write_all(&frame(len, fill)).await.unwrap();
         }
-        let first = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
-        let second = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
+        let first = read_frame(&mut reader, || 1 << 20, &unbounded, &mut spares).await.unwrap().unwrap().0;
+        let second = read_frame(&mut reader, || 1 << 20, &unbounded, &mut spares).await.unwrap().unwrap().0;
         assert_ne!(first.as_ptr(), second.as_ptr(), "a live frame's buffer is never reused");
         assert!(first.iter().all(|&b| b == 1) && second.iter().all(|&b| b == 2));
         assert_eq!(spares.0.len(), 2, "both buffers are kept");
@@ -633,7 +656,7 @@ mod tests {
         let free_at = free.as_ptr();
         assert!(free.capacity() >= len);
         spares.keep(free);
-        let third = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
+        let third = read_frame(&mut reader, || 1 << 20, &unbounded, &mut spares).await.unwrap().unwrap().0;
         assert_eq!(third.len(), len);
         assert!(third.iter().all(|&b| b == 3));
         assert_eq!(third.as_ptr(), free_at, "the third frame is read into the freed buffer");
@@ -645,15 +668,16 @@ mod tests {
     async fn small_frames_keep_no_spares_and_a_short_frame_is_an_error() {
         let (mut client, mut reader) = pair().await;
         let mut spares = Spares::default();
+        let unbounded = RequestQueue::unbounded();
         client.write_all(&frame(1000, 7)).await.unwrap();
-        let small = read_frame(&mut reader, || 1 << 20, &mut spares).await.unwrap().unwrap();
+        let small = read_frame(&mut reader, || 1 << 20, &unbounded, &mut spares).await.unwrap().unwrap().0;
         assert_eq!(small.len(), 1000);
         assert!(spares.0.is_empty());
         // A length prefix promising more than arrives: an error once the peer closes.
         client.write_all(&(200_000i32).to_be_bytes()).await.unwrap();
         client.write_all(&[0u8; 10]).await.unwrap();
         drop(client);
-        assert!(read_frame(&mut reader, || 1 << 20, &mut spares).await.is_err());
+        assert!(read_frame(&mut reader, || 1 << 20, &unbounded, &mut spares).await.is_err());
     }
 
     /// A read that began under the pre-authentication limit takes the limit in force when the
@@ -666,7 +690,7 @@ mod tests {
             let limit = limit.clone();
             tokio::spawn(async move {
                 let mut spares = Spares::default();
-                read_frame(&mut reader, || limit.load(Ordering::Acquire), &mut spares).await
+                read_frame(&mut reader, || limit.load(Ordering::Acquire), &RequestQueue::unbounded(), &mut spares).await.map(|f| f.map(|(body, _)| body))
             })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::connection::{read_frame, Spares, TLS_HANDSHAKE_TIMEOUT};
+use super::request_queue::RequestQueue;
 use super::tls::{self, TlsListener};
 use crate::config::{security_protocol, BrokerConfig, SecurityProtocol};
 use crate::controller::quorum::{ControllerSettings, QuorumController};
@@ -183,6 +184,9 @@ pub fn serve(
     let names: Vec<Arc<str>> = bound.iter().map(|(name, _)| Arc::from(name.as_str())).collect();
     let window = crate::quota::rate::Window::from_properties(&config.properties)?;
     let limits = super::limits::ConnectionLimits::new(&names, "", window);
+    // The controller's own request queue (Kafka's controller has its own socket server): here
+    // only its memory pool bounds anything, as a controller connection reads no frame ahead.
+    let queue = super::request_queue::RequestQueue::new(super::request_queue::Bounds::of(config));
     for (name, listener) in bound {
         let addr = listener.local_addr()?;
         tracing::info!(listener = %name, %addr, "controller listening");
@@ -192,7 +196,7 @@ pub fn serve(
             endpoint: endpoint(config, &name, addr),
         });
         let secured = Arc::new(Secured::of(config, &name, scram.clone())?);
-        let served = (config.socket_request_max_bytes, secured);
+        let served = (config.socket_request_max_bytes, secured, queue.clone());
         let admission = (limits.clone(), Arc::new(config.properties.clone()));
         tasks.push(tokio::spawn(accept_loop(listener, named, controller.clone(), served, admission)));
     }
@@ -265,7 +269,7 @@ async fn accept_loop(
     listener: TcpListener,
     named: Arc<ControllerListener>,
     controller: Arc<QuorumController>,
-    (max_frame, secured): (usize, Arc<Secured>),
+    (max_frame, secured, queue): (usize, Arc<Secured>, Arc<RequestQueue>),
     (limits, properties): (Arc<super::limits::ConnectionLimits>, Arc<crate::config::Properties>),
 ) {
     let listener_name: Arc<str> = Arc::from(named.name.as_str());
@@ -284,11 +288,12 @@ async fn accept_loop(
                     }
                     super::limits::Admission::Throttled(_) => continue, // (no IP rate quota here)
                 };
-                let (named, controller, secured) = (named.clone(), controller.clone(), secured.clone());
+                let (named, controller, secured, queue) =
+                    (named.clone(), controller.clone(), secured.clone(), queue.clone());
                 let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
                     let served =
-                        serve_connection(stream, &named, &controller, (max_frame, &secured), (connection, peer));
+                        serve_connection(stream, &named, &controller, (max_frame, &secured, &queue), (connection, peer));
                     if let Err(e) = crate::fatal::client_scope(served).await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
@@ -312,14 +317,14 @@ async fn serve_connection(
     stream: TcpStream,
     named: &ControllerListener,
     controller: &QuorumController,
-    (max_frame, secured): (usize, &Secured),
+    (max_frame, secured, queue): (usize, &Secured, &RequestQueue),
     connection: (u64, std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let sasl = secured.sasl.clone().map(Authenticator::new);
     let principal = tls::ANONYMOUS.to_string();
     let failed_delay = sasl::failed_authentication_delay(&secured.properties);
-    let served = Served { named, controller, max_frame, scram: &secured.scram, connection, failed_delay };
+    let served = Served { named, controller, max_frame, queue, scram: &secured.scram, connection, failed_delay };
     match &secured.tls {
         None => {
             let (read, write) = stream.into_split();
@@ -358,6 +363,7 @@ struct Served<'a> {
     named: &'a ControllerListener,
     controller: &'a QuorumController,
     max_frame: usize,
+    queue: &'a RequestQueue,
     scram: &'a ScramStore,
     connection: (u64, std::net::SocketAddr),
     /// `connection.failed.authentication.delay.ms`.
@@ -379,7 +385,10 @@ impl Served<'_> {
         let mut token_authenticated = false;
         loop {
             let limit = sasl.as_ref().map_or(self.max_frame, |a| a.max_frame(self.max_frame));
-            let Some(frame) = read_frame(&mut reader, || limit, &mut spares).await? else { return Ok(()) };
+            // The frame's bytes stay leased from the pool until it is answered.
+            let Some((frame, _lease)) = read_frame(&mut reader, || limit, self.queue, &mut spares).await? else {
+                return Ok(());
+            };
             if let Some(auth) = sasl.as_mut() {
                 match auth.on_frame(&frame, self.scram, std::time::Instant::now()) {
                     Step::Pass => {}

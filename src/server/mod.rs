@@ -19,6 +19,7 @@ mod connection;
 pub mod controller;
 mod limits;
 pub mod principal_mapper;
+pub mod request_queue;
 mod throttle;
 pub mod tls;
 
@@ -162,6 +163,8 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
     broker.start_background();
     let (stop_tx, stop_rx) = watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
+    // One request queue for all the broker's listeners, as Kafka's data plane has one.
+    let queue = request_queue::RequestQueue::new(request_queue::Bounds::of(&broker.config));
     let mut accept_tasks = Vec::new();
     let names: Vec<Arc<str>> = listeners.iter().map(|(name, _)| Arc::from(name.as_str())).collect();
     let limits = limits::ConnectionLimits::new(
@@ -176,7 +179,13 @@ pub async fn run(broker: Arc<Broker>, metrics: Arc<Metrics>) -> anyhow::Result<(
         let stop = stop_rx.clone();
         let protocol = security_protocol(&broker.config.properties, &name);
         let named = connection::Named { name: named, protocol, tls, sasl };
-        let shared = Shared { stop, in_flight: in_flight.clone(), metrics: metrics.clone(), limits: limits.clone() };
+        let shared = Shared {
+            stop,
+            in_flight: in_flight.clone(),
+            metrics: metrics.clone(),
+            limits: limits.clone(),
+            queue: queue.clone(),
+        };
         accept_tasks.push(tokio::spawn(accept_loop(listener, named, broker, shared)));
     }
     shutdown_signal().await;
@@ -300,6 +309,7 @@ struct Shared {
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     limits: Arc<limits::ConnectionLimits>,
+    queue: Arc<request_queue::RequestQueue>,
 }
 
 async fn accept_loop(listener: TcpListener, named: connection::Named, broker: Arc<Broker>, shared: Shared) {
@@ -344,8 +354,10 @@ async fn accept_loop(listener: TcpListener, named: connection::Named, broker: Ar
                 let in_flight = shared.in_flight.clone();
                 let metrics = shared.metrics.clone();
                 let named = named.clone();
+                let queue = shared.queue.clone();
                 tokio::spawn(crate::fatal::client_scope(async move {
-                    if let Err(e) = connection::serve(socket, peer, named, broker, stop, in_flight, metrics, slot).await
+                    if let Err(e) =
+                        connection::serve(socket, peer, named, broker, stop, in_flight, metrics, slot, queue).await
                     {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
