@@ -244,3 +244,33 @@ fn a_log_truncated_fully_starts_over_at_the_offset_given_and_stays_there() {
     assert_eq!(last_seq, Some(2), "rebuilt from the copy only");
     assert_eq!(batches(&follower), vec![at_offset(&held[2], 100)]);
 }
+
+/// A producer's retry of a batch the log already holds is answered with where it is and, as
+/// Kafka answers it (`BatchMetadata.timestamp`), the time it was stored with: on a LogAppendTime
+/// topic the append time it got, on the leader that wrote it, on a follower that copied it and
+/// became leader, and after either reopens (producer state replayed from the log, or loaded
+/// from the snapshot a clean close leaves).
+#[test]
+fn a_retried_batch_is_answered_with_the_append_time_it_got() {
+    let dir = tempfile::tempdir().unwrap();
+    let append_time = config(&[("message.timestamp.type", "LogAppendTime")]);
+    let sent = encode(&[(Some("k"), "v")], NOW - 5_000, Some((7, 0)));
+    let send = |log: &mut PartitionLog, now: i64| {
+        let (bytes, summary) = batch::validate_produce(sent.clone(), log.config(), now).unwrap();
+        let info = ketch::replica::append_as_leader(log, bytes, &summary, now).unwrap();
+        (info.base_offset, info.log_append_time_ms)
+    };
+    let mut leader = open(&dir.path().join("leader"), append_time.clone());
+    assert_eq!(send(&mut leader, NOW), (0, NOW));
+    assert_eq!(send(&mut leader, NOW + 1_000), (0, NOW), "a retry to the same leader");
+    let mut follower = open(&dir.path().join("follower"), append_time.clone());
+    copy(&leader, &mut follower, NOW + 2_000);
+    assert_eq!(send(&mut follower, NOW + 3_000), (0, NOW), "a retry to the follower that took over");
+    assert_eq!(follower.log_end_offset(), 1, "nothing written again");
+    drop(follower);
+    let mut reopened = open(&dir.path().join("follower"), append_time.clone());
+    assert_eq!(send(&mut reopened, NOW + 4_000), (0, NOW), "after a kill: state replayed from the log");
+    reopened.close().unwrap();
+    let mut reopened = open(&dir.path().join("follower"), append_time);
+    assert_eq!(send(&mut reopened, NOW + 5_000), (0, NOW), "after a clean close: state from the snapshot");
+}

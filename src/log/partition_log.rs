@@ -438,12 +438,14 @@ impl PartitionLog {
         // Coordinator writes carry a producer id but no sequence: only client batches are
         // checked for order and duplicates (as Kafka does for non-client origins).
         if let Some(producer) = producer.as_ref().filter(|p| check_sequences && p.first_seq >= 0) {
-            if let Check::Duplicate { first_offset, last_offset } = self.producers.check(producer)? {
-                // A retried batch: answer with where it already is, write nothing.
+            if let Check::Duplicate { first_offset, last_offset, timestamp } = self.producers.check(producer)? {
+                // A retried batch: answer with where it already is and, as Kafka does, its max
+                // timestamp as the append time (on a LogAppendTime topic: the time it got),
+                // write nothing.
                 return Ok(AppendInfo {
                     base_offset: first_offset,
                     last_offset,
-                    log_append_time_ms: -1,
+                    log_append_time_ms: timestamp,
                     log_start_offset: self.log_start_offset,
                     flush_due: false,
                 });

@@ -3,19 +3,20 @@
 //!
 //! Owns: per producer id, its epoch, the epoch of the transaction coordinator that wrote its
 //! last marker (a marker from an older coordinator is TRANSACTION_COORDINATOR_FENCED), the metadata of its last `MAX_CACHED_BATCHES` batches
-//! (sequence range and offsets) and the first offset of its open transaction, if any. These
+//! (sequence range, offsets, max timestamp) and the first offset of its open transaction, if any. These
 //! decide whether a new batch is in sequence, a duplicate of a retried batch (answered with the
-//! original offsets, not written again), out of order (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a
+//! original offsets and timestamp, not written again), out of order (OUT_OF_ORDER_SEQUENCE_NUMBER) or from a
 //! fenced epoch (INVALID_PRODUCER_EPOCH); open transactions bound the last stable offset (LSO);
 //! aborted transactions are listed for read_committed fetches. Also the producers' transaction
 //! verifications in progress (`verification`): in memory only, cleared by the producer's next
 //! transactional write or marker, expired with idle producers; they bound the sequences of
 //! client batches (`check`).
 //! On disk: `<offset, 20 digits>.snapshot` files in the partition directory, holding the state
-//! as of that log offset: `[u32 crc32c of the rest][u32 version=3][u32 count]` then per
+//! as of that log offset: `[u32 crc32c of the rest][u32 version=4][u32 count]` then per
 //! producer `[i64 pid][i16 epoch][i64 last timestamp][i64 open txn first offset or -1]
 //! [i32 coordinator epoch or -1][u8 n]` (version 2, still read, has no coordinator epoch)
-//! and n times `[i32 first seq][i32 last seq][i64 first offset][i64 last offset]`, then
+//! and n times `[i32 first seq][i32 last seq][i64 first offset][i64 last offset]
+//! [i64 max timestamp]` (versions 2 and 3, still read, have no timestamp: -1), then
 //! `[u32 aborted count]` and per aborted transaction `[i64 pid][i64 first][i64 last][i64 lso]`,
 //! big-endian.
 //! Invariants: the state equals what replaying every batch below the snapshot offset gives;
@@ -32,8 +33,9 @@ use crate::log::verification::{VerificationEntry, VerificationGuard};
 pub const MAX_CACHED_BATCHES: usize = 5;
 const SNAPSHOT_SUFFIX: &str = "snapshot";
 const SNAPSHOTS_KEPT: usize = 2;
-/// Version 3 added the coordinator epoch; version 2 snapshots (earlier Ketch) are still read.
-const SNAPSHOT_VERSION: u32 = 3;
+/// Version 3 added the coordinator epoch, version 4 each cached batch's max timestamp; version 2
+/// and 3 snapshots (earlier Ketch) are still read.
+const SNAPSHOT_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchMeta {
@@ -41,6 +43,9 @@ pub struct BatchMeta {
     pub last_seq: i32,
     pub first_offset: i64,
     pub last_offset: i64,
+    /// The batch's max timestamp as stored: its append time on a LogAppendTime topic (Kafka's
+    /// `BatchMetadata.timestamp`, answered to a retry of the batch).
+    pub timestamp: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -97,8 +102,8 @@ impl ProducerBatch {
 pub enum Check {
     /// Append it.
     Append,
-    /// A retry of a batch already in the log at these offsets.
-    Duplicate { first_offset: i64, last_offset: i64 },
+    /// A retry of a batch already in the log at these offsets, with this max timestamp.
+    Duplicate { first_offset: i64, last_offset: i64, timestamp: i64 },
 }
 
 #[derive(Debug, Default)]
@@ -141,7 +146,8 @@ impl ProducerState {
             let last_seq = batch.last_seq();
             let duplicate = entry.batches.iter().find(|b| b.first_seq == batch.first_seq && b.last_seq == last_seq);
             if let (true, Some(dup)) = (batch.epoch == entry.epoch, duplicate) {
-                return Ok(Check::Duplicate { first_offset: dup.first_offset, last_offset: dup.last_offset });
+                let (first_offset, last_offset, timestamp) = (dup.first_offset, dup.last_offset, dup.timestamp);
+                return Ok(Check::Duplicate { first_offset, last_offset, timestamp });
             }
         }
         if let Some(v) = self.verifications.get(&batch.producer_id).filter(|v| batch.first_seq > v.lowest_seq) {
@@ -218,6 +224,7 @@ impl ProducerState {
             last_seq: batch.last_seq(),
             first_offset,
             last_offset,
+            timestamp: batch.max_timestamp,
         });
         while entry.batches.len() > MAX_CACHED_BATCHES {
             entry.batches.pop_front();
@@ -323,6 +330,7 @@ impl ProducerState {
                 body.extend_from_slice(&b.last_seq.to_be_bytes());
                 body.extend_from_slice(&b.first_offset.to_be_bytes());
                 body.extend_from_slice(&b.last_offset.to_be_bytes());
+                body.extend_from_slice(&b.timestamp.to_be_bytes());
             }
         }
         body.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
@@ -366,6 +374,7 @@ impl ProducerState {
                     last_seq: r.i32()?,
                     first_offset: r.i64()?,
                     last_offset: r.i64()?,
+                    timestamp: if version >= 4 { r.i64()? } else { -1 },
                 });
             }
             producers.insert(id, ProducerEntry { epoch, last_timestamp, batches, txn_first_offset, coordinator_epoch });
@@ -489,8 +498,8 @@ mod tests {
         assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Append);
         s.update(&batch(1, 0, 3, 2), 3, 4, false);
         // A retry of either cached batch is a duplicate with its original offsets.
-        assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Duplicate { first_offset: 0, last_offset: 2 });
-        assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Duplicate { first_offset: 3, last_offset: 4 });
+        assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Duplicate { first_offset: 0, last_offset: 2, timestamp: 10 });
+        assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Duplicate { first_offset: 3, last_offset: 4, timestamp: 10 });
         // A gap is out of order.
         assert_eq!(s.check(&batch(1, 0, 7, 1)).unwrap_err().code(), 45);
         // An older epoch is fenced; a newer one must restart at 0.
