@@ -143,12 +143,34 @@ impl Deps<'_> {
     }
 }
 
+/// One transactional id's turn (`TxnCoordinator::op`); ending it drops the id's lock from `ops`
+/// when no other turn holds or awaits it.
+pub(super) struct OpTurn<'a> {
+    coordinator: &'a TxnCoordinator,
+    id: String,
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for OpTurn<'_> {
+    fn drop(&mut self) {
+        drop(self.held.take());
+        drop(self.lock.take());
+        // New turns reach the lock only through the map, under its lock: a count of one (the
+        // map's own) means nobody holds or awaits it, and nobody can start to meanwhile.
+        let mut ops = self.coordinator.ops.lock().unwrap_or_else(|p| p.into_inner());
+        if ops.get(&self.id).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            ops.remove(&self.id);
+        }
+    }
+}
+
 pub struct TxnCoordinator {
     pub config: TxnConfig,
     txns: Mutex<HashMap<String, TxnMeta>>,
     /// Serialises the state transitions of each transactional id across await points: one at
     /// a time per id, different ids independent (an EndTxn writing markers does not hold up
-    /// another producer's implicit add).
+    /// another producer's implicit add). Holds only ids with a turn held or awaited (`OpTurn`).
     ops: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// In a cluster: the `__transaction_state` partitions this broker leads, each with the
     /// leader epoch it was loaded at (its coordinator epoch); `None` on a single node, which
@@ -174,19 +196,21 @@ impl TxnCoordinator {
         self.owned.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for the transactional id's turn to change its state.
-    pub(super) async fn op(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    /// Waits for the transactional id's turn to change its state. The id's lock lives in `ops`
+    /// only while a turn is held or awaited: the last turn to end removes it, so ids a client
+    /// merely names (unknown ones answered INVALID_PRODUCER_ID_MAPPING) leave nothing behind.
+    pub(super) async fn op(&self, id: &str) -> OpTurn<'_> {
         let lock = self.ops.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
-        lock.lock_owned().await
+        // Made before the wait, so a wait given up (its request's connection closed) cleans up too.
+        let mut turn = OpTurn { coordinator: self, id: id.to_string(), lock: Some(lock.clone()), held: None };
+        turn.held = Some(lock.lock_owned().await);
+        turn
     }
 
-    /// Drops the per-id lock of a forgotten id, unless someone waits on it (new requests reach
-    /// it only through the table, so none can appear meanwhile).
-    fn forget_op(&self, id: &str) {
-        let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
-        if ops.get(id).is_some_and(|lock| Arc::strong_count(lock) == 1) {
-            ops.remove(id);
-        }
+    /// Ids with a turn held or awaited (tests).
+    #[cfg(test)]
+    pub(super) fn ops_len(&self) -> usize {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// A copy of one transactional id's metadata (DescribeTransactions).
@@ -572,7 +596,6 @@ impl TxnCoordinator {
                 tracing::info!(transactional_id = %id, "transactional id expired");
             }
             drop(op);
-            self.forget_op(&id);
         }
     }
 

@@ -21,11 +21,24 @@ async fn transitions_are_serialised_per_transactional_id_only() {
     let soon = std::time::Duration::from_millis(50);
     assert!(tokio::time::timeout(soon, coordinator.op("b")).await.is_ok(), "another id goes ahead");
     assert!(tokio::time::timeout(soon, coordinator.op("a")).await.is_err(), "the same id waits");
+    let waiter = {
+        let second = coordinator.op("a");
+        tokio::pin!(second);
+        assert!(tokio::time::timeout(soon, &mut second).await.is_err(), "still held");
+        assert_eq!(coordinator.ops_len(), 1, "a's lock stays while a turn is awaited ('b' is gone)");
+        drop(held);
+        tokio::time::timeout(soon, second).await.expect("its turn")
+    };
+    assert_eq!(coordinator.ops_len(), 1);
+    drop(waiter);
+    assert_eq!(coordinator.ops_len(), 0, "no lock outlives the last turn");
+    // A wait given up (its connection closed) after the turn it waited for ended leaves nothing.
+    let held = coordinator.op("c").await;
+    let mut given_up = Box::pin(coordinator.op("c"));
+    assert!(tokio::time::timeout(soon, &mut given_up).await.is_err());
     drop(held);
-    assert!(tokio::time::timeout(soon, coordinator.op("a")).await.is_ok());
-    coordinator.forget_op("a");
-    coordinator.forget_op("b");
-    assert!(coordinator.ops.lock().unwrap().is_empty(), "idle locks are dropped");
+    drop(given_up);
+    assert_eq!(coordinator.ops_len(), 0, "a waiter that gave up leaves no lock");
 }
 
 /// A crash between PrepareCommit and the markers: the next start writes the markers, so the
