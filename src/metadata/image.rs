@@ -280,7 +280,8 @@ impl MetadataImage {
         Some(if e.host.contains(':') { format!("[{}]:{}", e.host, e.port) } else { format!("{}:{}", e.host, e.port) })
     }
 
-    /// Applies one record (at `offset`) to this image.
+    /// Applies one record (at `offset`) to this image; a record no controller writes (see
+    /// `impossible_partition`) or one that does not fit the image is refused, the image unchanged.
     fn apply(&mut self, offset: i64, record: &MetadataRecord) -> Result<(), ImageError> {
         let fail = |reason: String| Err(ImageError { offset, reason });
         match record {
@@ -303,6 +304,9 @@ impl MetadataImage {
                 let Some(topic) = self.topics.get_mut(&r.topic_id) else {
                     return fail(format!("partition {} of unknown topic {}", r.partition_id, r.topic_id));
                 };
+                if let Some(why) = impossible_partition(r.partition_id, &r.replicas) {
+                    return fail(why);
+                }
                 let topic = Arc::make_mut(topic);
                 if topic.partitions.insert(r.partition_id, PartitionImage::from_record(r)).is_some() {
                     return fail(format!("partition {}-{} created twice", topic.name, r.partition_id));
@@ -316,7 +320,11 @@ impl MetadataImage {
                 let Some(partition) = topic.partitions.get_mut(&c.partition_id) else {
                     return fail(format!("change of unknown partition {}-{}", topic.name, c.partition_id));
                 };
-                *partition = partition.merge(c);
+                let merged = partition.merge(c);
+                if let Some(why) = impossible_partition(c.partition_id, &merged.replicas) {
+                    return fail(why);
+                }
+                *partition = merged;
             }
             MetadataRecord::RemoveTopic(r) => {
                 let Some(topic) = self.topics.remove(&r.topic_id) else {
@@ -513,6 +521,21 @@ impl ImageBuilder {
         }
         self.published.clone()
     }
+}
+
+/// Why a partition no controller makes is refused, if it is one: a negative partition id, no
+/// replicas, a negative or repeated replica id (the metadata log is a peer's input too: such a
+/// record would name directories and fetchers after it).
+fn impossible_partition(partition_id: i32, replicas: &[i32]) -> Option<String> {
+    if partition_id < 0 {
+        return Some(format!("partition id {partition_id} is negative"));
+    }
+    if replicas.is_empty() {
+        return Some(format!("partition {partition_id} has no replicas"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let bad = replicas.iter().find(|&&r| r < 0 || !seen.insert(r));
+    bad.map(|r| format!("partition {partition_id} has replicas {replicas:?}: {r} is negative or repeated"))
 }
 
 #[cfg(test)]

@@ -141,3 +141,46 @@ fn scram_credentials_are_kept_replaced_and_removed() {
     assert_eq!((alice.salt.as_slice(), alice.iterations), (&b"salt"[..], 8192));
     assert!(image.not_kept.is_empty(), "{:?}", image.not_kept);
 }
+
+/// Records no controller writes are refused with an error naming them and leave the image as it
+/// was, so what comes after still applies (the metadata log is a peer's input too).
+#[test]
+fn impossible_partitions_are_refused_and_later_records_apply() {
+    let id = Uuid::from_u128(7);
+    let mut builder = ImageBuilder::new();
+    let topic = TopicRecord { name: "t".into(), topic_id: id, ..Default::default() };
+    builder.apply(0, &MetadataRecord::Topic(topic)).unwrap();
+    let partition = |partition_id: i32, replicas: Vec<i32>| {
+        MetadataRecord::Partition(PartitionRecord {
+            topic_id: id,
+            partition_id,
+            isr: replicas.clone(),
+            leader: replicas.first().copied().unwrap_or(-1),
+            replicas,
+            ..Default::default()
+        })
+    };
+    for (offset, bad) in [
+        (1, partition(-1, vec![1])),
+        (2, partition(i32::MIN, vec![1])),
+        (3, partition(0, vec![])),
+        (4, partition(0, vec![1, -3])),
+        (5, partition(0, vec![1, 1])),
+    ] {
+        let err = builder.apply(offset, &bad).unwrap_err();
+        assert_eq!(err.offset, offset);
+    }
+    builder.apply(6, &partition(0, vec![1, 2])).unwrap();
+    let bad_change = PartitionChangeRecord {
+        topic_id: id,
+        partition_id: 0,
+        leader: NO_LEADER_CHANGE,
+        replicas: Some(vec![2, -1]),
+        ..Default::default()
+    };
+    assert!(builder.apply(7, &MetadataRecord::PartitionChange(bad_change)).is_err());
+    let image = builder.publish();
+    let t = image.topic("t").unwrap();
+    assert_eq!(t.partitions.keys().copied().collect::<Vec<_>>(), vec![0], "only the good partition");
+    assert_eq!(t.partitions[&0].replicas, vec![1, 2], "the refused change left it as it was");
+}

@@ -374,7 +374,11 @@ impl Observer {
         let mut applied = false;
         while self.pending.front().is_some_and(|(offset, _)| *offset < self.high_watermark) {
             let (offset, record) = self.pending.pop_front().expect("checked");
-            self.builder.apply(offset, &record)?;
+            // As Kafka's broker (its metadata loader's fault handler): a committed record that
+            // does not apply is logged and left out; the records after it still apply.
+            if let Err(e) = self.builder.apply(offset, &record) {
+                tracing::error!(offset, error = %e, "Error replaying metadata log record: left out");
+            }
             applied = true;
         }
         if applied {

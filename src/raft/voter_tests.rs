@@ -204,7 +204,20 @@ fn settings_of(
 }
 
 async fn start_settings(dir: &std::path::Path, settings: VoterSettings) -> Node {
-    let listener = TcpListener::bind(("127.0.0.1", settings.voters[&settings.node_id].port)).await.expect("bind");
+    // A restarted voter binds its port again: an outgoing connection of the test's other voters
+    // may hold it for a moment as its local port (ports are picked from the ephemeral range).
+    let port = settings.voters[&settings.node_id].port;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listener = loop {
+        match TcpListener::bind(("127.0.0.1", port)).await {
+            Ok(listener) => break listener,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(port, error = %e, "bind: trying again");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("bind 127.0.0.1:{port}: {e}"),
+        }
+    };
     let applied: Applied = Arc::default();
     let handle = start(dir, settings, Box::new(OffsetsApplier(applied.clone()))).expect("voter starts");
     let server = tokio::spawn(serve(listener, handle.clone()));
