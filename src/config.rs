@@ -608,7 +608,8 @@ impl BrokerConfig {
         }
 
         let socket_request_max_bytes = int("socket.request.max.bytes", 104_857_600, 1024)? as usize;
-        let queued_max_request_bytes = usize::try_from(int("queued.max.request.bytes", -1, i64::MIN)?).ok().filter(|&b| b > 0);
+        let queued_max_request_bytes =
+            usize::try_from(int("queued.max.request.bytes", -1, i64::MIN)?).ok().filter(|&b| b > 0);
         if queued_max_request_bytes.is_some_and(|b| b < socket_request_max_bytes) {
             // Kafka's KafkaConfig.validateValues.
             return Err(ConfigError::Refused(

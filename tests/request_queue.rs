@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
@@ -63,11 +63,12 @@ fn queued_max_requests_bounds_the_requests_read_ahead_of_their_turn() {
     assert_eq!(produce(&mut busy, batch("one")), (0, 0));
     // A long poll (nothing past offset 1 for 3 s), then a request pipelined behind it: read
     // ahead, it holds the queue's only place until the poll is over.
-    let fetch = FetchRequest::default().with_max_wait_ms(3000).with_min_bytes(1).with_max_bytes(1 << 20).with_topics(
-        vec![FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str("t"))).with_partitions(vec![
-            FetchPartition::default().with_partition(0).with_fetch_offset(1).with_partition_max_bytes(1 << 20),
-        ])],
-    );
+    let fetch =
+        FetchRequest::default().with_max_wait_ms(3000).with_min_bytes(1).with_max_bytes(1 << 20).with_topics(vec![
+            FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str("t"))).with_partitions(vec![
+                FetchPartition::default().with_partition(0).with_fetch_offset(1).with_partition_max_bytes(1 << 20),
+            ]),
+        ]);
     let started = Instant::now();
     busy.write_all(&frame(ApiKey::Fetch, 12, 8, &RequestKind::Fetch(fetch))).unwrap();
     let body = RequestKind::ApiVersions(ApiVersionsRequest::default());
@@ -109,5 +110,8 @@ fn a_pool_smaller_than_a_request_is_refused_at_start_as_kafka_refuses_it() {
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(!status.success());
-    assert!(stderr.contains("queued.max.request.bytes must be larger or equal to socket.request.max.bytes"), "{stderr}");
+    assert!(
+        stderr.contains("queued.max.request.bytes must be larger or equal to socket.request.max.bytes"),
+        "{stderr}"
+    );
 }

@@ -498,8 +498,14 @@ mod tests {
         assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Append);
         s.update(&batch(1, 0, 3, 2), 3, 4, false);
         // A retry of either cached batch is a duplicate with its original offsets.
-        assert_eq!(s.check(&batch(1, 0, 0, 3)).unwrap(), Check::Duplicate { first_offset: 0, last_offset: 2, timestamp: 10 });
-        assert_eq!(s.check(&batch(1, 0, 3, 2)).unwrap(), Check::Duplicate { first_offset: 3, last_offset: 4, timestamp: 10 });
+        assert_eq!(
+            s.check(&batch(1, 0, 0, 3)).unwrap(),
+            Check::Duplicate { first_offset: 0, last_offset: 2, timestamp: 10 }
+        );
+        assert_eq!(
+            s.check(&batch(1, 0, 3, 2)).unwrap(),
+            Check::Duplicate { first_offset: 3, last_offset: 4, timestamp: 10 }
+        );
         // A gap is out of order.
         assert_eq!(s.check(&batch(1, 0, 7, 1)).unwrap_err().code(), 45);
         // An older epoch is fenced; a newer one must restart at 0.

@@ -240,7 +240,8 @@ async fn run<R: FrameRead, W: FrameWrite>(
     let full_frame = broker.config.socket_request_max_bytes;
     // Before SASL authentication frames are bounded by sasl.server.max.receive.size.
     let max_frame = Arc::new(AtomicUsize::new(sasl.as_ref().map_or(full_frame, |a| a.max_frame(full_frame))));
-    let reader_task = tokio::spawn(crate::fatal::client_scope(read_frames(reader, max_frame.clone(), queue, frames_tx)));
+    let reader_task =
+        tokio::spawn(crate::fatal::client_scope(read_frames(reader, max_frame.clone(), queue, frames_tx)));
     let _stop_reader = AbortOnDrop(reader_task);
     let mut pending: VecDeque<Pending> = VecDeque::new();
     // Set while a client quota throttles this connection: no frame is taken until then (Kafka's
@@ -690,7 +691,9 @@ mod tests {
             let limit = limit.clone();
             tokio::spawn(async move {
                 let mut spares = Spares::default();
-                read_frame(&mut reader, || limit.load(Ordering::Acquire), &RequestQueue::unbounded(), &mut spares).await.map(|f| f.map(|(body, _)| body))
+                read_frame(&mut reader, || limit.load(Ordering::Acquire), &RequestQueue::unbounded(), &mut spares)
+                    .await
+                    .map(|f| f.map(|(body, _)| body))
             })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;

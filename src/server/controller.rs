@@ -292,8 +292,13 @@ async fn accept_loop(
                     (named.clone(), controller.clone(), secured.clone(), queue.clone());
                 let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(async move {
-                    let served =
-                        serve_connection(stream, &named, &controller, (max_frame, &secured, &queue), (connection, peer));
+                    let served = serve_connection(
+                        stream,
+                        &named,
+                        &controller,
+                        (max_frame, &secured, &queue),
+                        (connection, peer),
+                    );
                     if let Err(e) = crate::fatal::client_scope(served).await {
                         tracing::debug!(%peer, error = %e, "controller connection closed");
                     }
