@@ -9,7 +9,9 @@
 //! wait is bounded by the connection's timeout; a response frame larger than
 //! `MAX_RESPONSE_BYTES` closes the connection before it is read, and a frame's buffer grows as
 //! its bytes arrive (a peer announcing a large frame and sending little makes this node allocate
-//! little). Peers are input too: their frames are bounded like clients'.
+//! little). Peers are input too: their frames are bounded like clients', and a response frame
+//! passes the allocation guard (`protocol::guard::check_response`) before it is decoded: one the
+//! guard refuses is an error on that exchange, never an abort.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -230,10 +232,17 @@ impl Connection {
             let body = read_body(&mut self.stream, len as usize).await?;
             Ok::<_, anyhow::Error>(body)
         };
-        let mut body = tokio::time::timeout(deadline, exchange)
+        let body = tokio::time::timeout(deadline, exchange)
             .await
             .map_err(|_| anyhow::anyhow!("no response from {} within {deadline:?}", self.addr))??;
         self.last_used = Instant::now();
+        // The peer's bytes: through the allocation guard before any decoder sees them (the
+        // frame was read whole, so the connection stays in step after a refusal).
+        crate::protocol::guard::check_response(R::KEY, version, &body).map_err(|e| {
+            anyhow::anyhow!("response from {} (api {} v{version}) refused before decoding: {e}", self.addr, R::KEY)
+        })?;
+        // Decoded from `Bytes`, as the guard's estimate assumes (strings and records zero-copy).
+        let mut body = body.freeze();
         let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))?;
         anyhow::ensure!(
             header.correlation_id == correlation_id,
@@ -274,3 +283,7 @@ mod read_body_tests {
         reading.abort();
     }
 }
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

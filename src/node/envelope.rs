@@ -13,8 +13,9 @@
 //!
 //! Invariants: what is decoded here comes from another node and is checked, never trusted: a
 //! principal that does not decode is an error (the controller answers
-//! PRINCIPAL_DESERIALIZATION_FAILURE), an address of another length is an error, and an inner
-//! response must carry the inner request's correlation id.
+//! PRINCIPAL_DESERIALIZATION_FAILURE), an address of another length is an error, an inner
+//! response passes the allocation guard (`protocol::guard::check_response`) before it is decoded
+//! (else it is an error), and it must carry the inner request's correlation id.
 
 use std::net::IpAddr;
 
@@ -98,6 +99,9 @@ pub fn wrap<R: Request>(origin: &Origin, version: i16, request: &R) -> anyhow::R
 /// The inner response of an EnvelopeResponse's `response_data`, answering `origin`'s request
 /// of type `R` at `version`.
 pub fn unwrap<R: Request>(origin: &Origin, version: i16, data: Bytes) -> anyhow::Result<R::Response> {
+    // The controller's bytes: through the allocation guard before any decoder sees them.
+    crate::protocol::guard::check_response(R::KEY, version, &data)
+        .map_err(|e| anyhow::anyhow!("forwarded response refused before decoding: {e}"))?;
     let mut data = data;
     let header = ResponseHeader::decode(&mut data, R::Response::header_version(version))?;
     anyhow::ensure!(

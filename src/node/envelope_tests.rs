@@ -79,3 +79,18 @@ fn the_inner_response_must_answer_the_inner_request() {
     assert!(unwrap::<CreateTopicsRequest>(&origin(), 7, answer(8)).is_err());
     assert!(unwrap::<CreateTopicsRequest>(&origin(), 7, Bytes::from_static(&[0, 0])).is_err());
 }
+
+#[test]
+fn an_inner_response_the_guard_refuses_is_an_error_not_an_abort() {
+    // CreateTopics v5 (response header v1): correlation id 7, no tagged fields, throttle_time_ms,
+    // then `topics` as a compact array claiming 2^32-2 elements in 5 bytes.
+    let hostile = [&[0, 0, 0, 7, 0][..], &[0, 0, 0, 0], &[0xff, 0xff, 0xff, 0xff, 0x0f]].concat();
+    let err = unwrap::<CreateTopicsRequest>(&origin(), 5, Bytes::from(hostile)).unwrap_err();
+    assert!(err.to_string().contains("refused before decoding"), "{err:#}");
+    // The same answer, well formed, is decoded.
+    let mut good = BytesMut::new();
+    ResponseHeader::default().with_correlation_id(7).encode(&mut good, 1).unwrap();
+    CreateTopicsResponse::default().with_throttle_time_ms(3).encode(&mut good, 5).unwrap();
+    let answer = unwrap::<CreateTopicsRequest>(&origin(), 5, good.freeze()).unwrap();
+    assert_eq!(answer.throttle_time_ms, 3);
+}

@@ -1,34 +1,43 @@
-//! Pre-decode guard for request frames: the only defence between the socket and kafka-protocol's
-//! decoders, which size `Vec`s from counts read off the wire before checking that the buffer holds
-//! that many elements (a 5-byte Metadata v4 body `7f ff ff ff 00` asks for ~150 GB and aborts the
-//! process; same bug class as Kafka's CVE-2022-34917).
+//! Pre-decode guard for request frames and for the response frames other nodes send (brokers,
+//! controllers: `node::client`, and a controller's answer inside an Envelope): the only defence
+//! between the socket and kafka-protocol's decoders, which size `Vec`s from counts read off the
+//! wire before checking that the buffer holds that many elements (a 5-byte Metadata v4 request
+//! body `7f ff ff ff 00` asks for ~150 GB and aborts the process, and so does a Metadata v0
+//! response body of the same 5 bytes; same bug class as Kafka's CVE-2022-34917). A peer is input
+//! like a client: a hostile or broken one must not be able to abort this node.
 //!
-//! This module owns: walking a request frame (header + body) exactly as the crate's decoder would,
-//! using the per-version layouts in `guard_schemas/` (generated from the crate's own decoders by
-//! `scripts/gen-guard-schemas`; never edit it by hand), without allocating.
+//! This module owns: walking a request frame (header + body) or a response frame (header + body
+//! of the API and version the request was sent at) exactly as the crate's decoder would, using
+//! the per-version layouts in `guard_schemas/` (generated from the crate's own request and
+//! response decoders by `scripts/gen-guard-schemas`; never edit it by hand), without allocating.
 //!
-//! Invariants, for `check_request(frame) == Ok(())`:
+//! Invariants, for `check_request(frame) == Ok(())` and `check_response(key, version, frame) ==
+//! Ok(())` alike:
 //! * every array count, string / bytes length and tagged-field size in the frame was checked
 //!   against the bytes remaining, and every element was walked, so the crate's decoder sees the
 //!   same structure the walker saw (known tagged fields must fill their declared size exactly,
 //!   varints are at most 5 bytes, tags the decoder rejects at this version are rejected here);
-//! * decoding this frame with kafka-protocol from a `bytes::Bytes` (strings and bytes are then
-//!   zero-copy slices) allocates O(frame.len()): the walker adds up what the decoder will allocate
-//!   (`count * size_of::<Elem>()` per `Vec`, B-tree nodes for unknown tagged fields, the root
-//!   struct) and refuses frames whose estimate exceeds `ALLOC_FACTOR * frame.len() + ALLOC_SLACK`;
+//! * decoding this frame with kafka-protocol from a `bytes::Bytes` (strings and bytes, such as a
+//!   Fetch response's records, are then zero-copy slices) allocates O(frame.len()): the walker
+//!   adds up what the decoder will allocate (`count * size_of::<Elem>()` per `Vec`, B-tree nodes
+//!   for unknown tagged fields, the root struct) and refuses frames whose estimate exceeds
+//!   `ALLOC_FACTOR * frame.len() + ALLOC_SLACK`;
 //! * walking is O(frame.len()) time and never panics, whatever the input.
 //!
 //! Versions the crate cannot decode are `UnsupportedVersion` (the crate's `ApiKey::valid_versions`
-//! overstates InitProducerId v6, OffsetCommit v10 and OffsetFetch v10: their decoders stop at 5/9/9).
+//! overstates InitProducerId v6, OffsetCommit v10 and OffsetFetch v10 for requests: their request
+//! decoders stop at 5/9/9; their response decoders do reach 6/10/10). A response's header version
+//! is the API's (`ApiKey::response_header_version`: v0 for ApiVersions whatever its version,
+//! KIP-511).
 //! Trailing bytes after the body are allowed (the crate ignores them too).
 
-use super::guard_schemas::{request_schema, REQUEST_HEADER};
+use super::guard_schemas::{request_schema, response_schema, REQUEST_HEADER, RESPONSE_HEADER};
 use kafka_protocol::messages::ApiKey;
 use std::fmt;
 
 /// Decoding an accepted frame allocates at most about `ALLOC_FACTOR * len + ALLOC_SLACK` bytes.
 pub const ALLOC_FACTOR: u64 = 32;
-/// Allocation allowance independent of the frame size (covers small, element-dense requests).
+/// Allocation allowance independent of the frame size (covers small, element-dense frames).
 pub const ALLOC_SLACK: u64 = 64 * 1024;
 /// Estimated heap cost of a `BTreeMap<i32, Bytes>` of unknown tagged fields: its first leaf node
 /// (408 bytes), then each further entry (measured: 56-70 bytes with 20k tags in any order).
@@ -63,7 +72,7 @@ pub enum GuardError {
 impl fmt::Display for GuardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GuardError::Truncated => write!(f, "request truncated"),
+            GuardError::Truncated => write!(f, "frame truncated"),
             GuardError::LengthTooLarge { field, len, remaining } => {
                 write!(f, "length {len} of `{field}` exceeds the {remaining} bytes remaining")
             }
@@ -74,7 +83,7 @@ impl fmt::Display for GuardError {
             GuardError::UnsupportedVersion { api_key, version } => {
                 write!(f, "unsupported version {version} of api key {api_key}")
             }
-            GuardError::Malformed(why) => write!(f, "malformed request: {why}"),
+            GuardError::Malformed(why) => write!(f, "malformed frame: {why}"),
         }
     }
 }
@@ -165,14 +174,44 @@ pub(crate) fn estimate_request(frame: &[u8]) -> Result<u64, GuardError> {
     if version < schema.min_version || version > schema.max_version {
         return Err(GuardError::UnsupportedVersion { api_key, version });
     }
+    walk_frame(frame, REQUEST_HEADER, key.request_header_version(version), schema, version)
+}
+
+/// Check a response frame (the bytes after the 4-byte length prefix) before decoding it: the
+/// answer to a request of `api_key` sent at `version` (a response does not name its API or
+/// version; the exchange it answers does).
+pub fn check_response(api_key: i16, version: i16, frame: &[u8]) -> Result<(), GuardError> {
+    estimate_response(api_key, version, frame).map(|_| ())
+}
+
+/// `check_response`, returning the estimated bytes the crate's decoder will allocate.
+pub(crate) fn estimate_response(api_key: i16, version: i16, frame: &[u8]) -> Result<u64, GuardError> {
+    let (schema, key) = match (response_schema(api_key), ApiKey::try_from(api_key)) {
+        (Some(s), Ok(k)) => (s, k),
+        _ => return Err(GuardError::UnknownApiKey(api_key)),
+    };
+    if version < schema.min_version || version > schema.max_version {
+        return Err(GuardError::UnsupportedVersion { api_key, version });
+    }
+    walk_frame(frame, RESPONSE_HEADER, key.response_header_version(version), schema, version)
+}
+
+/// Walks `header` at `header_version` then `body` at `version`, within the allocation budget of
+/// a frame of this size; the estimated allocation.
+fn walk_frame(
+    frame: &[u8],
+    header: &'static Schema,
+    header_version: i16,
+    body: &'static Schema,
+    version: i16,
+) -> Result<u64, GuardError> {
     let limit = ALLOC_FACTOR * frame.len() as u64 + ALLOC_SLACK;
-    let mut w = Walker { buf: frame, pos: 0, end: frame.len(), version: 0, cost: 0, limit };
-    w.version = key.request_header_version(version);
-    w.charge(REQUEST_HEADER.rust_size as u64)?;
-    w.walk_struct(REQUEST_HEADER)?;
+    let mut w = Walker { buf: frame, pos: 0, end: frame.len(), version: header_version, cost: 0, limit };
+    w.charge(header.rust_size as u64)?;
+    w.walk_struct(header)?;
     w.version = version;
-    w.charge(schema.rust_size as u64)?;
-    w.walk_struct(schema)?;
+    w.charge(body.rust_size as u64)?;
+    w.walk_struct(body)?;
     Ok(w.cost)
 }
 

@@ -1,7 +1,10 @@
 //! (a) every request the crate encodes passes, and the tables match the crate's decoders;
 //! (b) huge counts and malformed encodings are refused; (c) mutated frames the guard accepts
-//! decode within the allocation bound, measured with a counting allocator.
-use super::super::guard_schemas::{default_request, request_schema, REQUEST_KEYS};
+//! decode within the allocation bound, measured with a counting allocator; (d) the same three
+//! for response frames (`check_response`), as other brokers and controllers send them.
+use super::super::guard_schemas::{
+    default_request, default_response, request_schema, response_schema, REQUEST_KEYS, RESPONSE_KEYS,
+};
 use super::*;
 use bytes::{Bytes, BytesMut};
 use create_topics_request::{CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig};
@@ -40,6 +43,29 @@ fn crate_decode(mut b: Bytes) -> anyhow::Result<(RequestKind, usize)> {
 
 fn versions(api_key: i16) -> std::ops::RangeInclusive<i16> {
     let s = request_schema(api_key).unwrap();
+    s.min_version..=s.max_version
+}
+
+/// Crate-encoded response header (correlation id 7) + body, as a peer sends it.
+fn response_frame(body: &ResponseKind, api_key: i16, version: i16) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    let key = ApiKey::try_from(api_key).unwrap();
+    ResponseHeader::default().with_correlation_id(7).encode(&mut buf, key.response_header_version(version)).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.to_vec()
+}
+
+/// Decode a response frame with the crate from `Bytes`, as the node client does; also returns
+/// the number of bytes left unread.
+fn crate_decode_response(mut b: Bytes, api_key: i16, version: i16) -> anyhow::Result<(ResponseKind, usize)> {
+    let key = ApiKey::try_from(api_key).unwrap();
+    ResponseHeader::decode(&mut b, key.response_header_version(version))?;
+    let body = ResponseKind::decode(key, &mut b, version)?;
+    Ok((body, b.len()))
+}
+
+fn response_versions(api_key: i16) -> std::ops::RangeInclusive<i16> {
+    let s = response_schema(api_key).unwrap();
     s.min_version..=s.max_version
 }
 
@@ -87,6 +113,16 @@ impl Gen {
             out.push(0);
         }
         self.strukt(&mut out, request_schema(api_key).unwrap(), v, 0);
+        out
+    }
+    /// A response frame: header (correlation id 7, tagged section at header v1), then the body.
+    fn response(&mut self, api_key: i16, v: i16) -> Vec<u8> {
+        self.budget = 4 * self.max_count;
+        let mut out = vec![0, 0, 0, 7];
+        if ApiKey::try_from(api_key).unwrap().response_header_version(v) >= 1 {
+            out.push(0);
+        }
+        self.strukt(&mut out, response_schema(api_key).unwrap(), v, 0);
         out
     }
     fn strukt(&mut self, out: &mut Vec<u8>, s: &Schema, v: i16, depth: u32) {
@@ -391,14 +427,26 @@ struct Peaks {
 impl Peaks {
     fn decode(&mut self, f: &[u8], what: &str) {
         let estimate = estimate_request(f).unwrap();
+        let what = format!("{what} api {} v{}", f[1], f[3]);
+        self.measure(f, estimate, &what, |b| crate_decode(b).is_ok());
+    }
+
+    fn decode_response(&mut self, api_key: i16, version: i16, f: &[u8], what: &str) {
+        let estimate = estimate_response(api_key, version, f).unwrap();
+        let what = format!("{what} response api {api_key} v{version}");
+        self.measure(f, estimate, &what, |b| crate_decode_response(b, api_key, version).is_ok());
+    }
+
+    /// Decodes `f` (from `Bytes`, as the broker and the node client do) with `decode`, counting.
+    fn measure(&mut self, f: &[u8], estimate: u64, what: &str, decode: impl FnOnce(Bytes) -> bool) {
         let b = Bytes::copy_from_slice(f);
         LIVE.set(0);
         PEAK.set(0);
         ON.set(true);
-        let ok = crate_decode(b).is_ok();
+        let ok = decode(b);
         ON.set(false);
         let peak = PEAK.get().max(0) as usize;
-        let at = format!("{what} api {} v{}: peak {peak} B, frame {} B, estimate {estimate} B", f[1], f[3], f.len());
+        let at = format!("{what}: peak {peak} B, frame {} B, estimate {estimate} B", f.len());
         // 1 KiB covers the shared `Bytes` header; a failed decode also builds an anyhow error
         // (with a backtrace when RUST_BACKTRACE is set): constant, not per byte.
         assert!(peak as u64 <= estimate + if ok { 1024 } else { 16 * 1024 }, "estimate too low: {at}");
@@ -497,4 +545,285 @@ fn budget_estimate_covers_real_allocation() {
     }
     println!("dense: {over} frames over budget");
     peaks.report("dense");
+}
+
+// ---- (d) responses -------------------------------------------------------------------------
+
+#[test]
+fn default_response_of_every_api_and_version_is_accepted() {
+    assert_eq!(RESPONSE_KEYS, REQUEST_KEYS);
+    let mut differ = Vec::new();
+    for &k in RESPONSE_KEYS {
+        let s = response_schema(k).unwrap();
+        let r = ApiKey::try_from(k).unwrap().valid_versions();
+        assert_eq!(s.min_version, r.min, "api {k}");
+        if s.max_version != r.max || response_versions(k) != versions(k) {
+            differ.push((k, s.max_version, versions(k).end().to_owned(), r.max));
+        }
+        for v in response_versions(k) {
+            let f = response_frame(&default_response(k).unwrap(), k, v);
+            assert_eq!(check_response(k, v, &f), Ok(()), "api {k} v{v}");
+        }
+        let f = response_frame(&default_response(k).unwrap(), k, s.max_version);
+        for v in [s.min_version - 1, s.max_version + 1, i16::MAX, -1] {
+            assert_eq!(check_response(k, v, &f), Err(GuardError::UnsupportedVersion { api_key: k, version: v }));
+        }
+    }
+    // (api key, last response decoder version, last request decoder version, valid_versions.max):
+    // the response decoders of these three go one version past their request decoders.
+    assert_eq!(differ, vec![(8, 10, 9, 10), (9, 10, 9, 10), (22, 6, 5, 6)]);
+    assert_eq!(check_response(100, 0, &[0, 0, 0, 7]), Err(GuardError::UnknownApiKey(100)));
+    assert_eq!(check_response(-1, 0, &[0, 0, 0, 7]), Err(GuardError::UnknownApiKey(-1)));
+    // The header alone: the correlation id (and, at header v1, the tagged section).
+    assert_eq!(check_response(3, 0, &[0, 0, 7]), Err(GuardError::Truncated));
+    assert_eq!(check_response(3, 9, &[0, 0, 0, 7]), Err(GuardError::Truncated));
+    assert_eq!(check_response(18, 3, &[]), Err(GuardError::Truncated));
+}
+
+/// As `schema_tables_match_the_crate`, for responses: schema-driven random encodings of every
+/// API and version decode with the crate consuming every byte, and re-encode to frames the guard
+/// accepts and the crate decodes back to the same bytes.
+#[test]
+fn response_schema_tables_match_the_crate() {
+    let mut g = gen(0x6a09e667f3bcc909, 3, 6, true);
+    for &k in RESPONSE_KEYS {
+        for v in response_versions(k) {
+            for i in 0..25 {
+                let f = g.response(k, v);
+                assert_eq!(check_response(k, v, &f), Ok(()), "generated api {k} v{v} #{i}");
+                let (body, rest) = crate_decode_response(Bytes::copy_from_slice(&f), k, v)
+                    .unwrap_or_else(|e| panic!("api {k} v{v}: {e:#}"));
+                assert_eq!(rest, 0, "api {k} v{v}: crate left bytes unread");
+                let f1 = response_frame(&body, k, v);
+                assert_eq!(check_response(k, v, &f1), Ok(()), "re-encoded api {k} v{v} #{i}");
+                let again = crate_decode_response(Bytes::copy_from_slice(&f1), k, v).unwrap().0;
+                assert_eq!(response_frame(&again, k, v), f1);
+            }
+        }
+    }
+}
+
+/// Hand-built responses of the APIs nodes answer each other with, every version they encode at.
+fn populated_responses() -> Vec<(i16, ResponseKind)> {
+    use api_versions_response::ApiVersion;
+    use create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+    use fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+    use list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+    use metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+    use produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    let name = |s: &'static str| TopicName(StrBytes::from_static_str(s));
+    let text = StrBytes::from_static_str;
+    let broker =
+        |id| MetadataResponseBroker::default().with_node_id(BrokerId(id)).with_host(text("node-1")).with_port(9092);
+    let partition = |p| {
+        MetadataResponsePartition::default()
+            .with_partition_index(p)
+            .with_leader_id(BrokerId(1))
+            .with_replica_nodes(vec![BrokerId(1), BrokerId(2), BrokerId(3)])
+            .with_isr_nodes(vec![BrokerId(1), BrokerId(2)])
+    };
+    let meta = MetadataResponse::default()
+        .with_brokers(vec![broker(1), broker(2), broker(3)])
+        .with_controller_id(BrokerId(1))
+        .with_topics(vec![MetadataResponseTopic::default()
+            .with_name(Some(name("orders")))
+            .with_partitions(vec![partition(0), partition(1)])]);
+    let fetched = |p| {
+        PartitionData::default()
+            .with_partition_index(p)
+            .with_high_watermark(100)
+            .with_aborted_transactions(Some(vec![AbortedTransaction::default().with_first_offset(3)]))
+            .with_records(Some(Bytes::from(vec![7u8; 70])))
+    };
+    // Topic names up to Fetch v12, topic ids from v13 (the crate refuses a name there; the id
+    // stays nil: `uuid` is not a dependency of this crate).
+    let fetch_topic = FetchableTopicResponse::default().with_partitions(vec![fetched(0), fetched(1)]);
+    let fetch_by_name = FetchResponse::default().with_responses(vec![fetch_topic.clone().with_topic(name("orders"))]);
+    let fetch_by_id = FetchResponse::default().with_responses(vec![fetch_topic]);
+    let api = |k| ApiVersion::default().with_api_key(k).with_min_version(0).with_max_version(7);
+    let versions = ApiVersionsResponse::default().with_api_keys(vec![api(0), api(1), api(3), api(18)]);
+    let config = CreatableTopicConfigs::default().with_name(text("cleanup.policy")).with_value(Some(text("compact")));
+    let created = CreateTopicsResponse::default().with_topics(vec![
+        CreatableTopicResult::default().with_name(name("orders")).with_error_code(36),
+        CreatableTopicResult::default().with_name(name("audit")).with_num_partitions(3),
+    ]);
+    let created_configs = CreateTopicsResponse::default()
+        .with_topics(vec![CreatableTopicResult::default().with_name(name("orders")).with_configs(Some(vec![config]))]);
+    let list = ListOffsetsResponse::default().with_topics(vec![ListOffsetsTopicResponse::default()
+        .with_name(name("orders"))
+        .with_partitions(vec![ListOffsetsPartitionResponse::default().with_partition_index(1).with_offset(42)])]);
+    let produce = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+        .with_name(name("orders"))
+        .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0).with_base_offset(42)])]);
+    use ResponseKind as R;
+    vec![
+        (3, R::Metadata(meta)),
+        (1, R::Fetch(fetch_by_name)),
+        (1, R::Fetch(fetch_by_id)),
+        (18, R::ApiVersions(versions)),
+        (19, R::CreateTopics(created)),
+        (19, R::CreateTopics(created_configs)),
+        (2, R::ListOffsets(list)),
+        (0, R::Produce(produce)),
+    ]
+}
+
+/// `populated_responses()` encoded at every version the crate can encode each at:
+/// (api key, version, frame).
+fn populated_response_frames() -> Vec<(i16, i16, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (k, body) in populated_responses() {
+        for v in response_versions(k) {
+            if body.encode(&mut BytesMut::new(), v).is_ok() {
+                out.push((k, v, response_frame(&body, k, v)));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn populated_responses_are_accepted() {
+    let frames = populated_response_frames();
+    assert!(frames.len() > 70, "{}", frames.len());
+    for (k, v, f) in frames {
+        assert_eq!(check_response(k, v, &f), Ok(()), "api {k} v{v}");
+        assert!(f.len() > 20, "api {k} v{v} is not populated");
+    }
+    // Every Fetch version has one encoding with records.
+    let fetch: std::collections::BTreeSet<i16> =
+        populated_response_frames().iter().filter(|f| f.0 == 1).map(|f| f.1).collect();
+    assert_eq!(fetch.into_iter().collect::<Vec<_>>(), response_versions(1).collect::<Vec<_>>());
+}
+
+fn response_too_large(api_key: i16, version: i16, body: &[u8]) -> bool {
+    let mut f = vec![0, 0, 0, 7];
+    if ApiKey::try_from(api_key).unwrap().response_header_version(version) >= 1 {
+        f.push(0);
+    }
+    f.extend_from_slice(body);
+    matches!(check_response(api_key, version, &f), Err(GuardError::LengthTooLarge { .. }))
+}
+
+#[test]
+fn hostile_responses_are_refused() {
+    // Metadata v0: `brokers` claims 2^31-1 elements in 5 bytes (the crate asks for ~200 GB).
+    assert!(response_too_large(3, 0, &[0x7f, 0xff, 0xff, 0xff, 0x00]));
+    // Metadata v4 (throttle_time_ms first) and v12 (flexible: compact count 2^32-2).
+    assert!(response_too_large(3, 4, &[0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0x00]));
+    assert!(response_too_large(3, 12, &[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0]));
+    // Metadata v1: no brokers, controller id 1, one topic "t" (error code, name, is_internal)
+    // with one partition (error code, index, leader) whose replica_nodes claim 2^30 ints.
+    let topic = [0, 0, 0, 1, 0, 0, 0, 1, b't', 0, 0, 0, 0, 1];
+    let partition = [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x40, 0, 0, 0];
+    assert!(response_too_large(3, 1, &[&[0, 0, 0, 0, 0, 0, 0, 1][..], &topic, &partition, &[0; 16]].concat()));
+    // Fetch v4: throttle_time_ms, then `responses` claims 2^31-1 topics.
+    assert!(response_too_large(1, 4, &[0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0x00]));
+    // Fetch v12 (flexible, header v1): throttle, error, session id, compact `responses`.
+    assert!(response_too_large(1, 12, &[&[0; 10][..], &[0xff, 0xff, 0xff, 0xff, 0x0f, 0]].concat()));
+    // Fetch v4: topic "t", one partition whose aborted transactions claim 2^28 (16 B each)...
+    let part = [&[0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1][..], &[0; 4 + 2 + 8 + 8]].concat();
+    assert!(response_too_large(1, 4, &[&[0; 4][..], &part, &[0x10, 0, 0, 0], &[0; 64]].concat()));
+    // ... or whose records claim 2^31-1 bytes (records are zero-copy `Bytes`: only their length
+    // needs checking).
+    let records = [0xff, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 1, 2, 3];
+    assert!(response_too_large(1, 4, &[&[0; 4][..], &part, &records].concat()));
+    let ok = [&[0; 4][..], &part, &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 3, 1, 2, 3]].concat();
+    assert_eq!(check_response(1, 4, &[&[0, 0, 0, 7][..], &ok].concat()), Ok(()));
+    // ApiVersions v3 (response header v0 whatever the version): error code, compact api_keys.
+    assert!(response_too_large(18, 3, &[0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0]));
+    // A tagged-field count and size in the response header v1 (CreateTopics v5).
+    let header_tags = |tags: &[u8]| [&[0, 0, 0, 7][..], tags, &[0, 0, 0, 0, 1, 0]].concat();
+    assert_eq!(check_response(19, 5, &header_tags(&[0])), Ok(()));
+    assert_eq!(check_response(19, 5, &header_tags(&[1, 9, 2, 0xaa, 0xbb])), Ok(()));
+    assert!(matches!(
+        check_response(19, 5, &header_tags(&[0xff, 0xff, 0xff, 0xff, 0x0f])),
+        Err(GuardError::LengthTooLarge { .. })
+    ));
+    assert!(matches!(
+        check_response(19, 5, &header_tags(&[1, 9, 0xff, 0xff, 0x03])),
+        Err(GuardError::LengthTooLarge { .. })
+    ));
+    // Malformed: an over-long varint, a negative array length.
+    assert!(matches!(
+        check_response(19, 5, &header_tags(&[0x81, 0x80, 0x80, 0x80, 0x10])),
+        Err(GuardError::Malformed(_))
+    ));
+    assert!(matches!(check_response(3, 0, &[0, 0, 0, 7, 0xff, 0xff, 0xff, 0xfe]), Err(GuardError::Malformed(_))));
+}
+
+#[test]
+fn response_allocation_budget_refuses_element_dense_frames() {
+    // CreateTopics v5: the response header v1 with n unknown tagged fields of no bytes (2 bytes
+    // each on the wire, a B-tree entry each decoded), then an empty body.
+    let dense = |n: u32| {
+        let mut f = vec![0, 0, 0, 7];
+        uvarint(&mut f, n);
+        (0..n).for_each(|i| f.extend_from_slice(&[(i % 100) as u8 + 20, 0]));
+        f.extend_from_slice(&[0, 0, 0, 0, 1, 0]);
+        f
+    };
+    let r = check_response(19, 5, &dense(200_000));
+    assert!(matches!(r, Err(GuardError::AllocationBudget { .. })), "{r:?}");
+    assert_eq!(check_response(19, 5, &dense(100)), Ok(()));
+    // ListGroups v0: error code, then n groups of two empty strings (4 bytes each on the wire,
+    // a `ListedGroup` of more than 4 * ALLOC_FACTOR bytes each decoded).
+    assert!(std::mem::size_of::<list_groups_response::ListedGroup>() as u64 > 4 * ALLOC_FACTOR);
+    let groups = |n: usize| [&[0, 0, 0, 7, 0, 0][..], &(n as i32).to_be_bytes(), &vec![0; 4 * n]].concat();
+    let r = check_response(16, 0, &groups(200_000));
+    assert!(matches!(r, Err(GuardError::AllocationBudget { .. })), "{r:?}");
+    assert_eq!(check_response(16, 0, &groups(100)), Ok(()));
+}
+
+#[test]
+fn mutated_responses_never_over_allocate() {
+    let (mut g, mut dense) = (gen(0x3c6ef372fe94f82b, 3, 6, true), gen(78, 40, 0, false));
+    let mut frames = populated_response_frames();
+    for &k in RESPONSE_KEYS {
+        for v in response_versions(k) {
+            frames.push((k, v, response_frame(&default_response(k).unwrap(), k, v)));
+            for _ in 0..3 {
+                let body = crate_decode_response(Bytes::from(g.response(k, v)), k, v).unwrap().0;
+                frames.push((k, v, response_frame(&body, k, v)));
+            }
+            frames.push((k, v, dense.response(k, v)));
+        }
+    }
+    let rounds = std::env::var("GUARD_MUTATION_ROUNDS").map_or(40, |s| s.parse().unwrap());
+    let (mut rng, mut peaks, mut accepted) = (Rng(0x510e527fade682d1), Peaks::default(), 0);
+    for (k, v, f) in &frames {
+        peaks.decode_response(*k, *v, f, "valid");
+    }
+    for _ in 0..rounds {
+        for (k, v, f) in &frames {
+            let m = mutate(&mut rng, f);
+            if check_response(*k, *v, &m).is_ok() {
+                accepted += 1;
+                peaks.decode_response(*k, *v, &m, "mutant");
+            }
+        }
+    }
+    println!("response mutation: {} mutants of {} frames, {accepted} accepted", rounds * frames.len(), frames.len());
+    peaks.report("response mutation");
+    assert!(accepted > frames.len());
+}
+
+/// Element-dense valid response frames probe the budget.
+#[test]
+fn response_budget_estimate_covers_real_allocation() {
+    let (mut peaks, mut over) = (Peaks::default(), 0);
+    for &k in RESPONSE_KEYS {
+        for v in response_versions(k) {
+            for (count, tags) in [(3000, false), (300, true)] {
+                let f = gen(k as u64 * 1000 + v as u64 + 7, count, 0, tags).response(k, v);
+                match check_response(k, v, &f) {
+                    Ok(()) => peaks.decode_response(k, v, &f, "dense"),
+                    Err(GuardError::AllocationBudget { .. }) => over += 1,
+                    Err(e) => panic!("api {k} v{v}: {e}"),
+                }
+            }
+        }
+    }
+    println!("dense responses: {over} frames over budget");
+    peaks.report("dense responses");
 }

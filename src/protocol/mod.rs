@@ -3,7 +3,8 @@
 //! Owns: turning a request frame (the bytes after the 4-byte length prefix) into a typed
 //! request, and a typed response into a length-prefixed frame (requests at versions outside
 //! the handlers' table, `handlers::versions`, are refused here); and the allocation guard that
-//! runs before any decoder (`guard.rs`).
+//! runs before any decoder (`guard.rs`), also before `node::client` and `node::envelope` decode
+//! the responses other nodes send (`guard::check_response`).
 //! Invariants: no decoder runs on bytes the guard has not accepted, so a frame of N bytes makes
 //! decoding allocate O(N); requests at versions outside our table never reach a handler.
 
