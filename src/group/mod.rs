@@ -101,6 +101,11 @@ pub struct Inner {
     /// In a cluster, the offsets partitions this broker leads and has loaded (their groups are
     /// coordinated here); `None` on a single node, which coordinates every group.
     pub owned: Option<std::collections::BTreeSet<i32>>,
+    /// In a cluster, the offsets partitions this broker leads and is loading, each with the
+    /// number of its load (`ownership::Load`): their groups get COORDINATOR_LOAD_IN_PROGRESS.
+    pub loading: HashMap<i32, u64>,
+    /// The number of the last load started.
+    pub loads: u64,
 }
 
 pub struct GroupCoordinator {
@@ -183,59 +188,34 @@ impl GroupCoordinator {
     pub fn load(&self, topics: &TopicRegistry) -> anyhow::Result<()> {
         let Some(topic) = topics.get(OFFSETS_TOPIC) else { return Ok(()) };
         for partition in &topic.partitions {
-            self.load_partition(partition)?;
+            let (loaded, _) = self.read_partition(partition, Inner::default(), None)?;
+            absorb(&mut self.lock(), loaded);
         }
         Ok(())
     }
 
-    /// Replays one offsets partition into the groups it holds.
-    fn load_partition(&self, partition: &crate::log::Partition) -> anyhow::Result<()> {
-        let mut inner = self.lock();
+    /// Replays offsets partition `partition` from `from` (its start if `None`) into `into`,
+    /// which holds the state of what was replayed before; returns it and where the replay
+    /// stopped. Takes no coordinator lock.
+    fn read_partition(
+        &self,
+        partition: &crate::log::Partition,
+        mut into: Inner,
+        from: Option<i64>,
+    ) -> anyhow::Result<(Inner, i64)> {
         let now = Instant::now();
         let mut records = 0usize;
-        replay(partition, |record| {
+        let end = replay_from(partition, from, |record| {
             records += 1;
-            if record.control {
-                let commit = record.key.as_deref().is_some_and(|k| k.len() >= 4 && k[3] == 1);
-                apply_txn_end(
-                    &mut inner,
-                    record.producer_id,
-                    partition.index,
-                    self.config.offsets_topic_partitions,
-                    commit,
-                );
-                return;
-            }
-            if let Some(key) = record.key.as_deref().and_then(consumer::records::ConsumerKey::decode) {
-                if !record.transactional {
-                    consumer_api::replay(&mut inner, &key, record.value.as_deref());
-                }
-                return;
-            }
-            let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
-            if record.transactional {
-                if let (Key::Offset { group, topic, partition }, Some(v)) =
-                    (&key, record.value.as_deref().and_then(OffsetValue::decode))
-                {
-                    inner
-                        .pending_txn
-                        .entry(record.producer_id)
-                        .or_default()
-                        .entry(group.clone())
-                        .or_default()
-                        .insert((topic.clone(), *partition), v);
-                }
-                return;
-            }
-            apply(&mut inner, key, record.value.as_deref(), now);
+            replay_record(&mut into, record, partition.index, self.config.offsets_topic_partitions, now);
         })?;
         tracing::info!(
             partition = partition.index,
-            groups = inner.groups.len(),
+            groups = into.groups.len() + into.consumer.len(),
             records,
             "group coordinator loaded {OFFSETS_TOPIC}"
         );
-        Ok(())
+        Ok((into, end))
     }
 
     /// A transaction marker reached offsets partition `partition`: publish (commit) or drop
@@ -533,27 +513,96 @@ fn append_batch(
     Ok(info.last_offset + 1)
 }
 
-/// Calls `f` with every record of an internal topic's partition, oldest first.
-pub fn replay(partition: &crate::log::Partition, mut f: impl FnMut(&Record)) -> anyhow::Result<()> {
-    let log = partition.log();
-    let mut offset = log.log_start_offset();
-    let end = log.log_end_offset();
+/// Calls `f` with every record of an internal topic's partition, oldest first (`replay_from`
+/// its log start offset); returns the offset it stopped at.
+pub fn replay(partition: &crate::log::Partition, f: impl FnMut(&Record)) -> anyhow::Result<i64> {
+    replay_from(partition, None, f)
+}
+
+/// Calls `f` with every record from offset `from` (the log start offset if `None` or below it)
+/// up to the log end offset as it was when called, oldest first; returns the offset after the
+/// last batch read. The partition's lock is held only while each chunk is located, never while
+/// its bytes are read, so appends and fetches of the partition go on meanwhile.
+pub fn replay_from(
+    partition: &crate::log::Partition,
+    from: Option<i64>,
+    mut f: impl FnMut(&Record),
+) -> anyhow::Result<i64> {
+    let (mut offset, end) = {
+        let log = partition.log();
+        (from.unwrap_or(i64::MIN).max(log.log_start_offset()), log.log_end_offset())
+    };
     while offset < end {
-        let bytes = log.read(offset, end, 1 << 20, true)?;
-        if bytes.is_empty() {
-            break;
-        }
-        let mut buf = Bytes::from(bytes);
+        let slice = partition.log().read_slice(offset, end, 1 << 20, true)?;
+        let Some(slice) = slice else { break };
+        let mut buf = Bytes::from(slice.read_to_vec()?);
+        let before = offset;
         while !buf.is_empty() {
+            // A batch's last offset from its header (base offset + last offset delta): a batch
+            // the cleaner emptied still moves the replay past it.
+            let last = (buf.len() >= 27).then(|| {
+                let base = i64::from_be_bytes(buf[0..8].try_into().expect("8 bytes"));
+                base + i32::from_be_bytes(buf[23..27].try_into().expect("4 bytes")) as i64
+            });
             let set = RecordBatchDecoder::decode(&mut buf)
                 .map_err(|e| anyhow::anyhow!("corrupt batch in {}-{}: {e}", partition.topic, partition.index))?;
             for record in &set.records {
+                if record.offset < offset {
+                    continue;
+                }
                 offset = record.offset + 1;
                 f(record);
             }
+            if let Some(last) = last {
+                offset = offset.max(last + 1);
+            }
+        }
+        if offset == before {
+            anyhow::bail!("no progress replaying {}-{} at offset {offset}", partition.topic, partition.index);
         }
     }
-    Ok(())
+    Ok(offset)
+}
+
+/// Applies one record replayed from offsets partition `partition` to `inner`.
+fn replay_record(inner: &mut Inner, record: &Record, partition: i32, partitions: i32, now: Instant) {
+    if record.control {
+        let commit = record.key.as_deref().is_some_and(|k| k.len() >= 4 && k[3] == 1);
+        apply_txn_end(inner, record.producer_id, partition, partitions, commit);
+        return;
+    }
+    if let Some(key) = record.key.as_deref().and_then(consumer::records::ConsumerKey::decode) {
+        if !record.transactional {
+            consumer_api::replay(inner, &key, record.value.as_deref());
+        }
+        return;
+    }
+    let Some(key) = record.key.as_deref().and_then(Key::decode) else { return };
+    if record.transactional {
+        if let (Key::Offset { group, topic, partition }, Some(v)) =
+            (&key, record.value.as_deref().and_then(OffsetValue::decode))
+        {
+            inner
+                .pending_txn
+                .entry(record.producer_id)
+                .or_default()
+                .entry(group.clone())
+                .or_default()
+                .insert((topic.clone(), *partition), v);
+        }
+        return;
+    }
+    apply(inner, key, record.value.as_deref(), now);
+}
+
+/// Adds the groups `loaded` from one offsets partition to `inner`, which holds none of them.
+fn absorb(inner: &mut Inner, loaded: Inner) {
+    inner.groups.extend(loaded.groups);
+    inner.offsets.extend(loaded.offsets);
+    inner.consumer.extend(loaded.consumer);
+    for (producer_id, groups) in loaded.pending_txn {
+        inner.pending_txn.entry(producer_id).or_default().extend(groups);
+    }
 }
 
 fn apply_txn_end(inner: &mut Inner, producer_id: i64, partition: i32, partitions: i32, commit: bool) {

@@ -239,6 +239,9 @@ pub async fn leave(
 
 pub fn list(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
     // Kafka: every group with DESCRIBE on the cluster, else those the principal may describe.
+    if broker.groups.is_loading() {
+        return ListGroupsResponse::default().with_error_code(ResponseError::CoordinatorLoadInProgress.code());
+    }
     let authz = ctx.authz(broker);
     let all = authz.allows_quietly(acl::DESCRIBE, acl::CLUSTER, acl::CLUSTER_NAME);
     let states: Vec<String> = req.states_filter.iter().map(|s| s.as_str().to_ascii_lowercase()).collect();

@@ -275,7 +275,11 @@ fn start_membership(
             for (partition, leads) in changes {
                 if partition.topic == crate::group::OFFSETS_TOPIC {
                     match leads {
-                        true => broker.groups.elect(&partition),
+                        true => {
+                            let load = broker.groups.elect(&partition);
+                            let broker = broker.clone();
+                            tokio::task::spawn_blocking(move || broker.groups.run_load(load));
+                        }
                         false => broker.groups.resign(partition.index),
                     }
                 } else if partition.topic == crate::txn::coordinator::TXN_TOPIC {
