@@ -121,7 +121,7 @@ pub async fn produce_implicit_adds(
 ) -> HashMap<(String, i32), Asked> {
     let mut answers = HashMap::new();
     let Some(id) = req.transactional_id.as_ref().map(|id| id.0.as_str()) else { return answers };
-    let remote = broker.txns.is_cluster() && broker.txns.check_coordinator(id).is_err();
+    let remote = broker.txns.is_cluster() && broker.txns.coordinated_elsewhere(id);
     if (version < 12 && !remote) || auth.txn_denied {
         return answers;
     }

@@ -288,11 +288,17 @@ fn start_membership(
                         continue;
                     }
                     let epoch = manager.get(&partition.topic, partition.index).map_or(0, |r| r.leader().1);
-                    let pending = broker.txns.elect(&partition, epoch);
-                    if !pending.is_empty() {
-                        let broker = broker.clone();
-                        tokio::spawn(async move { broker.txns.complete_loaded(&broker.txn_deps(), pending).await });
-                    }
+                    let load = broker.txns.elect(&partition, epoch);
+                    let broker = broker.clone();
+                    tokio::spawn(async move {
+                        let loader = broker.clone();
+                        let Ok(pending) = tokio::task::spawn_blocking(move || loader.txns.run_load(load)).await else {
+                            return;
+                        };
+                        if !pending.is_empty() {
+                            broker.txns.complete_loaded(&broker.txn_deps(), pending).await;
+                        }
+                    });
                 }
             }
         }

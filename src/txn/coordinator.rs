@@ -176,6 +176,10 @@ pub struct TxnCoordinator {
     /// leader epoch it was loaded at (its coordinator epoch); `None` on a single node, which
     /// owns them all (`ownership.rs`).
     owned: Mutex<Option<BTreeMap<i32, i32>>>,
+    /// In a cluster: the `__transaction_state` partitions this broker leads and is loading,
+    /// each with the number of its load (`ownership::Load`); `loads` counts the loads started.
+    loading: Mutex<HashMap<i32, u64>>,
+    pub(super) loads: std::sync::atomic::AtomicU64,
     /// Set once in a cluster: the way to partition leaders on other brokers (the replicas
     /// coordinator writes go through are `Deps::replicas`).
     pub(super) cluster: OnceLock<Cluster>,
@@ -188,12 +192,18 @@ impl TxnCoordinator {
             txns: Mutex::new(HashMap::new()),
             ops: Mutex::new(HashMap::new()),
             owned: Mutex::new(None),
+            loading: Mutex::new(HashMap::new()),
+            loads: std::sync::atomic::AtomicU64::new(0),
             cluster: OnceLock::new(),
         }
     }
 
     pub(super) fn owned(&self) -> MutexGuard<'_, Option<BTreeMap<i32, i32>>> {
         self.owned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn loading(&self) -> MutexGuard<'_, HashMap<i32, u64>> {
+        self.loading.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits for the transactional id's turn to change its state. The id's lock lives in `ops`

@@ -96,3 +96,74 @@ async fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
     assert_eq!(log.last_stable_offset(), log.high_watermark());
     assert!(log.aborted_txns(0, 2).is_empty());
 }
+
+/// In a cluster a `__transaction_state` partition loads off the publisher (`elect`, then
+/// `run_load`): its ids get COORDINATOR_LOAD_IN_PROGRESS meanwhile (and are not sent to another
+/// broker), no lock of the coordinator is held while the partition is read, the prepared
+/// transactions found are returned, and a load overtaken by a resignation hands nothing over.
+#[tokio::test]
+async fn a_loading_partition_answers_load_in_progress_while_the_locks_stay_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = Properties::new();
+    props.insert("log.dirs".into(), dir.path().display().to_string());
+    let config = BrokerConfig::from_properties(props).unwrap();
+    let topics = TopicRegistry::open(&config).unwrap();
+    let flusher = Flusher::start();
+    let groups = GroupCoordinator::new(GroupConfig::from_broker(&config));
+    let producer_ids = ProducerIds::open(dir.path()).unwrap();
+    let features = Features::open(dir.path(), 1).unwrap();
+    let deps = Deps {
+        topics: &topics,
+        flusher: &flusher,
+        groups: &groups,
+        producer_ids: &producer_ids,
+        features: &features,
+        replicas: None,
+        link: None,
+    };
+    let txn_config = TxnConfig {
+        partitions: 1,
+        max_timeout_ms: 900_000,
+        id_expiration_ms: 604_800_000,
+        replication_factor: 1,
+        min_isr: 1,
+        segment_bytes: 1 << 20,
+    };
+    let writer = TxnCoordinator::new(txn_config.clone());
+    let prepared = TxnMeta { epoch: 0, state: TxnState::PrepareAbort, ..TxnMeta::new(5, 60_000, now_ms()) };
+    writer.persist(&deps, "tx", &prepared).await.unwrap();
+    let partition = topics.partition(TXN_TOPIC, 0).unwrap();
+
+    let coordinator = Arc::new(TxnCoordinator::new(txn_config));
+    *coordinator.owned() = Some(Default::default());
+    assert_eq!(coordinator.check_coordinator("tx"), Err(ResponseError::NotCoordinator));
+    assert!(coordinator.coordinated_elsewhere("tx"));
+
+    // The read waits for the partition's log (a slow disk).
+    let log = partition.log();
+    let load = coordinator.elect(&partition, 7);
+    assert_eq!(coordinator.check_coordinator("tx"), Err(ResponseError::CoordinatorLoadInProgress));
+    assert!(!coordinator.coordinated_elsewhere("tx"), "a loading id is not sent to another broker");
+    let loader = {
+        let coordinator = coordinator.clone();
+        std::thread::spawn(move || coordinator.run_load(load))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(coordinator.txns.try_lock().is_ok(), "the ids' lock is free while the partition is read");
+    assert!(coordinator.owned.try_lock().is_ok(), "so is the ownership's");
+    assert_eq!(coordinator.check_coordinator("tx"), Err(ResponseError::CoordinatorLoadInProgress));
+    drop(log);
+    let pending = loader.join().unwrap();
+    assert_eq!(pending.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["tx"], "found prepared");
+    assert_eq!(coordinator.check_coordinator("tx"), Ok(()));
+    assert_eq!(coordinator.coordinator_epoch("tx"), 7, "the leader epoch it was loaded at");
+    assert_eq!(coordinator.lock()["tx"].state, TxnState::PrepareAbort);
+
+    // Resigned while loading: nothing is handed over.
+    let load = coordinator.elect(&partition, 8);
+    assert!(coordinator.lock().is_empty(), "elect drops what was loaded before");
+    coordinator.resign(0);
+    assert!(coordinator.run_load(load).is_empty());
+    assert_eq!(coordinator.check_coordinator("tx"), Err(ResponseError::NotCoordinator));
+    assert!(coordinator.lock().is_empty());
+}

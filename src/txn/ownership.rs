@@ -1,16 +1,19 @@
 //! Which transactional ids this broker coordinates, in a cluster (Kafka's transaction state
 //! partition loading): a transactional id lives on `__transaction_state` partition
 //! `partition_for(id)` and is coordinated by that partition's leader. When this broker becomes
-//! the leader it replays the partition (`elect`) and then completes the transactions it finds
-//! prepared (their markers may be missing); when leadership moves away it drops the
-//! partition's ids (`resign`). Requests for an id whose partition is not loaded here get
+//! the leader it replays the partition (`elect`, then `run_load` off the async workers) and then
+//! completes the transactions it finds prepared (their markers may be missing); when leadership
+//! moves away it drops the partition's ids (`resign`). Requests for an id whose partition is
+//! loading get COORDINATOR_LOAD_IN_PROGRESS, for one whose partition is not led here
 //! NOT_COORDINATOR, as in Kafka.
 //! A single node owns every partition (`owned` is `None`) and loads all at start.
 //! Invariants: the in-memory state of an id exists only while its partition is owned; the
 //! coordinator epoch of a partition is the leader epoch it was loaded at, and markers written
-//! for its ids carry it.
+//! for its ids carry it; of several loads of one partition only the latest hands its ids over.
+//! Lock order: `loading`, then `owned` or the ids.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -19,6 +22,15 @@ use super::coordinator::{Cluster, Deps, TxnCoordinator, TxnMeta, TXN_TOPIC};
 use super::records::{decode_key, TxnState, TxnValue};
 use crate::log::Partition;
 use crate::replica::manager::ReplicaManager;
+
+/// One load of a `__transaction_state` partition this broker was elected to lead (`elect`,
+/// `run_load`).
+pub struct Load {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+    /// Which load of the partition this is: only the latest hands its ids over.
+    number: u64,
+}
 
 impl TxnCoordinator {
     /// From now on transactional ids are coordinated only on `__transaction_state` partitions
@@ -39,13 +51,23 @@ impl TxnCoordinator {
         self.cluster.get().is_some()
     }
 
-    /// Whether this broker coordinates `id` (NOT_COORDINATOR if another broker does).
+    /// Whether this broker coordinates `id`: NOT_COORDINATOR if another broker does,
+    /// COORDINATOR_LOAD_IN_PROGRESS while its partition is being loaded here.
     pub fn check_coordinator(&self, id: &str) -> Result<(), ResponseError> {
         let p = self.partition_for(id);
+        // `loading` before `owned`: a load marks its partition owned before it stops loading.
+        if self.loading().contains_key(&p) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
         match &*self.owned() {
             Some(owned) if !owned.contains_key(&p) => Err(ResponseError::NotCoordinator),
             _ => Ok(()),
         }
+    }
+
+    /// Whether another broker coordinates `id` (its requests go there).
+    pub fn coordinated_elsewhere(&self, id: &str) -> bool {
+        self.check_coordinator(id) == Err(ResponseError::NotCoordinator)
     }
 
     /// The coordinator epoch markers for `id` carry: the leader epoch its partition was loaded at.
@@ -55,14 +77,36 @@ impl TxnCoordinator {
     }
 
     /// This broker became the leader of `__transaction_state` partition `partition` at
-    /// `leader_epoch`: its ids are loaded and coordinated here. Returns the ids found prepared,
-    /// which the caller completes (`complete_loaded`).
-    pub fn elect(&self, partition: &Partition, leader_epoch: i32) -> Vec<(String, TxnMeta)> {
+    /// `leader_epoch`: its ids will be coordinated here once `run_load` has replayed it, and
+    /// until then get COORDINATOR_LOAD_IN_PROGRESS. Takes no disk I/O: the caller runs the
+    /// returned load where blocking is allowed.
+    pub fn elect(&self, partition: &Arc<Partition>, leader_epoch: i32) -> Load {
         let p = partition.index;
+        let mut loading = self.loading();
+        let number = self.loads.fetch_add(1, Ordering::Relaxed) + 1;
+        loading.insert(p, number);
+        if let Some(owned) = &mut *self.owned() {
+            owned.remove(&p);
+        }
         self.drop_partition(p);
-        let loaded = match replay(partition) {
+        Load { partition: partition.clone(), leader_epoch, number }
+    }
+
+    /// Replays the partition of `load` (no lock held while it is read) and hands its ids over,
+    /// unless the partition was resigned or elected again since. Returns the ids found prepared,
+    /// which the caller completes (`complete_loaded`). No id of the partition is written while
+    /// it loads: each gets COORDINATOR_LOAD_IN_PROGRESS.
+    pub fn run_load(&self, load: Load) -> Vec<(String, TxnMeta)> {
+        let p = load.partition.index;
+        let read = replay(&load.partition);
+        let mut loading = self.loading();
+        if loading.get(&p) != Some(&load.number) {
+            return Vec::new();
+        }
+        let loaded = match read {
             Ok(loaded) => loaded,
             Err(e) => {
+                loading.remove(&p);
                 tracing::error!(partition = p, error = %e, "loading {TXN_TOPIC} failed");
                 return Vec::new();
             }
@@ -70,15 +114,16 @@ impl TxnCoordinator {
         let pending = prepared(&loaded);
         tracing::info!(
             partition = p,
-            leader_epoch,
+            leader_epoch = load.leader_epoch,
             transactional_ids = loaded.len(),
             completing = pending.len(),
             "transaction coordinator loaded {TXN_TOPIC}"
         );
         self.lock().extend(loaded);
         if let Some(owned) = &mut *self.owned() {
-            owned.insert(p, leader_epoch);
+            owned.insert(p, load.leader_epoch);
         }
+        loading.remove(&p);
         pending
     }
 
@@ -99,8 +144,9 @@ impl TxnCoordinator {
     /// Leadership of `__transaction_state` partition `p` moved away: its ids are no longer
     /// coordinated here.
     pub fn resign(&self, p: i32) {
+        let loading = self.loading().remove(&p).is_some();
         let was_owned = self.owned().as_mut().is_some_and(|owned| owned.remove(&p).is_some());
-        if was_owned {
+        if was_owned || loading {
             self.drop_partition(p);
             tracing::info!(partition = p, "transaction coordinator unloaded {TXN_TOPIC}");
         }
@@ -128,7 +174,7 @@ impl TxnCoordinator {
         partitions: Vec<(String, i32)>,
     ) -> Result<(), ResponseError> {
         let remote = match (self.cluster.get(), deps.link) {
-            (Some(cluster), Some(link)) if self.check_coordinator(id).is_err() => Some((cluster, link)),
+            (Some(cluster), Some(link)) if self.coordinated_elsewhere(id) => Some((cluster, link)),
             _ => None,
         };
         let Some((cluster, link)) = remote else {
