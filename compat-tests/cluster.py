@@ -374,8 +374,12 @@ def start_cluster(request, tmp_path):
         return c.start(parallel)
 
     yield factory
+    # Checked before the stop: a node that exited by itself, or any Ketch node that panicked.
+    problems = [p for c, _ in started for node in c.processes for p in node.health_problems()]
     for c, kill in reversed(started):
         c.stop(kill)
+    if problems:
+        raise RuntimeError("cluster teardown found: " + "; ".join(problems))
 
 
 # ---------------------------------------------------------------------------------------------
