@@ -10,8 +10,8 @@ use bytes::Bytes;
 use common::*;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader, ResponseKind, TopicName};
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::Decodable;
 
 fn api_versions_ok(broker: &TestBroker) {
     let mut s = broker.connect();
@@ -90,16 +90,7 @@ fn unknown_api_versions_version_gets_kip_511_fallback() {
 fn corrupt_batches_get_kafka_error_codes_and_leave_the_log_intact() {
     let broker = TestBroker::start(&[]);
     let mut s = broker.connect();
-    let create = kafka_protocol::messages::create_topics_request::CreateTopicsRequest::default().with_topics(vec![
-        kafka_protocol::messages::create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
-        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
-        other => panic!("unexpected {other:?}"),
-    }
+    create_topic(&mut s, "t", 1);
     assert_eq!(produce(&mut s, batch("first")), (0, 0));
     let good = batch("second");
     let mut bad_crc = good.to_vec();

@@ -261,7 +261,6 @@ fn a_single_directory_from_before_jbod_gains_ids_and_a_new_directory_fills_first
 #[test]
 fn three_directories_serve_and_survive_restarts() {
     use common::*;
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
     use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
     use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind, TopicName};
@@ -274,14 +273,7 @@ fn three_directories_serve_and_survive_restarts() {
     let args = [log_dirs.as_str()];
     let mut broker = TestBroker::start(&args);
     let mut s = broker.connect();
-    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("t")))
-        .with_num_partitions(6)
-        .with_replication_factor(1)]);
-    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
-        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
-        other => panic!("{other:?}"),
-    }
+    create_topic(&mut s, "t", 6);
     // `produce` writes to t-0; the other partitions stay empty.
     for i in 0..5 {
         assert_eq!(produce(&mut s, batch(&format!("v{i}"))), (0, i));
@@ -535,7 +527,6 @@ impl Drop for Tmpfs {
 #[test]
 fn a_directory_that_fails_at_run_time_goes_offline_and_the_others_keep_serving() {
     use common::*;
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
     use kafka_protocol::messages::describe_log_dirs_request::DescribeLogDirsRequest;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
@@ -551,13 +542,7 @@ fn a_directory_that_fails_at_run_time_goes_offline_and_the_others_keep_serving()
     let broker = TestBroker::start(&[log_dirs.as_str()]);
     let mut s = broker.connect();
     let t = || TopicName(StrBytes::from_static_str("t"));
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(5000)
-        .with_topics(vec![CreatableTopic::default().with_name(t()).with_num_partitions(2).with_replication_factor(1)]);
-    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
-        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
-        other => panic!("{other:?}"),
-    }
+    create_topic(&mut s, "t", 2);
     assert!(d0.join("t-0").is_dir() && d1.join("t-1").is_dir(), "one partition in each directory");
     let produce_to = |s: &mut std::net::TcpStream, p: i32, value: &str| -> i16 {
         let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![
@@ -635,14 +620,7 @@ fn a_directory_that_fails_at_run_time_goes_offline_and_the_others_keep_serving()
         other => panic!("{other:?}"),
     }
     // New partitions go to the online directory only.
-    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("u")))
-        .with_num_partitions(2)
-        .with_replication_factor(1)]);
-    match call(&mut s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
-        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
-        other => panic!("{other:?}"),
-    }
+    create_topic(&mut s, "u", 2);
     assert!(d0.join("u-0").is_dir() && d0.join("u-1").is_dir());
     drop(s);
     drop(broker);

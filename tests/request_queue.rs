@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::messages::{ApiKey, RequestKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 /// Sends an ApiVersions request on a new connection, without waiting for its answer.
@@ -52,14 +51,7 @@ fn a_used_up_memory_pool_holds_back_every_connection_until_its_bytes_come_back()
 fn queued_max_requests_bounds_the_requests_read_ahead_of_their_turn() {
     let mut broker = TestBroker::start(&["queued.max.requests=1"]);
     let mut busy = broker.connect();
-    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("t")))
-        .with_num_partitions(1)
-        .with_replication_factor(1)]);
-    match call(&mut busy, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
-        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0),
-        other => panic!("unexpected {other:?}"),
-    }
+    create_topic(&mut busy, "t", 1);
     assert_eq!(produce(&mut busy, batch("one")), (0, 0));
     // A long poll (nothing past offset 1 for 3 s), then a request pipelined behind it: read
     // ahead, it holds the queue's only place until the poll is over.

@@ -153,6 +153,21 @@ pub fn batch_at(value: &str, timestamp: i64) -> Bytes {
     buf.freeze()
 }
 
+/// Creates topic `name` of `partitions` partitions (replication factor 1) with CreateTopics v7;
+/// panics unless it was created.
+pub fn create_topic(s: &mut TcpStream, name: &str, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1);
+    let create = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![topic]);
+    match call(s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(create)) {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0, "creating {name}: {r:?}"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
 pub fn produce(s: &mut std::net::TcpStream, records: Bytes) -> (i16, i64) {
     let request =
         ProduceRequest::default()
