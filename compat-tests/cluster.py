@@ -516,13 +516,14 @@ def create_three_way_topic(admin, topic: str, partitions: int) -> dict:
 
 
 def read_all(servers: str, topic: str, ends: dict[int, int], isolation: str | None = None,
-             timeout: float = 30) -> dict[int, list]:
+             timeout: float = 30, record_of=lambda msg: (msg.offset(), msg.value()),
+             group: str = "cluster-check") -> dict[int, list]:
     """Every record a consumer at `isolation` (isolation.level; None: librdkafka's default) reads
     from the beginning of each partition until its position reaches ends[partition] (for
-    read_committed: until the last stable offset has reached it): {partition: [(offset, value)]}.
-    Fetch only: confluent-kafka wants a group.id, but nothing is committed or fetched from the
-    group."""
-    config = {"bootstrap.servers": servers, "group.id": "cluster-check", "enable.auto.commit": False,
+    read_committed: until the last stable offset has reached it): {partition: [record_of(message)]},
+    by default (offset, value). Fetch only: confluent-kafka wants a group.id (`group`), but nothing
+    is committed or fetched from the group."""
+    config = {"bootstrap.servers": servers, "group.id": group, "enable.auto.commit": False,
               "enable.partition.eof": True}
     if isolation is not None:
         config["isolation.level"] = isolation
@@ -543,7 +544,7 @@ def read_all(servers: str, topic: str, ends: dict[int, int], isolation: str | No
                     raise KafkaException(msg.error())
                 at_end[msg.partition()] = msg.offset()
                 continue
-            seen[msg.partition()].append((msg.offset(), msg.value()))
+            seen[msg.partition()].append(record_of(msg))
         return seen
     finally:
         consumer.close()

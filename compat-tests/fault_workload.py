@@ -39,8 +39,9 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer as RdProducer,
-                             TopicPartition)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer as RdProducer, TopicPartition
+
+from cluster import read_all
 
 
 class History:
@@ -262,27 +263,8 @@ def read_whole(servers: str, topic: str, ends: dict[int, int], timeout: float = 
     """Every record a read_committed consumer reads from the beginning of each partition until its
     position reaches ends[partition] (the last stable offset reaching it): {partition: [[offset,
     value, key, timestamp type, timestamp]]} (cluster.read_all, with keys and timestamps)."""
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": "fault-final", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed"})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        seen: dict[int, list] = {p: [] for p in ends}
-        at_end: dict[int, int] = {}
-        deadline = time.monotonic() + timeout
-        while any(at_end.get(p, -1) < end for p, end in ends.items()):
-            assert time.monotonic() < deadline, f"reading {topic} timed out at {at_end}, want {ends}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(msg.error())
-                at_end[msg.partition()] = msg.offset()
-                continue
-            seen[msg.partition()].append([msg.offset(), *record_of(msg)])
-        return seen
-    finally:
-        consumer.close()
+    return read_all(servers, topic, ends, "read_committed", timeout, group="fault-final",
+                    record_of=lambda msg: [msg.offset(), *record_of(msg)])
 
 
 def final_reads(history: History, servers: str, topics: dict[str, int], timeout: float = 120) -> None:
