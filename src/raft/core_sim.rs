@@ -11,7 +11,8 @@
 //! holds every committed entry. At the end the faults stop and a new proposal must commit
 //! (liveness). A failing run prints its seed and how to replay it:
 //! `RAFT_SIM_SEED=<seed> RAFT_SIM_VOTERS=<n> cargo test --lib raft::core::sim -- --nocapture`
-//! (`RAFT_SIM_RUNS` sets how many seeds the default test runs).
+//! (`RAFT_SIM_RUNS` sets how many fixed seeds the default test runs; each run also tries
+//! `RAFT_SIM_FRESH_RUNS` seeds drawn from the clock, so CI explores new schedules every time).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -638,6 +639,16 @@ fn three_voters_stay_safe_under_faults() {
         return check_seeds(env("RAFT_SIM_VOTERS").unwrap_or(3) as usize, seed, 1);
     }
     check_seeds(3, 1_000, env("RAFT_SIM_RUNS").unwrap_or(2_500));
+    check_seeds(3, fresh_seed(), env("RAFT_SIM_FRESH_RUNS").unwrap_or(250));
+}
+
+/// The first of a batch of seeds no run has tried before (from the clock): each test run explores
+/// new schedules besides the fixed ones. A failure prints its seed for the replay.
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let seed = (nanos as u64 ^ (std::process::id() as u64) << 32) >> 1;
+    println!("fresh seeds from {seed}");
+    seed
 }
 
 #[test]
@@ -646,4 +657,5 @@ fn five_voters_stay_safe_under_faults() {
         return;
     }
     check_seeds(5, 2_000, env("RAFT_SIM_RUNS").unwrap_or(1_000));
+    check_seeds(5, fresh_seed(), env("RAFT_SIM_FRESH_RUNS").unwrap_or(100));
 }
