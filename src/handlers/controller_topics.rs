@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use super::controller_apis::written;
 use super::create_topics::{
-    answer_each_name_once, describe_configs, eligible, error_result, over_record_limit, overrides, requested_layout,
-    take_quota, Layout, Refusal, EXCESSIVE_BATCH,
+    answer_each_name_once, describe_configs, eligible, error_result, overrides, requested_layout,
+    take_quota, too_large, Layout, Refusal,
 };
 use crate::controller::quorum::QuorumController;
 use crate::controller::topic_changes::{create_topic_assigned_records, create_topic_records, NewTopic};
@@ -45,14 +45,14 @@ pub fn create_topics(
         authz.allows_quietly(acl::CREATE, acl::CLUSTER, acl::CLUSTER_NAME)
             || authz.allows_quietly(acl::CREATE, acl::TOPIC, name)
     });
-    let too_large = over_record_limit(eligible, settings.num_partitions, settings.default_replication_factor);
+    let too_large = too_large(&eligible, settings.num_partitions, settings.default_replication_factor);
     let topics = answer_each_name_once(request.topics, |t| {
         let name = t.name.0.as_str();
         if !authz.cluster_or_topic(acl::CREATE, name) {
             return error_result(&t.name, ResponseError::TopicAuthorizationFailed, "Authorization failed.".into());
         }
-        if too_large {
-            return error_result(&t.name, ResponseError::PolicyViolation, EXCESSIVE_BATCH.to_string());
+        if let Some(message) = too_large {
+            return error_result(&t.name, ResponseError::PolicyViolation, message.to_string());
         }
         // Kafka's `getDescribableTopics`: the topic's own DESCRIBE_CONFIGS, not logged.
         let describable = authz.allows_quietly(acl::DESCRIBE_CONFIGS, acl::TOPIC, name);

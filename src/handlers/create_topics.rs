@@ -42,14 +42,14 @@ pub fn handle(
     let validate_only = req.validate_only;
     let (default_partitions, default_factor) = (broker.config.num_partitions, broker.config.default_replication_factor);
     let eligible = eligible(&req.topics, |name| creatable.contains(name));
-    let too_large = over_record_limit(eligible, default_partitions, default_factor);
+    let too_large = too_large(&eligible, default_partitions, default_factor);
     let topics = answer_each_name_once(req.topics, |t| {
         if !creatable.contains(t.name.0.as_str()) {
             let message = "Authorization failed.".to_string();
             return error_result(&t.name, ResponseError::TopicAuthorizationFailed, message);
         }
-        if too_large {
-            return error_result(&t.name, ResponseError::PolicyViolation, EXCESSIVE_BATCH.to_string());
+        if let Some(message) = too_large {
+            return error_result(&t.name, ResponseError::PolicyViolation, message.to_string());
         }
         let describable = describable.contains(t.name.0.as_str());
         let name = t.name.clone();
@@ -69,6 +69,11 @@ pub fn take_quota(quota: &mut MutationQuota, partitions: i32) -> Result<(), Refu
 /// Kafka's refusal of one topic: its error and message.
 pub type Refusal = (ResponseError, String);
 
+/// Kafka's bound on the partitions one CreateTopics may ask for (`ReplicationControlManager`'s
+/// `MAX_PARTITIONS_PER_BATCH`), checked first: the request is refused whole.
+pub const MAX_PARTITIONS_PER_BATCH: u64 = 10_000;
+/// Kafka's message for a request over `MAX_PARTITIONS_PER_BATCH` (POLICY_VIOLATION).
+pub const EXCESSIVE_PARTITIONS: &str = "Excessively large number of partitions per request.";
 /// Kafka's bound on the metadata records one request may write (`QuorumController`'s
 /// `MAX_RECORDS_PER_USER_OP`): a CreateTopics over it is refused whole, before any placement
 /// (sized by the request's partition counts) or any partition is made.
@@ -76,20 +81,33 @@ pub const MAX_RECORDS_PER_USER_OP: u64 = 10_000;
 /// Kafka's message for a request over `MAX_RECORDS_PER_USER_OP` (POLICY_VIOLATION).
 pub const EXCESSIVE_BATCH: &str = "Unable to perform excessively large batch operation.";
 
-/// Whether creating `topics` would write more than `MAX_RECORDS_PER_USER_OP` records, counted as
-/// Kafka's controller adds them: a TopicRecord, one ConfigRecord per config and one
-/// PartitionRecord per partition of each topic whose layout is valid.
-pub fn over_record_limit<'a>(
-    topics: impl IntoIterator<Item = &'a CreatableTopic>,
+/// Why creating `topics` is refused whole, as Kafka's controller checks it (POLICY_VIOLATION
+/// with this message), or `None`: first more than `MAX_PARTITIONS_PER_BATCH` partitions asked
+/// for (a count of -1 is the default, assignments count by their number), then more than
+/// `MAX_RECORDS_PER_USER_OP` records to write (a TopicRecord, one ConfigRecord per config and
+/// one PartitionRecord per partition of each topic whose layout is valid).
+pub fn too_large(
+    topics: &[&CreatableTopic],
     default_partitions: i32,
     default_replication_factor: i16,
-) -> bool {
+) -> Option<&'static str> {
+    let partitions: u64 = topics
+        .iter()
+        .map(|t| match (t.assignments.is_empty(), t.num_partitions) {
+            (false, _) => t.assignments.len() as u64,
+            (true, -1) => default_partitions.max(0) as u64,
+            (true, n) => n.max(0) as u64,
+        })
+        .sum();
+    if partitions > MAX_PARTITIONS_PER_BATCH {
+        return Some(EXCESSIVE_PARTITIONS);
+    }
     let records: u64 = topics
-        .into_iter()
+        .iter()
         .filter_map(|t| requested_layout(t, default_partitions, default_replication_factor).ok().map(|l| (t, l)))
         .map(|(t, layout)| 1 + t.configs.len() as u64 + layout.shape().0.max(0) as u64)
         .sum();
-    records > MAX_RECORDS_PER_USER_OP
+    (records > MAX_RECORDS_PER_USER_OP).then_some(EXCESSIVE_BATCH)
 }
 
 /// The topics of a CreateTopics that reach its creation step: named once, and allowed.
