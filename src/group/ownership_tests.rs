@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 
+use crate::config::BrokerConfig;
 use crate::group::records::{Key, OffsetValue};
 use crate::group::{GroupConfig, GroupCoordinator, OFFSETS_TOPIC};
-use crate::config::BrokerConfig;
 use crate::log::flusher::Flusher;
 use crate::log::now_ms;
 use crate::metadata::TopicRegistry;

@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use super::controller_apis::written;
 use super::create_topics::{
-    answer_each_name_once, describe_configs, eligible, error_result, overrides, requested_layout,
-    take_quota, too_large, Layout, Refusal,
+    answer_each_name_once, describe_configs, eligible, error_result, overrides, requested_layout, take_quota,
+    too_large, Layout, Refusal,
 };
 use crate::controller::quorum::QuorumController;
 use crate::controller::topic_changes::{create_topic_assigned_records, create_topic_records, NewTopic};
