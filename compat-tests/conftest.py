@@ -312,13 +312,13 @@ class KetchBroker(Broker):
                 f"or set KETCH_BIN)"
             )
         self.starts += 1
-        self.stopped = False
         self._log_marker(f"start #{self.starts}: {' '.join(self.command())}")
         logf = open(self.log_path, "ab")
         try:
             env = {**os.environ, **self.env}
             env.setdefault("NO_COLOR", "1")  # plain log file
             env.setdefault("RUST_BACKTRACE", "1")
+            self.stopped = False  # from here, an exit the test did not cause is reported
             self.proc = _spawn(
                 self.command(),
                 env=env,
@@ -359,6 +359,7 @@ class KetchBroker(Broker):
         if "addr" not in found:
             rc = proc.poll()
             _reap(proc, signal.SIGKILL, 10)
+            self.stopped = True  # the harness stopped it; the start error reports why
             why = f"exited with code {rc}" if rc is not None else f"printed no listening line within {timeout:.0f}s"
             raise BrokerStartError(f"ketch {why}; log tail:\n{tail(self.log_path)}")
         self.host, self.port = found["addr"]
@@ -466,10 +467,10 @@ class KafkaBroker(Broker):
         self.starts += 1
         start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         cmd = self._java() + ["kafka.Kafka", str(self.props_path)]
-        self.stopped = False
         self._log_marker(f"start #{self.starts}: " + " ".join(cmd))
         logf = open(self.log_path, "ab")
         try:
+            self.stopped = False  # from here, an exit the test did not cause is reported
             self.proc = _spawn(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, cwd=self.workdir,
                                env={**os.environ, **self.env})
         finally:
@@ -480,6 +481,7 @@ class KafkaBroker(Broker):
             if self.proc.poll() is not None:
                 rc = self.proc.returncode
                 _reap(self.proc, signal.SIGKILL, 10)
+                self.stopped = True  # the harness stopped it; the start error reports why
                 raise BrokerStartError(f"kafka exited with code {rc}; log tail:\n{tail(self.log_path)}")
             with open(self.log_path, "rb") as f:
                 f.seek(start_offset)
@@ -487,10 +489,12 @@ class KafkaBroker(Broker):
                     break
             if time.monotonic() > deadline:
                 _reap(self.proc, signal.SIGKILL, 10)
+                self.stopped = True  # the harness stopped it; the start error reports why
                 raise BrokerStartError(f"kafka not ready within {timeout:.0f}s; log tail:\n{tail(self.log_path)}")
             time.sleep(0.2)
         if not wait_port(self.host, self.port, max(1.0, deadline - time.monotonic())):
             _reap(self.proc, signal.SIGKILL, 10)
+            self.stopped = True  # the harness stopped it; the start error reports why
             raise BrokerStartError(f"kafka port {self.port} not accepting; log tail:\n{tail(self.log_path)}")
         return self
 
