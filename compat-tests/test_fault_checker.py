@@ -252,3 +252,23 @@ def test_a_replica_copy_is_read_from_its_segment_files(tmp_path):
     (part / "00000000000000000005.log").write_bytes(bytes(corrupt))
     with pytest.raises(AssertionError, match="CRC mismatch"):
         replica_records(part)
+
+
+def test_an_acknowledgement_without_an_offset_names_only_its_partition():
+    """librdkafka may report a batch delivered with its offset unknown: read once in its partition it
+    is no anomaly (and is counted), read in another partition it moved, never read it is lost."""
+    events = [e for e in clean() if e["type"] != "read"] + [
+        {"type": "send", "producer": 1, "value": "1-5", "partition": 0, "status": "ok", "offset": None, "t": 2600},
+        {"type": "send", "producer": 1, "value": "1-6", "partition": 0, "status": "ok", "offset": None, "t": 2700},
+        {"type": "send", "producer": 1, "value": "1-7", "partition": 0, "status": "ok", "offset": None, "t": 2800},
+        {"type": "poll", "consumer": "c1", "session": 2, "records": [[0, 7, "1-5"]]},
+        # The clean history's final reads, with 1-5 after them in partition 0 and 1-6 in partition 1.
+        {"type": "read", "partition": 0, "records": [[0, "1-0"], [1, "1-1"], [2, "1-2"], [3, "1-4"], [5, "x-0"],
+                                                      [7, "1-5"]]},
+        {"type": "read", "partition": 1, "records": [[0, "x-1"], [1, "1-6"]]},
+    ]
+    report = check(events)
+    assert report["counts"]["acked_without_offset"] == 3
+    found = report["anomalies"]
+    assert [m["value"] for m in found.get("moved", [])] == ["1-6"], found
+    assert [m["value"] for m in found.get("lost", [])] == ["1-7"], found
