@@ -147,8 +147,14 @@ def checkpoints(data_dir) -> list[tuple[int, int, int]]:
     d = data_dir / "__cluster_metadata-0"
     if not d.is_dir():
         return []
-    return sorted((int(m.group(1)), int(m.group(2)), f.stat().st_size)
-                  for f in d.iterdir() if (m := CHECKPOINT.match(f.name)))
+    found = []
+    for f in d.iterdir():
+        if m := CHECKPOINT.match(f.name):
+            try:
+                found.append((int(m.group(1)), int(m.group(2)), f.stat().st_size))
+            except FileNotFoundError:  # cleaned by the node since the listing (it snapshots all along)
+                continue
+    return sorted(found)
 
 
 def checkpoint_path(data_dir, end_offset: int, epoch: int):

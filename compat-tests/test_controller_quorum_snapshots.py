@@ -131,11 +131,20 @@ def test_ketch_voters_snapshot_clean_and_catch_up_from_the_leaders_snapshot(snap
         admin.create_topics([NewTopic(f"s{i}", num_partitions=1, replication_factor=1)])[f"s{i}"].result(timeout=60)
     wait_for(lambda: log_start(voters[leader]) > end_when_down + 5, "the leader's log cleaned below a snapshot",
              timeout=30)
-    snaps = checkpoints(voters[leader].data_dir)
-    assert snaps, "no snapshot on the leader"
-    # Kafka reads Ketch's snapshot files: the topics are in the newest.
-    end, epoch, _ = snaps[-1]
-    path = voters[leader].data_dir / "__cluster_metadata-0" / f"{end:020d}-{epoch:010d}.checkpoint"
+    # Kafka reads Ketch's snapshot files: the topics are in the newest. A copy of it: the leader
+    # snapshots at every commit and deletes the snapshots below its log start.
+    (tmp_path / "newest").mkdir()
+    for _ in range(20):
+        snaps = checkpoints(voters[leader].data_dir)
+        assert snaps, "no snapshot on the leader"
+        end, epoch, _ = snaps[-1]
+        name = f"{end:020d}-{epoch:010d}.checkpoint"  # Kafka's tool reads the offset from the name
+        path = tmp_path / "newest" / name
+        try:
+            shutil.copyfile(voters[leader].data_dir / "__cluster_metadata-0" / name, path)
+            break
+        except FileNotFoundError:
+            continue
     by_type = decoded(kafka_libs, brokers[11], tmp_path, path)
     names = {t["name"] for t in by_type.get("TOPIC_RECORD", [])}
     assert {"first", "s0", "s4"} <= names, names
