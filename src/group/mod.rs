@@ -538,12 +538,9 @@ pub fn replay_from(
         let mut buf = Bytes::from(slice.read_to_vec()?);
         let before = offset;
         while !buf.is_empty() {
-            // A batch's last offset from its header (base offset + last offset delta): a batch
-            // the cleaner emptied still moves the replay past it.
-            let last = (buf.len() >= 27).then(|| {
-                let base = i64::from_be_bytes(buf[0..8].try_into().expect("8 bytes"));
-                base + i32::from_be_bytes(buf[23..27].try_into().expect("4 bytes")) as i64
-            });
+            // A batch's last offset from its header: a batch the cleaner emptied still moves the
+            // replay past it.
+            let last = (buf.len() >= batch::HEADER_BYTES).then(|| batch::Header::new(&buf).last_offset());
             let set = RecordBatchDecoder::decode(&mut buf)
                 .map_err(|e| anyhow::anyhow!("corrupt batch in {}-{}: {e}", partition.topic, partition.index))?;
             for record in &set.records {
